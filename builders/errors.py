@@ -1,0 +1,36 @@
+"""The one exception hierarchy of vlbench (DESIGN §7).
+
+Every error a user can cause derives from `VlbenchError`; the CLI prints its message on one
+line and exits with code 2. Anything else is an internal error (exit 1).
+"""
+
+from __future__ import annotations
+
+
+class VlbenchError(Exception):
+    """A user-facing error: bad input, bad parameters or a bad submission."""
+
+
+class SourceError(VlbenchError):
+    """A raw source file is malformed. The message names file, record and field."""
+
+    def __init__(self, path, message: str, record: str | None = None, field: str | None = None):
+        where = [str(path)]
+        if record is not None:
+            where.append(f"record {record}")
+        if field is not None:
+            where.append(f"field '{field}'")
+        super().__init__(f"{': '.join(where)}: {message}")
+        self.path, self.record, self.field = str(path), record, field
+
+
+class ParamsError(VlbenchError):
+    """A builder parameter or command-line option has an unknown name or a bad value."""
+
+
+class SubmissionError(VlbenchError):
+    """A prediction file does not match the split it is scored against."""
+
+
+class ModelError(VlbenchError):
+    """A model spec cannot be resolved or the model cannot run on the given inputs."""

@@ -1,0 +1,210 @@
+"""GQA-OOD builder (seed 002; DESIGN §5): entropy-filtered local groups of GQA, head/tail answers.
+
+Stages per split: `index` (read the raw file: ids, byte spans, answers, groups), `select` (group
+entropies, threshold, head/tail labels) and `rows` (typed records of the kept questions). Each
+stage's output is a set of Arrow tables, cached by the pipelines' stage runner.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from builders import gqa_ood_card
+from builders.errors import ParamsError, SourceError
+from builders.gqa_ood_rules import (PUBLISHED_ALPHAS, entropy_threshold, normalized_entropy, tail_flags_authors_float,
+                                    tail_mask)
+from builders.result import BuildResult, RunStage, run_uncached
+from builders.sources import gqa
+
+NAME = "gqa-ood"
+
+
+@dataclass(frozen=True)
+class GQAOODParams:
+    """Defaults are the published recipe (the authors' build_gqa_ood.py)."""
+
+    alpha: float = 0.2
+    group_threshold: float | Literal["mean-std"] = "mean-std"
+    tail_comparison: Literal["exact", "authors-float"] = "exact"
+    legacy_alphas: tuple[float, ...] = PUBLISHED_ALPHAS
+
+    def __post_init__(self):
+        if not 1 + self.alpha > 0:
+            raise ParamsError(f"alpha={self.alpha}: 1 + alpha must be positive")
+        if self.group_threshold != "mean-std" and not np.isfinite(self.group_threshold):
+            raise ParamsError(f"group_threshold={self.group_threshold}: expected 'mean-std' or a finite number")
+        for a in self.legacy_alphas:
+            if not 1 + a > 0:
+                raise ParamsError(f"legacy_alphas: {a}: 1 + alpha must be positive")
+
+
+def features():
+    """The typed columns of every config: the original GQA record plus the OOD annotations."""
+    from datasets import Features, List, Value
+
+    string = Value("string")
+    span = {"span": string, "object": string}
+    return Features({
+        "question_id": string,
+        "question": string, "answer": string, "fullAnswer": string, "imageId": string,
+        "isBalanced": Value("bool"),
+        "groups": {"global": string, "local": string},
+        "types": {"structural": string, "semantic": string, "detailed": string},
+        "semantic": List({"operation": string, "argument": string, "dependencies": List(Value("int64"))}),
+        "semanticStr": string,
+        "entailed": List(string), "equivalent": List(string),
+        "annotations": {"answer": List(span), "question": List(span), "fullAnswer": List(span)},
+        "subset": string,
+        "answer_count": Value("int32"), "group_size": Value("int32"), "group_num_answers": Value("int32"),
+        "group_entropy": Value("float64"),
+        "record_json": Value("large_string"),
+    })
+
+
+class GQAOODBuilder:
+    name = NAME
+    params_class = GQAOODParams
+    configs = ("all", "head", "tail")
+    default_config = "all"
+    splits = ("val", "testdev")
+    source_dir = "gqa"
+    card_template = "gqa_ood.md"
+    description = "GQA-OOD (Kervadec et al., CVPR 2021): rare vs frequent answers in imbalanced GQA groups"
+    sources_help = "GQA v1.2 {val,testdev}_balanced_questions.json"
+
+    def locate_sources(self, source: Path, splits: list[str]) -> dict[str, Path]:
+        """Map each split to its raw file: SOURCE is a folder of GQA files or one such file."""
+        for split in splits:
+            if split not in self.splits:
+                raise ParamsError(f"--split {split}: gqa-ood has splits {', '.join(self.splits)}")
+        if source.is_file():
+            split = next((s for s, f in gqa.SPLIT_FILES.items() if f == source.name), None)
+            if split is None and len(splits) == 1:
+                split = splits[0]
+            if split not in self.splits or (splits and split not in splits):
+                raise ParamsError(f"{source}: cannot tell the split; name it *_balanced_questions.json or pass --split")
+            return {split: source}
+        if not source.is_dir():
+            raise SourceError(source, "no such file or folder")
+        wanted = splits or [s for s in self.splits if (source / gqa.SPLIT_FILES[s]).is_file()]
+        found = {s: source / gqa.SPLIT_FILES[s] for s in wanted}
+        missing = [str(p) for p in found.values() if not p.is_file()]
+        if missing or not found:
+            expected = ", ".join(gqa.SPLIT_FILES[s] for s in (splits or self.splits))
+            raise SourceError(missing[0] if missing else source, f"GQA source file not found (expected {expected})")
+        return found
+
+    def build(self, sources: dict[str, Path], params: GQAOODParams, run_stage: RunStage = run_uncached) -> BuildResult:
+        indexes = {s: run_stage(f"index-{s}", {}, [p], lambda p=p: {"index": gqa.read_index(p)})["index"]
+                   for s, p in sorted(sources.items())}
+        _check_disjoint(sources, indexes)
+        key = {"alpha": params.alpha, "group_threshold": params.group_threshold,
+               "tail_comparison": params.tail_comparison}
+        tables: dict[str, dict[str, pa.Table]] = {c: {} for c in self.configs}
+        summaries = {}
+        for split, path in sorted(sources.items()):
+            selected = run_stage(f"select-{split}", key, [path], lambda i=indexes[split]: select(i, params))
+            rows = run_stage(f"rows-{split}", key, [path],
+                             lambda p=path, s=selected["selection"]: {"all": kept_rows(p, s)})["all"]
+            tables["all"][split] = rows
+            for subset in ("head", "tail"):
+                tables[subset][split] = rows.filter(pc.equal(rows.column("subset"), subset))
+            summaries[split] = selected
+        stats = gqa_ood_card.statistics(indexes, summaries, tables, params)
+        return BuildResult(
+            tables=tables, features=features(), statistics=stats,
+            card_fields=gqa_ood_card.card_fields(stats, params),
+            figures=gqa_ood_card.figures(tables, stats),
+            legacy_files=legacy_files(tables, params),
+        )
+
+
+def _check_disjoint(sources: dict[str, Path], indexes: dict[str, pa.Table]) -> None:
+    splits = sorted(indexes)
+    for i, a in enumerate(splits):
+        for b in splits[i + 1:]:
+            common = pc.is_in(indexes[a].column("question_id"), indexes[b].column("question_id"))
+            if pc.any(common).as_py():
+                qid = indexes[a].column("question_id").filter(common)[0].as_py()
+                raise SourceError(sources[b], f"question id also in {sources[a]} (split {a})", record=qid)
+
+
+def select(index: pa.Table, params: GQAOODParams) -> dict[str, pa.Table]:
+    """Group the split by local group (null -> 'none'), keep imbalanced groups, label head/tail."""
+    local = ["none" if g is None else g for g in index.column("local_group").to_pylist()]
+    answers = index.column("answer").to_pylist()
+    groups: dict[str, Counter] = {}
+    for g, a in zip(local, answers):  # dicts keep first-occurrence order (authors-float needs it)
+        groups.setdefault(g, Counter())[a] += 1
+    entropy = {g: normalized_entropy(c.values()) for g, c in groups.items()}
+    threshold = (entropy_threshold(entropy.values()) if params.group_threshold == "mean-std"
+                 else float(params.group_threshold))
+    kept = {g for g, e in entropy.items() if e <= threshold}
+    tail = {}
+    for g in kept:
+        counts = groups[g]
+        if params.tail_comparison == "exact":
+            n, d = sum(counts.values()), len(counts)
+            flags = tail_mask(list(counts.values()), d, n, params.alpha)
+        else:
+            flags = tail_flags_authors_float(list(counts.values()), params.alpha)
+        tail[g] = {a for a, is_tail in zip(counts, flags) if is_tail}
+    rows = [i for i, g in enumerate(local) if g in kept]
+    take = pa.array(rows, pa.int64())
+    kept_local = [local[i] for i in rows]
+    kept_answers = [answers[i] for i in rows]
+    selection = pa.table({
+        "question_id": index.column("question_id").take(take),
+        "offset": index.column("offset").take(take),
+        "length": index.column("length").take(take),
+        "subset": pa.array(["tail" if a in tail[g] else "head" for g, a in zip(kept_local, kept_answers)]),
+        "answer_count": pa.array([groups[g][a] for g, a in zip(kept_local, kept_answers)], pa.int32()),
+        "group_size": pa.array([sum(groups[g].values()) for g in kept_local], pa.int32()),
+        "group_num_answers": pa.array([len(groups[g]) for g in kept_local], pa.int32()),
+        "group_entropy": pa.array([entropy[g] for g in kept_local], pa.float64()),
+    }).sort_by("question_id")
+    summary = pa.table({"threshold": [threshold], "groups": [len(groups)], "kept_groups": [len(kept)]})
+    return {"selection": selection, "summary": summary}
+
+
+def kept_rows(path: Path, selection: pa.Table) -> pa.Table:
+    """Full typed records of the selected questions (sorted by id) with the OOD columns added."""
+    qids = selection.column("question_id").to_pylist()
+    records = gqa.read_records(path, path.read_bytes(), qids, selection.column("offset").to_numpy(),
+                               selection.column("length").to_numpy())
+    columns = {"question_id": selection.column("question_id")}
+    for name in records.column_names:
+        if name == "record_json":
+            for added in ("subset", "answer_count", "group_size", "group_num_answers", "group_entropy"):
+                columns[added] = selection.column(added)
+        columns[name] = records.column(name)
+    return pa.table(columns).cast(features().arrow_schema)
+
+
+def _legacy_json(table: pa.Table) -> bytes:
+    """The authors' serialisation: json.dump(records, fp, sort_keys=True, indent=4), no newline."""
+    records = {qid: json.loads(text) for qid, text in
+               zip(table.column("question_id").to_pylist(), table.column("record_json").to_pylist())}
+    return json.dumps(records, sort_keys=True, indent=4).encode()
+
+
+def legacy_files(tables: dict[str, dict[str, pa.Table]], params: GQAOODParams) -> dict:
+    """ood_<split>_{all,head,tail}.json and alpha_tail/<split>_bal_tail_<alpha>.json producers."""
+    files = {}
+    for split, table in tables["all"].items():
+        for config in ("all", "head", "tail"):
+            files[f"legacy/ood_{split}_{config}.json"] = lambda t=tables[config][split]: _legacy_json(t)
+        for alpha in params.legacy_alphas:
+            mask = tail_mask(table.column("answer_count").to_numpy(), table.column("group_num_answers").to_numpy(),
+                             table.column("group_size").to_numpy(), alpha)
+            files[f"legacy/alpha_tail/{split}_bal_tail_{alpha:.1f}.json"] = (
+                lambda t=table, m=mask: _legacy_json(t.filter(pa.array(m))))
+    return files

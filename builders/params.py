@@ -1,0 +1,69 @@
+"""Typed `--set KEY=VALUE` overrides of a builder's params dataclass (DESIGN §3)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+
+from builders.errors import ParamsError
+
+
+def _convert(name: str, raw: str, annotation):
+    """Parse `raw` as a value of `annotation` (bool, int, float, str, list[...], unions, Literal)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for option in typing.get_args(annotation):
+            try:
+                return _convert(name, raw, option)
+            except ParamsError as exc:
+                errors.append(str(exc))
+        raise ParamsError(f"--set {name}={raw}: not a valid value ({'; '.join(errors)})")
+    if origin is typing.Literal:
+        choices = typing.get_args(annotation)
+        if raw in choices:
+            return raw
+        raise ParamsError(f"--set {name}={raw}: expected one of {', '.join(map(str, choices))}")
+    if origin in (list, tuple):
+        (item,) = typing.get_args(annotation)[:1]
+        text = raw.strip()
+        parts = json.loads(text) if text.startswith("[") else [p for p in text.split(",") if p.strip()]
+        return tuple(_convert(name, str(p).strip(), item) for p in parts)
+    if annotation is bool:
+        lowered = raw.strip().lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise ParamsError(f"--set {name}={raw}: expected true or false")
+    if annotation in (int, float):
+        try:
+            return annotation(raw)
+        except ValueError:
+            raise ParamsError(f"--set {name}={raw}: expected {annotation.__name__}") from None
+    if annotation is str:
+        return raw
+    raise ParamsError(f"--set {name}: unsupported parameter type {annotation!r}")
+
+
+def apply_overrides(params, assignments: list[str]):
+    """Return a copy of the params dataclass with `KEY=VALUE` assignments applied and checked."""
+    hints = typing.get_type_hints(type(params))
+    fields = {f.name for f in dataclasses.fields(params)}
+    changes = {}
+    for assignment in assignments:
+        key, sep, value = assignment.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ParamsError(f"--set {assignment}: expected KEY=VALUE")
+        if key not in fields:
+            raise ParamsError(f"--set {key}: unknown parameter; known: {', '.join(sorted(fields))}")
+        changes[key] = _convert(key, value, hints[key])
+    return dataclasses.replace(params, **changes)
+
+
+def params_to_dict(params) -> dict:
+    """JSON-ready view of a params dataclass (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(params)))

@@ -1,0 +1,44 @@
+"""What a builder returns: tables per config and split, statistics, figures and legacy files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """Data of one statistics plot; `pipelines.figures` draws it (builders stay free of plotting)."""
+
+    filename: str
+    title: str
+    categories: list[str]
+    series: dict[str, list[float]]
+    xlabel: str = ""
+    ylabel: str = ""
+    bar_colors: list[str] | None = None  # one colour per category (single-series plots)
+    legend_colors: dict[str, str] | None = None  # legend entries explaining `bar_colors`
+
+
+@dataclass
+class BuildResult:
+    """Tables are `{config: {split: table}}`; legacy files are `{relative path: bytes producer}`."""
+
+    tables: dict[str, dict[str, pa.Table]]
+    features: object  # datasets.Features shared by every config
+    statistics: dict
+    card_fields: dict[str, str]
+    figures: list[FigureSpec] = field(default_factory=list)
+    legacy_files: dict[str, Callable[[], bytes]] = field(default_factory=dict)
+
+
+StageFn = Callable[[], dict[str, pa.Table]]
+# run_stage(name, key, inputs, compute) -> tables; pipelines supplies a caching implementation.
+RunStage = Callable[[str, dict, list, StageFn], dict[str, pa.Table]]
+
+
+def run_uncached(name: str, key: dict, inputs: list, compute: StageFn) -> dict[str, pa.Table]:
+    """The trivial stage runner: compute every stage (used by library callers and unit tests)."""
+    return compute()
