@@ -1,0 +1,23 @@
+"""Benchmarks by name. A new benchmark adds one line here; modules are imported on first use."""
+
+from __future__ import annotations
+
+import importlib
+
+from builders.errors import ParamsError
+
+BUILDERS = {
+    "gqa-ood": "builders.gqa_ood:GQAOODBuilder",
+}
+
+
+def builder_names() -> list[str]:
+    return sorted(BUILDERS)
+
+
+def get_builder(name: str):
+    """An instance of the builder registered under `name`."""
+    if name not in BUILDERS:
+        raise ParamsError(f"unknown benchmark '{name}'; known: {', '.join(builder_names())}")
+    module, _, cls = BUILDERS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)()

@@ -1,0 +1,48 @@
+"""`vlbench build`: params -> sources -> staged, cached build -> atomic export with manifest."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from builders.params import apply_overrides, params_to_dict
+from builders.registry import get_builder
+from pipelines.export import export
+from pipelines.manifest import library_versions
+from pipelines.stages import StageRunner, default_cache_dir
+
+
+def build_command(bench: str, splits: list[str], assignments: list[str], legacy_json: bool) -> str:
+    """The command line that reproduces a build (paths left out: they differ between machines)."""
+    parts = [f"vlbench build {bench} --source SOURCE --out OUT"]
+    parts += [f"--split {s}" for s in splits] + [f"--set {a}" for a in assignments]
+    return " ".join(parts + (["--legacy-json"] if legacy_json else []))
+
+
+def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = None,
+              assignments: list[str] | None = None, legacy_json: bool = False, use_cache: bool = True) -> dict:
+    """Build one benchmark into OUT; returns the manifest. Nothing is written when it fails."""
+    started = time.perf_counter()
+    builder = get_builder(bench)
+    assignments = list(assignments or [])
+    params = apply_overrides(builder.params_class(), assignments)
+    sources = builder.locate_sources(Path(source), list(splits or []))
+    runner = StageRunner(default_cache_dir() if use_cache else None)
+    result = builder.build(sources, params, runner)
+    root = Path(source) if Path(source).is_dir() else Path(source).parent
+    manifest = {
+        "benchmark": bench,
+        "command": build_command(bench, sorted(sources), assignments, legacy_json),
+        "params": params_to_dict(params),
+        "splits": sorted(sources),
+        "legacy_json": legacy_json,
+        "inputs": [{"split": split, "path": path.resolve().relative_to(root.resolve()).as_posix(),
+                    "bytes": path.stat().st_size, "sha256": runner.digest(path)}
+                   for split, path in sorted(sources.items())],
+        "versions": library_versions(),
+        "code_version": runner.code,
+        "statistics": result.statistics,
+    }
+    manifest["run"] = {"stage_seconds": runner.timings, "stage_cached": runner.cached,
+                       "build_seconds": round(time.perf_counter() - started, 3)}
+    return export(result, builder, out, manifest, legacy_json)

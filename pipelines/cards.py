@@ -1,0 +1,40 @@
+"""Dataset cards: a benchmark's template in data_cards/ + hub YAML (configs, dataset_info) + statistics."""
+
+from __future__ import annotations
+
+import string
+from importlib import resources
+
+import yaml
+
+
+def _split_front_matter(text: str) -> tuple[dict, str]:
+    _, header, body = text.split("---\n", 2)
+    return yaml.safe_load(header), body
+
+
+def render_card(template_name: str, fields: dict[str, str], features, splits: dict[str, dict[str, dict]],
+                default_config: str) -> str:
+    """Fill the template's ${placeholders} and prepend the YAML header that `load_dataset` reads.
+
+    `splits` is {config: {split: {"num_examples", "num_bytes", "pattern"}}}.
+    """
+    from datasets import DatasetInfo, SplitDict, SplitInfo
+    from datasets.info import DatasetInfosDict
+    from datasets.utils.metadata import MetadataConfigs
+    from huggingface_hub import DatasetCardData
+
+    static, body = _split_front_matter(resources.files("data_cards").joinpath(template_name).read_text())
+    card = DatasetCardData(**static)
+    infos, configs = {}, {}
+    for config, by_split in splits.items():
+        split_dict = SplitDict()
+        for split, info in by_split.items():
+            split_dict.add(SplitInfo(name=split, num_bytes=info["num_bytes"], num_examples=info["num_examples"]))
+        infos[config] = DatasetInfo(features=features, splits=split_dict, config_name=config,
+                                    dataset_size=sum(i["num_bytes"] for i in by_split.values()))
+        configs[config] = {"data_files": [{"split": s, "path": i["pattern"]} for s, i in by_split.items()],
+                           **({"default": True} if config == default_config else {})}
+    DatasetInfosDict(infos).to_dataset_card_data(card)
+    MetadataConfigs(configs).to_dataset_card_data(card)
+    return f"---\n{card.to_yaml()}\n---\n" + string.Template(body).substitute(fields)

@@ -1,0 +1,41 @@
+"""manifest.json (DESIGN §4): inputs, params, versions, outputs; run timings kept apart under "run"."""
+
+from __future__ import annotations
+
+import json
+import platform
+from importlib import metadata
+from pathlib import Path
+
+from pipelines.stages import sha256_file
+
+LIBRARIES = ("vlbench", "datasets", "huggingface_hub", "pyarrow", "numpy", "msgspec")
+MANIFEST = "manifest.json"
+
+
+def library_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def describe_outputs(folder: Path, rows: dict[str, int]) -> list[dict]:
+    """Every file under the folder (but the manifest) with its sha256 and, for tables, its rows."""
+    outputs = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST):
+        rel = path.relative_to(folder).as_posix()
+        outputs.append({"path": rel, "sha256": sha256_file(path), "bytes": path.stat().st_size,
+                        **({"rows": rows[rel]} if rel in rows else {})})
+    return outputs
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+def read_manifest(folder: Path) -> dict:
+    return json.loads((folder / MANIFEST).read_text())

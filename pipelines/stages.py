@@ -1,0 +1,95 @@
+"""Stage runner: content-addressed cache of stage outputs (DESIGN §2).
+
+A stage's key is hash(stage name, code version, params, input file hashes); its output (a set of
+Arrow tables) is written into a temporary folder and renamed into place, so a build killed
+midway leaves only finished stages behind and the rerun reuses them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from tqdm import tqdm
+
+_CHUNK = 1 << 22
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def code_version() -> str:
+    """Hash of the builders' source: any change to a reader or rule invalidates cached stages."""
+    import builders
+
+    root = Path(builders.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("VLBENCH_CACHE", Path.home() / ".cache" / "vlbench"))
+
+
+class StageRunner:
+    """Callable with the builders' `RunStage` signature; records timings and cache hits."""
+
+    def __init__(self, cache_dir: Path | None, code: str | None = None):
+        self.cache_dir = cache_dir
+        self.code = code or code_version()
+        self.timings: dict[str, float] = {}
+        self.cached: dict[str, bool] = {}
+        self._digests: dict[Path, str] = {}
+
+    def digest(self, path: Path) -> str:
+        path = Path(path).resolve()
+        if path not in self._digests:
+            self._digests[path] = sha256_file(path)
+        return self._digests[path]
+
+    def key(self, name: str, params: dict, inputs: list) -> str:
+        payload = {"stage": name, "code": self.code, "params": params,
+                   "inputs": [self.digest(p) for p in inputs]}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
+
+    def __call__(self, name: str, params: dict, inputs: list, compute) -> dict[str, pa.Table]:
+        start = time.perf_counter()
+        folder = None if self.cache_dir is None else self.cache_dir / "stages" / f"{name}-{self.key(name, params, inputs)}"
+        if folder is not None and (folder / "DONE").exists():
+            tables = {p.stem: pa.ipc.open_file(pa.memory_map(str(p))).read_all() for p in sorted(folder.glob("*.arrow"))}
+            self.cached[name] = True
+        else:
+            with tqdm(total=1, desc=name, unit="stage", leave=False, disable=None) as bar:
+                tables = compute()
+                bar.update()
+            if folder is not None:
+                self._store(folder, tables)
+            self.cached[name] = False
+        self.timings[name] = round(time.perf_counter() - start, 3)
+        return tables
+
+    @staticmethod
+    def _store(folder: Path, tables: dict[str, pa.Table]) -> None:
+        tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for name, table in tables.items():
+            with pa.ipc.new_file(tmp / f"{name}.arrow", table.schema) as writer:
+                writer.write_table(table)
+        (tmp / "DONE").touch()
+        try:
+            tmp.rename(folder)
+        except OSError:  # another process finished the same stage first
+            shutil.rmtree(tmp, ignore_errors=True)
