@@ -80,6 +80,13 @@ class GQAOODBuilder:
     description = "GQA-OOD (Kervadec et al., CVPR 2021): rare vs frequent answers in imbalanced GQA groups"
     sources_help = "GQA v1.2 {val,testdev}_balanced_questions.json"
 
+    def check_invariants(self, tables, params: dict) -> list[str]:
+        return check_invariants(tables, params)
+
+    @property
+    def published_blob_ids(self) -> dict[str, str]:
+        return PUBLISHED_BLOB_IDS
+
     def locate_sources(self, source: Path, splits: list[str]) -> dict[str, Path]:
         """Map each split to its raw file: SOURCE is a folder of GQA files or one such file."""
         for split in splits:
@@ -208,3 +215,55 @@ def legacy_files(tables: dict[str, dict[str, pa.Table]], params: GQAOODParams) -
             files[f"legacy/alpha_tail/{split}_bal_tail_{alpha:.1f}.json"] = (
                 lambda t=table, m=mask: _legacy_json(t.filter(pa.array(m))))
     return files
+
+
+# Git blob ids of the published files (gqa-ood/GQA-OOD `data/`; shared/reference/gqa_ood/README.md).
+# ood_val_all.json is alpha_tail/val_bal_tail_9.0.json and ood_val_tail.json is val_bal_tail_0.2.json.
+_PUBLISHED_ALPHA_TAIL = {
+    9.0: "428020ab5df3e676087dd3b6dcd689ed8ccc1b0f", 7.0: "8d5188ef58450de338e38f8f6a78147de612a776",
+    5.0: "8f3afc2a27166b31374f6f5a5a4b9d09a0e1d1d8", 3.6: "1215bed5221c91e8ff6e26e8103e8624e89af136",
+    2.8: "a7322514c5e504c0e7e60ac90bba417772addeee", 2.2: "cfadf01177a89d7193087af5f03cd445ab5a9e21",
+    1.8: "78047b8bceb8d63794785783e82f6855d2e62675", 1.4: "42ef17f42ae1c25c93c86383d5e591a0bd28c7e0",
+    1.0: "e7d3e9cea773b08fe5444d9d6b403db754045251", 0.8: "4fba4d7ab2a3137a52c8059101890e4ab5342c35",
+    0.4: "8a8203c44a682ad582b7fe9a73b3f5b6860ebd88", 0.3: "a8a274f8d4d8b82eb83a4734bc714ffd00a12a80",
+    0.2: "04c2cac5de55ae3fce2963714ca9f93fe836aa41", 0.1: "4f099901b27f8bff58260669afb25342886cca24",
+    0.0: "b28f2666c9ee548c22676c07bfabf7444dd3aeba", -0.1: "bbbed509e4e7c89d2c9d3beef8ee9218190bf063",
+    -0.2: "bff0fdfe56890a426bbe09b14202cf04e94e2b5a", -0.3: "dc9213612d9e3ffa4877a990a60148af6eba4605",
+    -0.4: "d0a8c73fb32d2a9b2186d3d087f264a483047077", -0.5: "80f7aa7bd3dfa7a561b68b0fe283555bca3ae71d",
+    -0.6: "647ba16cbeb3ccc2779905402ac9fbc92746517d", -0.7: "451a786667eefe4d165f52919e24ea3051015b05",
+}
+PUBLISHED_BLOB_IDS = {
+    "legacy/ood_testdev_all.json": "2556ba80f6a943a1b7b1230e124ffeb2629db183",
+    "legacy/ood_testdev_head.json": "a337a0ee07e80379fed1956216fab2c0d058bc17",
+    "legacy/ood_testdev_tail.json": "86b068c4535e7c4a7a4ba95e0e4e70306d1050d3",
+    "legacy/ood_val_all.json": _PUBLISHED_ALPHA_TAIL[9.0],
+    "legacy/ood_val_head.json": "786d4f22f9754a7171f8c7ae9d9a0818e47ea5e9",
+    "legacy/ood_val_tail.json": _PUBLISHED_ALPHA_TAIL[0.2],
+    **{f"legacy/alpha_tail/val_bal_tail_{a:.1f}.json": blob for a, blob in _PUBLISHED_ALPHA_TAIL.items()},
+}
+
+
+def check_invariants(tables: dict[str, dict[str, pa.Table]], params: dict) -> list[str]:
+    """head ∩ tail = ∅, all = head ∪ tail, every kept group whole, labels as the rule gives them."""
+    problems = []
+    for split, rows in sorted(tables["all"].items()):
+        ids = {c: set(tables[c][split].column("question_id").to_pylist()) for c in ("all", "head", "tail")}
+        if ids["head"] & ids["tail"]:
+            problems.append(f"{split}: {len(ids['head'] & ids['tail'])} questions are both head and tail")
+        if ids["head"] | ids["tail"] != ids["all"] or len(ids["all"]) != rows.num_rows:
+            problems.append(f"{split}: all is not the disjoint union of head and tail")
+        local = ["none" if g["local"] is None else g["local"] for g in rows.column("groups").to_pylist()]
+        answers = rows.column("answer").to_pylist()
+        sizes, pairs = Counter(local), Counter(zip(local, answers))
+        distinct = Counter(g for g, _ in pairs)
+        count, d, n = (rows.column(c).to_pylist() for c in ("answer_count", "group_num_answers", "group_size"))
+        broken = sorted({g for g, a, c, dd, nn in zip(local, answers, count, d, n)
+                         if nn != sizes[g] or c != pairs[(g, a)] or dd != distinct[g]})
+        if broken:
+            problems.append(f"{split}: {len(broken)} kept groups are not whole (first: {broken[0]!r})")
+        if params.get("tail_comparison") == "exact":
+            expected = np.where(tail_mask(count, d, n, params["alpha"]), "tail", "head")
+            wrong = int((expected != np.array(rows.column("subset").to_pylist())).sum())
+            if wrong:
+                problems.append(f"{split}: {wrong} questions carry a head/tail label the rule does not give")
+    return problems

@@ -19,6 +19,12 @@ def build_command(bench: str, splits: list[str], assignments: list[str], legacy_
     return " ".join(parts + (["--legacy-json"] if legacy_json else []))
 
 
+def source_folder(builder, source: Path) -> Path:
+    """SOURCE may be the benchmark's own folder or a sources root holding it (as sample-sources writes)."""
+    nested = source / builder.source_dir
+    return nested if nested.is_dir() else source
+
+
 def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = None,
               assignments: list[str] | None = None, legacy_json: bool = False, use_cache: bool = True) -> dict:
     """Build one benchmark into OUT; returns the manifest. Nothing is written when it fails."""
@@ -26,7 +32,8 @@ def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = No
     builder = get_builder(bench)
     assignments = list(assignments or [])
     params = apply_overrides(builder.params_class(), assignments)
-    sources = builder.locate_sources(Path(source), list(splits or []))
+    source = source_folder(builder, Path(source))
+    sources = builder.locate_sources(source, list(splits or []))
     runner = StageRunner(default_cache_dir() if use_cache else None)
     result = builder.build(sources, params, runner)
     root = Path(source) if Path(source).is_dir() else Path(source).parent

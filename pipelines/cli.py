@@ -24,12 +24,13 @@ def list_benchmarks(
 ):
     """Benchmarks, their sources and configs."""
     from builders.registry import builder_names, get_builder
+    from pipelines.build import source_folder
 
     for name in builder_names():
         builder = get_builder(name)
         if sources_present is not None:
             try:
-                builder.locate_sources(sources_present / builder.source_dir, [])
+                builder.locate_sources(source_folder(builder, sources_present), [])
             except Exception:
                 continue
         if names:
@@ -70,6 +71,93 @@ def build(
     cached = [k for k, v in manifest["run"]["stage_cached"].items() if v]
     typer.echo(f"built {bench} into {out} in {manifest['run']['build_seconds']:.1f} s"
                + (f" (reused cached stages: {', '.join(cached)})" if cached else ""))
+
+
+@app.command("verify")
+def verify_command(
+    folder: Path = typer.Argument(..., help="A folder written by `vlbench build`."),
+    expect_published: bool = typer.Option(
+        False, "--expect-published", help="Fail when a legacy file differs from the published one."),
+):
+    """Check a built folder: manifest hashes, invariants, and published checksums where known."""
+    from builders.errors import VlbenchError
+    from pipelines.verify import verify
+
+    report = verify(folder)
+    for line in report.checked:
+        typer.echo(f"checked: {line}")
+    for rel, same in report.published.items():
+        typer.echo(f"{rel}: {'byte-identical to' if same else 'differs from'} the published file")
+    problems = report.problems + [f"{rel}: differs from the published file"
+                                  for rel, same in report.published.items() if expect_published and not same]
+    for problem in problems:
+        _echo_err(f"problem: {problem}")
+    if problems:
+        raise VlbenchError(f"{folder}: verification failed ({len(problems)} problem(s))")
+    typer.echo(f"{folder}: ok")
+
+
+@app.command()
+def push(
+    folder: Path = typer.Argument(..., help="A folder written by `vlbench build`."),
+    repo_id: str = typer.Option(..., "--repo-id", help="Hub dataset repo, ORG/NAME."),
+    private: bool = typer.Option(False, "--private", help="Create the repo as private."),
+    revision: Optional[str] = typer.Option(None, "--revision", help="Branch to commit to."),
+):
+    """Upload a built folder to a Hugging Face dataset repo (token: HF_TOKEN or `hf auth login`)."""
+    from pipelines.push import push as push_folder
+
+    result = push_folder(folder, repo_id, private, revision)
+    typer.echo(f"uploaded {len(result['files'])} files to datasets/{repo_id}"
+               + (f" ({len(result['deleted'])} stale files removed)" if result["deleted"] else "")
+               + (f": {result['url']}" if result["url"] else ""))
+
+
+@app.command()
+def predict(
+    bench: str = typer.Argument(..., help="Benchmark name."),
+    data: str = typer.Option(..., "--data", help="Built folder or hub dataset repo id."),
+    model: str = typer.Option(..., "--model", help="baseline:<name>, py:<module>:<factory> or hf:<id>."),
+    out: Path = typer.Option(..., "--out", help="Prediction file to write (JSON)."),
+    split: Optional[str] = typer.Option(None, "--split", help="Split to predict (default: the test split)."),
+    train_file: Optional[Path] = typer.Option(None, "--train-file", help="Training source for fitted baselines."),
+    seed: int = typer.Option(0, "--seed", help="Seed of random baselines."),
+):
+    """Write a model's predictions for a built split in the benchmark's submission format."""
+    from evaluator.run import predict as run_predict
+
+    split, n = run_predict(bench, data, model, out, split, train_file, seed)
+    typer.echo(f"wrote {n:,} predictions for {bench}/{split} to {out}")
+
+
+@app.command()
+def evaluate(
+    bench: str = typer.Argument(..., help="Benchmark name."),
+    data: str = typer.Option(..., "--data", help="Built folder or hub dataset repo id."),
+    predictions: Path = typer.Option(..., "--predictions", help="Submission file (JSON)."),
+    split: Optional[str] = typer.Option(None, "--split", help="Split to score (default: the test split)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write metrics.json, report.md and plots here."),
+    allow_partial: bool = typer.Option(False, "--allow-partial", help="Score the questions that have a prediction."),
+    allow_extra: bool = typer.Option(False, "--allow-extra", help="Ignore predictions for ids outside the split."),
+):
+    """Score a prediction file against a built split with the benchmark's metrics."""
+    import json
+
+    from evaluator.run import evaluate as run_evaluate
+
+    metrics = run_evaluate(bench, data, predictions, split, report, allow_partial, allow_extra)
+    headline = {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
+    typer.echo(json.dumps({**headline, "coverage": metrics["coverage"]}, indent=2))
+    if report is not None:
+        typer.echo(f"report: {report / 'report.md'}")
+
+
+@app.command()
+def demo(out: Path = typer.Option(Path("demo_out"), "--out", help="Folder for sources, dataset and reports.")):
+    """Sample sources -> build -> verify -> baseline predictions -> evaluation reports."""
+    from pipelines.demo import run_demo
+
+    run_demo(out, echo=typer.echo)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,28 @@
+"""Model specs (DESIGN §3): `baseline:<name>`, `py:<module>:<factory>`, `hf:<hub id or path>`."""
+
+from __future__ import annotations
+
+import importlib
+
+from builders.errors import ModelError
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    kind, sep, name = spec.partition(":")
+    if not sep or kind not in ("baseline", "py", "hf") or not name:
+        raise ModelError(f"--model {spec}: expected baseline:<name>, py:<module>:<factory> or hf:<hub id or path>")
+    return kind, name
+
+
+def load_py_model(target: str):
+    """`module:factory` -> factory(); the object must have `predict(table) -> list`."""
+    module, sep, factory = target.partition(":")
+    if not sep:
+        raise ModelError(f"--model py:{target}: expected py:<module>:<factory>")
+    try:
+        model = getattr(importlib.import_module(module), factory)()
+    except (ImportError, AttributeError) as exc:
+        raise ModelError(f"--model py:{target}: {exc}") from None
+    if not callable(getattr(model, "predict", None)):
+        raise ModelError(f"--model py:{target}: the factory's object has no predict(table) method")
+    return model

@@ -1,0 +1,102 @@
+"""GQA-OOD scoring: submissions `[{"questionId": str, "prediction": str}]` against a built split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from builders.errors import ModelError
+from builders.gqa_ood_rules import PUBLISHED_ALPHAS
+from evaluator.metrics import gqa_ood as m
+from evaluator.models import load_py_model, parse_spec
+from evaluator.models.baselines import QuestionPrior, RandomGroupAnswer
+from evaluator.report import LinePlot, markdown_table
+from evaluator.submission import Coverage
+
+
+class GQAOODTask:
+    name = "gqa-ood"
+    config = "all"
+    default_split = "testdev"
+    id_field, value_field, id_type, value_type = "questionId", "prediction", str, str
+    models_help = "baseline:prior (needs --train-file), baseline:random, py:<module>:<factory>"
+
+    def ids(self, table: pa.Table) -> list[str]:
+        return table.column("question_id").to_pylist()
+
+    def make_model(self, spec: str, train_file: Path | None, seed: int):
+        kind, name = parse_spec(spec)
+        if kind == "baseline" and name == "prior":
+            if train_file is None:
+                raise ModelError("baseline:prior is fitted on GQA training questions: pass --train-file "
+                                 "train_balanced_questions.json")
+            return QuestionPrior(train_file)
+        if kind == "baseline" and name == "random":
+            return RandomGroupAnswer(seed)
+        if kind == "py":
+            return load_py_model(name)
+        raise ModelError(f"--model {spec}: gqa-ood predictions come from {self.models_help}")
+
+    def predictions_file(self, table: pa.Table, predictions: list[str]) -> list[dict]:
+        return [{"questionId": q, "prediction": p} for q, p in zip(self.ids(table), predictions)]
+
+    def score(self, table: pa.Table, predictions: dict[str, str], coverage: Coverage) -> dict:
+        """acc-all/head/tail, alpha curves (Fig. 3) and the reasoning-label matrix (Fig. 5a)."""
+        keep = np.array([q in predictions for q in self.ids(table)], dtype=bool)
+        scored = table.filter(pa.array(keep))
+        qids = self.ids(scored)
+        preds = [predictions[q] for q in qids]
+        answers = scored.column("answer").to_pylist()
+        local = ["none" if g is None else g for g in
+                 (x["local"] for x in scored.column("groups").to_pylist())]
+        subset = np.array(scored.column("subset").to_pylist())
+        count, d, n = (scored.column(c).to_numpy() for c in ("answer_count", "group_num_answers", "group_size"))
+        correct = m.exact_match(preds, answers)
+        acc_head, acc_tail = m.accuracy(correct, subset == "head"), m.accuracy(correct, subset == "tail")
+        # Group answers come from the whole split, not the scored part (coverage must not move labels).
+        all_local = ["none" if g is None else g for g in (x["local"] for x in table.column("groups").to_pylist())]
+        all_answers = table.column("answer").to_pylist()
+        heads = m.head_answers_by_group(all_local, all_answers, table.column("subset").to_pylist())
+        return {
+            "acc_all": m.accuracy(correct), "acc_head": acc_head, "acc_tail": acc_tail,
+            "delta_tail_head": (round(100 * (acc_head - acc_tail) / acc_tail, 4)
+                                if acc_head is not None and acc_tail else None),
+            "acc_tail_by_alpha": m.acc_tail_curve(correct, count, d, n, PUBLISHED_ALPHAS),
+            "head_tail_confusion_by_alpha": m.head_tail_confusion(preds, local, count, d, n, heads, PUBLISHED_ALPHAS),
+            "reasoning_labels": m.reasoning_matrix(preds, answers, local, m.group_answer_counts(all_local, all_answers)),
+            "coverage": coverage.as_dict(),
+        }
+
+    def report(self, metrics: dict, title: str) -> tuple[str, list[LinePlot]]:
+        alphas = [row["alpha"] for row in metrics["acc_tail_by_alpha"]]
+        x = [1 + a for a in alphas]
+        cov = metrics["coverage"]
+        matrix = metrics["reasoning_labels"]
+        md = [f"# GQA-OOD evaluation: {title}", "",
+              f"Scored {cov['scored']:,} of {cov['expected']:,} questions"
+              + (f" ({cov['ignored_extra']:,} predictions for questions outside the split ignored)"
+                 if cov["ignored_extra"] else "") + ".", "",
+              "## Table 3 layout (scores in %)", "",
+              markdown_table(["acc-all", "acc-tail", "acc-head", "Δ(tail, head)"],
+                             [[metrics["acc_all"], metrics["acc_tail"], metrics["acc_head"],
+                               metrics["delta_tail_head"]]]), "",
+              "## acc-tail and head/tail confusion over alpha (Fig. 3)", "",
+              markdown_table(["alpha", "tail questions", "acc-tail", "head/tail confusion"],
+                             [[a["alpha"], a["questions"], a["acc_tail"], c["confusion"]] for a, c in
+                              zip(metrics["acc_tail_by_alpha"], metrics["head_tail_confusion_by_alpha"])]), "",
+              "![acc-tail over alpha](acc_tail_by_alpha.png) ![confusion over alpha](head_tail_confusion.png)", "",
+              "## Reasoning labels (Fig. 5a): rows predicted, columns ground truth, % of questions", "",
+              markdown_table(["predicted \\ GT", *(f"{g} {cw}" for g in m.LABELS for cw in ("C", "W"))],
+                             [[p, *(matrix[p][g][cw] for g in m.LABELS for cw in ("C", "W"))] for p in m.LABELS]),
+              ""]
+        plots = [
+            LinePlot("acc_tail_by_alpha.png", "acc-tail over the tail size (Fig. 3a)", x,
+                     {title: [r["acc_tail"] for r in metrics["acc_tail_by_alpha"]]}, "1 + alpha (log scale)",
+                     "acc-tail (%)", logx=True),
+            LinePlot("head_tail_confusion.png", "head/tail confusion (Fig. 3b)", x,
+                     {title: [r["confusion"] for r in metrics["head_tail_confusion_by_alpha"]]},
+                     "1 + alpha (log scale)", "tail questions answered with a head answer (%)", logx=True),
+        ]
+        return "\n".join(md), plots

@@ -1,0 +1,51 @@
+"""Blind baselines of the GQA-OOD paper (§4): the training "Question Prior" and a random guess."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from builders.sources import gqa
+
+
+def _most_frequent(counter: Counter) -> str:
+    """Most frequent answer; ties go to the alphabetically first, so the fit is deterministic."""
+    return min(counter, key=lambda a: (-counter[a], a))
+
+
+class QuestionPrior:
+    """Most frequent training answer of the question's GQA global group (null groups form 'none').
+
+    A global group unseen in training falls back to the most frequent training answer overall.
+    """
+
+    def __init__(self, train_file: Path):
+        index = gqa.read_index(Path(train_file))
+        by_group: dict[str, Counter] = defaultdict(Counter)
+        for g, a in zip(index.column("global_group").to_pylist(), index.column("answer").to_pylist()):
+            by_group["none" if g is None else g][a] += 1
+        self.prior = {g: _most_frequent(c) for g, c in by_group.items()}
+        self.fallback = _most_frequent(Counter(index.column("answer").to_pylist()))
+
+    def predict(self, table: pa.Table) -> list[str]:
+        groups = [g["global"] for g in table.column("groups").to_pylist()]
+        return [self.prior.get("none" if g is None else g, self.fallback) for g in groups]
+
+
+class RandomGroupAnswer:
+    """Uniform guess among the distinct answers of the question's local group (chance level 1/d)."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    def predict(self, table: pa.Table) -> list[str]:
+        rng = np.random.default_rng(self.seed)
+        local = ["none" if g["local"] is None else g["local"] for g in table.column("groups").to_pylist()]
+        candidates: dict[str, set] = defaultdict(set)
+        for g, a in zip(local, table.column("answer").to_pylist()):
+            candidates[g].add(a)
+        ordered = {g: sorted(c) for g, c in candidates.items()}
+        return [ordered[g][rng.integers(len(ordered[g]))] for g in local]

@@ -1,0 +1,57 @@
+"""Evaluation reports: metrics.json, report.md and PNG line plots (DESIGN §6)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class LinePlot:
+    filename: str
+    title: str
+    x: list[float]
+    series: dict[str, list[float | None]]
+    xlabel: str
+    ylabel: str
+    logx: bool = False
+    ylim: tuple[float, float] | None = (0.0, 100.0)
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    fmt = lambda v: "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)  # noqa: E731
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+                     + ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows])
+
+
+def _draw(plot: LinePlot, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
+    for name, ys in plot.series.items():
+        ax.plot(plot.x, [float("nan") if y is None else y for y in ys], marker="o", markersize=3, label=name)
+    if plot.logx:
+        ax.set_xscale("log")
+    if plot.ylim:
+        ax.set_ylim(*plot.ylim)
+    ax.set_title(plot.title)
+    ax.set_xlabel(plot.xlabel)
+    ax.set_ylabel(plot.ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+
+
+def write_report(folder: Path, metrics: dict, markdown: str, plots: list[LinePlot]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    (folder / "report.md").write_text(markdown)
+    for plot in plots:
+        _draw(plot, folder / plot.filename)
+    return [folder / "metrics.json", folder / "report.md"] + [folder / p.filename for p in plots]

@@ -1,0 +1,91 @@
+"""Load and validate prediction files (DESIGN §6): every problem names the first ids and the count."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from builders.errors import SubmissionError
+
+_SHOW = 3
+
+
+def _first(ids: list, n: int = _SHOW) -> str:
+    return ", ".join(repr(i) for i in ids[:n]) + (", ..." if len(ids) > n else "")
+
+
+@dataclass
+class Coverage:
+    scored: int
+    expected: int
+    missing: int
+    ignored_extra: int
+
+    def as_dict(self) -> dict:
+        return {"scored": self.scored, "expected": self.expected, "missing": self.missing,
+                "ignored_extra": self.ignored_extra,
+                "fraction": round(self.scored / self.expected, 6) if self.expected else 0.0}
+
+
+def load_predictions(path: Path, id_field: str, value_field: str, id_type: type, value_type: type) -> dict:
+    """`[{id_field: id, value_field: value}, ...]` -> {id: value}; types, duplicates and NaN checked."""
+    try:
+        items = msgspec.json.decode(Path(path).read_bytes())
+    except FileNotFoundError:
+        raise SubmissionError(f"{path}: no such file") from None
+    except msgspec.DecodeError as exc:
+        raise SubmissionError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(items, list):
+        raise SubmissionError(f"{path}: expected a JSON list of {{\"{id_field}\", \"{value_field}\"}} objects")
+    problems: dict[str, list] = {}
+    out: dict = {}
+    for n, item in enumerate(items):
+        if not isinstance(item, dict) or id_field not in item or value_field not in item:
+            problems.setdefault(f"entries without '{id_field}' and '{value_field}' (entry numbers)", []).append(n)
+            continue
+        key, value = item[id_field], item[value_field]
+        if not isinstance(key, id_type) or isinstance(key, bool):
+            problems.setdefault(f"'{id_field}' values that are not {id_type.__name__}", []).append(key)
+            continue
+        if not _is_valid(value, value_type):
+            problems.setdefault(f"'{value_field}' values that are not {_type_name(value_type)}", []).append(key)
+            continue
+        if key in out:
+            problems.setdefault(f"duplicate '{id_field}'", []).append(key)
+            continue
+        out[key] = value
+    if problems:
+        what, ids = next(iter(problems.items()))
+        raise SubmissionError(f"{path}: {len(ids):,} {what}: {_first(ids)}")
+    return out
+
+
+def _type_name(value_type) -> str:
+    return "strings" if value_type is str else "lists of finite numbers" if value_type is list else "numbers"
+
+
+def _is_valid(value, value_type) -> bool:
+    if value_type is str:
+        return isinstance(value, str)
+    if value_type is list:
+        return isinstance(value, list) and all(_is_valid(v, float) for v in value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def match_ids(path: Path, predictions: dict, expected: list, id_field: str, allow_partial: bool,
+              allow_extra: bool) -> Coverage:
+    """Check the prediction ids against the split's ids; unknown and missing ids are errors unless allowed."""
+    expected_set = set(expected)
+    extra = sorted(k for k in predictions if k not in expected_set)
+    if extra and not allow_extra:
+        raise SubmissionError(f"{path}: {len(extra):,} unknown '{id_field}' (not in the split): {_first(extra)}"
+                              " (pass --allow-extra to ignore them)")
+    missing = [k for k in expected if k not in predictions]
+    if missing and not allow_partial:
+        raise SubmissionError(f"{path}: {len(missing):,} of {len(expected):,} '{id_field}' have no prediction:"
+                              f" {_first(missing)} (pass --allow-partial to score what is there)")
+    return Coverage(scored=len(expected) - len(missing), expected=len(expected), missing=len(missing),
+                    ignored_extra=len(extra))
