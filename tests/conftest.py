@@ -1,0 +1,73 @@
+"""Test harness: no network, every Hugging Face and vlbench cache in a temporary folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_TMP = Path(tempfile.mkdtemp(prefix="vlbench-tests-"))
+for var, sub in (("HF_HOME", "hf"), ("HF_DATASETS_CACHE", "hf/datasets"), ("HF_HUB_CACHE", "hf/hub"),
+                 ("TRANSFORMERS_CACHE", "hf/transformers"), ("VLBENCH_CACHE", "vlbench"),
+                 ("MPLCONFIGDIR", "matplotlib")):
+    os.environ[var] = str(_TMP / sub)
+os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+                  HF_HUB_DISABLE_TELEMETRY="1", TQDM_DISABLE="1")
+os.environ.pop("HF_TOKEN", None)
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_TMP, ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_network(socket_disabled):
+    """pytest-socket: any attempt to open an internet socket fails the test."""
+    yield
+
+
+@pytest.fixture
+def reference_dir() -> Path:
+    if not REFERENCE.is_dir():
+        pytest.skip(f"shared reference data not found at {REFERENCE} (only present beside the project checkout)")
+    return REFERENCE
+
+
+@pytest.fixture(scope="session")
+def sample_sources(tmp_path_factory) -> Path:
+    from pipelines.samples import write_samples
+
+    root = tmp_path_factory.mktemp("sources")
+    write_samples(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def built_sample(sample_sources, tmp_path_factory) -> Path:
+    from pipelines.build import run_build
+
+    out = tmp_path_factory.mktemp("built") / "gqa-ood"
+    run_build("gqa-ood", sample_sources, out, legacy_json=True)
+    return out
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run `vlbench ARGS...` in-process; returns (exit code, stdout, stderr)."""
+    from pipelines.cli import main
+
+    def run(*args):
+        code = 0
+        try:
+            main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run

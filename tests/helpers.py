@@ -1,0 +1,37 @@
+"""Small builders of raw GQA files for tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def gqa_record(answer: str, local: str | None, global_group: str | None = "thing", image: str = "n1",
+               structural: str = "query", semantic: str = "attr") -> dict:
+    """A complete GQA v1.2 record (every field of the release) with the given answer and groups."""
+    return {
+        "semantic": [{"operation": "select", "dependencies": [], "argument": "thing (1)"},
+                     {"operation": "query", "dependencies": [0], "argument": "name"}],
+        "entailed": [], "equivalent": [], "question": f"What is it ({local})?", "imageId": image,
+        "isBalanced": True, "groups": {"global": global_group, "local": local}, "answer": answer,
+        "semanticStr": "select: thing (1)->query: name [0]",
+        "annotations": {"answer": {}, "question": {"2": "1"}, "fullAnswer": {"1": "1"}},
+        "types": {"detailed": "objName", "semantic": semantic, "structural": structural},
+        "fullAnswer": f"It is {answer}.",
+    }
+
+
+def write_gqa(path: Path, records: dict[str, dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(records, separators=(",", ":")))
+    return path
+
+
+def group(prefix: str, local: str | None, counts: dict[str, int], **kw) -> dict[str, dict]:
+    """Records of one local group with the given answer counts, ids PREFIX0000, PREFIX0001, ..."""
+    out, k = {}, 0
+    for answer, count in counts.items():
+        for _ in range(count):
+            out[f"{prefix}{k:04d}"] = gqa_record(answer, local, **kw)
+            k += 1
+    return out
