@@ -47,12 +47,16 @@ def write_tables(result: BuildResult, folder: Path) -> tuple[dict, dict]:
         for split, table in sorted(by_split.items()):
             shards = max(1, math.ceil(table.nbytes / MAX_SHARD_BYTES))
             step = math.ceil(table.num_rows / shards) if table.num_rows else 0
+            num_bytes = 0
             for i in range(shards):
                 rel = f"{config}/{split}-{i:05d}-of-{shards:05d}.parquet"
                 part = table.slice(i * step, step) if step else table
                 pq.write_table(part, folder / rel)
                 rows[rel] = part.num_rows
-            splits[config][split] = {"num_examples": table.num_rows, "num_bytes": table.nbytes,
+                # Uncompressed size from the file itself: in-memory sizes depend on buffer layout.
+                meta = pq.read_metadata(folder / rel)
+                num_bytes += sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups))
+            splits[config][split] = {"num_examples": table.num_rows, "num_bytes": num_bytes,
                                      "pattern": f"{config}/{split}-*"}
     return splits, rows
 
