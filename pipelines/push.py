@@ -17,7 +17,7 @@ def _api(token: str):
     return HfApi(token=token)
 
 
-def push(folder: Path, repo_id: str, private: bool = False, revision: str | None = None, api_factory=_api) -> dict:
+def push(folder: Path, repo_id: str, private: bool = False, revision: str | None = None, api_factory=None) -> dict:
     """Create the repo if needed and commit the folder's files; remote files not in it are deleted.
 
     The token comes from HF_TOKEN or the user's `hf auth login`; it is never printed or stored.
@@ -33,7 +33,7 @@ def push(folder: Path, repo_id: str, private: bool = False, revision: str | None
         raise VlbenchError("no Hugging Face token: set HF_TOKEN or run `hf auth login`")
     manifest = read_manifest(folder)
     files = sorted([item["path"] for item in manifest["outputs"]] + [MANIFEST])
-    api = api_factory(token)
+    api = (api_factory or _api)(token)
     api.create_repo(repo_id=repo_id, repo_type="dataset", private=private, exist_ok=True)
     if revision:
         api.create_branch(repo_id=repo_id, repo_type="dataset", branch=revision, exist_ok=True)

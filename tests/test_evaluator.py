@@ -1,0 +1,152 @@
+"""GQA-OOD scoring on a hand-made split whose every number is computed by hand in the comments."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import group, write_gqa
+
+# g1: a x6, b x2, c x1, d x1 (n = 10, d = 4): tail iff count * 4 < 1.2 * 10 -> b, c, d tail; a head.
+# g2: x x3, y x1 (n = 4, d = 2): tail iff count * 2 < 4.8 -> y tail; x head.
+# g3: p, q (ne ~ 1 > 0.95) is dropped.
+
+
+@pytest.fixture
+def split(tmp_path, cli):
+    records = {**group("1", "g1", {"a": 6, "b": 2, "c": 1, "d": 1}, global_group="color"),
+               **group("2", "g2", {"x": 3, "y": 1}, global_group=None),
+               **group("3", "g3", {"p": 1, "q": 1})}
+    write_gqa(tmp_path / "src" / "testdev_balanced_questions.json", records)
+    code, _, err = cli("build", "gqa-ood", "--source", tmp_path / "src", "--out", tmp_path / "data",
+                       "--set", "group_threshold=0.95")
+    assert code == 0, err
+    return tmp_path / "data"
+
+
+def _submit(tmp_path, entries):
+    path = tmp_path / "predictions.json"
+    path.write_text(json.dumps(entries))
+    return path
+
+
+def _answers():
+    # g1 always "a" (its head answer), g2 always "y" (its tail answer).
+    return [{"questionId": f"1{k:04d}", "prediction": "a"} for k in range(10)] + \
+           [{"questionId": f"2{k:04d}", "prediction": "y"} for k in range(4)]
+
+
+def test_hand_computed_metrics(split, tmp_path, cli):
+    report = tmp_path / "report"
+    code, stdout, err = cli("evaluate", "gqa-ood", "--data", split, "--predictions", _submit(tmp_path, _answers()),
+                            "--report", report)
+    assert code == 0, err
+    metrics = json.loads((report / "metrics.json").read_text())
+    assert metrics["acc_all"] == pytest.approx(50.0)           # 7 / 14
+    assert metrics["acc_head"] == pytest.approx(66.6667, abs=1e-4)  # 6 / 9 (a correct, x wrong)
+    assert metrics["acc_tail"] == pytest.approx(20.0)          # 1 / 5 (only y)
+    assert metrics["delta_tail_head"] == pytest.approx(233.3333, abs=1e-3)
+    by_alpha = {r["alpha"]: r for r in metrics["acc_tail_by_alpha"]}
+    confusion = {r["alpha"]: r for r in metrics["head_tail_confusion_by_alpha"]}
+    assert by_alpha[0.2]["questions"] == 5 and confusion[0.2]["confusion"] == pytest.approx(80.0)  # 4 / 5
+    # alpha = -0.5: tail iff count * d < 0.5 n -> c and d of g1 only; both answered "a" (head).
+    assert by_alpha[-0.5]["questions"] == 2 and by_alpha[-0.5]["acc_tail"] == 0.0
+    assert confusion[-0.5]["confusion"] == pytest.approx(100.0)
+    assert by_alpha[9.0]["questions"] == 14 and by_alpha[9.0]["acc_tail"] == pytest.approx(50.0)
+    # Fig. 5a: rareness a 2.4 head, b 0.8 borderline, c/d 0.4 tail, x 1.5 head, y 0.5 tail.
+    matrix = metrics["reasoning_labels"]
+    assert matrix["head"]["head"]["C"] == pytest.approx(100 * 6 / 14, abs=1e-4)
+    assert matrix["head"]["borderline"]["W"] == pytest.approx(100 * 2 / 14, abs=1e-4)
+    assert matrix["head"]["tail"]["W"] == pytest.approx(100 * 2 / 14, abs=1e-4)
+    assert matrix["tail"]["head"]["W"] == pytest.approx(100 * 3 / 14, abs=1e-4)
+    assert matrix["tail"]["tail"]["C"] == pytest.approx(100 * 1 / 14, abs=1e-4)
+    assert sum(v for row in matrix.values() for col in row.values() for v in col.values()) == pytest.approx(100)
+    md = (report / "report.md").read_text()
+    assert "| 50.00 | 20.00 | 66.67 | 233.33 |" in md
+    assert (report / "acc_tail_by_alpha.png").read_bytes()[:4] == b"\x89PNG"
+    assert (report / "head_tail_confusion.png").exists()
+
+
+@pytest.mark.parametrize("mutate, needles", [
+    (lambda e: e[:-3], ["3 of 14 'questionId' have no prediction", "'20001'", "--allow-partial"]),
+    (lambda e: e + [{"questionId": "99", "prediction": "a"}, {"questionId": "98", "prediction": "a"}],
+     ["2 unknown 'questionId'", "'98', '99'"]),
+    (lambda e: e + [e[0], e[1]], ["2 duplicate 'questionId'", "'10000', '10001'"]),
+    (lambda e: [{**x, "prediction": 1} if i < 2 else x for i, x in enumerate(e)],
+     ["2 'prediction' values that are not strings", "'10000', '10001'"]),
+    (lambda e: [{**x, "questionId": 10000} if i == 0 else x for i, x in enumerate(e)],
+     ["1 'questionId' values that are not str"]),
+    (lambda e: {"not": "a list"}, ["expected a JSON list"]),
+])
+def test_bad_submissions(split, tmp_path, cli, mutate, needles):
+    code, _, err = cli("evaluate", "gqa-ood", "--data", split, "--predictions", _submit(tmp_path, mutate(_answers())))
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
+    for needle in needles:
+        assert needle in err, err
+
+
+def test_allow_partial_reports_coverage(split, tmp_path, cli):
+    entries = _answers()[:10]  # g1 only
+    code, stdout, err = cli("evaluate", "gqa-ood", "--data", split, "--predictions", _submit(tmp_path, entries),
+                            "--allow-partial", "--allow-extra")
+    assert code == 0, err
+    out = json.loads(stdout)
+    assert out["coverage"] == {"scored": 10, "expected": 14, "missing": 4, "ignored_extra": 0, "fraction": 0.714286}
+    assert out["acc_all"] == pytest.approx(60.0)  # 6 / 10
+
+
+def test_allow_extra_ignores_questions_outside_the_split(split, tmp_path, cli):
+    entries = _answers() + [{"questionId": "30000", "prediction": "p"}]  # g3 was dropped from GQA-OOD
+    code, stdout, err = cli("evaluate", "gqa-ood", "--data", split, "--predictions", _submit(tmp_path, entries),
+                            "--allow-extra")
+    assert code == 0, err
+    assert json.loads(stdout)["coverage"]["ignored_extra"] == 1
+
+
+def test_question_prior_baseline(split, tmp_path, cli):
+    # Training prior by global group: color -> red (3 vs 2); none -> tie yes/no -> "no" (alphabetical);
+    # unseen groups -> the most frequent answer overall (red).
+    train = {**group("7", "t1", {"red": 3, "blue": 2}, global_group="color"),
+             **group("8", "t2", {"yes": 2, "no": 2}, global_group=None)}
+    write_gqa(tmp_path / "train.json", train)
+    out = tmp_path / "prior.json"
+    code, _, err = cli("predict", "gqa-ood", "--data", split, "--model", "baseline:prior",
+                       "--train-file", tmp_path / "train.json", "--out", out)
+    assert code == 0, err
+    preds = {e["questionId"]: e["prediction"] for e in json.loads(out.read_text())}
+    assert {preds[f"1{k:04d}"] for k in range(10)} == {"red"}
+    assert {preds[f"2{k:04d}"] for k in range(4)} == {"no"}
+
+
+def test_prior_needs_a_training_file(split, tmp_path, cli):
+    code, _, err = cli("predict", "gqa-ood", "--data", split, "--model", "baseline:prior", "--out", tmp_path / "p.json")
+    assert code == 2 and "--train-file" in err
+
+
+def test_random_baseline_is_seeded_and_guesses_within_the_group(split, tmp_path, cli):
+    outs = []
+    for name in ("r1", "r2"):
+        out = tmp_path / f"{name}.json"
+        assert cli("predict", "gqa-ood", "--data", split, "--model", "baseline:random", "--seed", 3, "--out", out)[0] == 0
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    preds = {e["questionId"]: e["prediction"] for e in json.loads(outs[0])}
+    assert {preds[f"1{k:04d}"] for k in range(10)} <= {"a", "b", "c", "d"}
+    assert {preds[f"2{k:04d}"] for k in range(4)} <= {"x", "y"}
+
+
+def test_py_model_spec(split, tmp_path, cli, monkeypatch):
+    (tmp_path / "mymodel.py").write_text(
+        "class Echo:\n    def predict(self, table):\n        return table.column('answer').to_pylist()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "p.json"
+    assert cli("predict", "gqa-ood", "--data", split, "--model", "py:mymodel:Echo", "--out", out)[0] == 0
+    code, stdout, _ = cli("evaluate", "gqa-ood", "--data", split, "--predictions", out)
+    assert code == 0 and json.loads(stdout)["acc_all"] == 100.0
+
+
+def test_unknown_model_spec(split, tmp_path, cli):
+    code, _, err = cli("predict", "gqa-ood", "--data", split, "--model", "nonsense", "--out", tmp_path / "p.json")
+    assert code == 2 and "baseline:<name>" in err
