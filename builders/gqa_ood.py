@@ -110,7 +110,14 @@ class GQAOODBuilder:
         return found
 
     def build(self, sources: dict[str, Path], params: GQAOODParams, run_stage: RunStage = run_uncached) -> BuildResult:
-        indexes = {s: run_stage(f"index-{s}", {}, [p], lambda p=p: {"index": gqa.read_index(p)})["index"]
+        contents: dict[Path, bytes] = {}  # each raw file is read once per build, by whichever stage runs first
+
+        def read(path: Path) -> bytes:
+            if path not in contents:
+                contents[path] = path.read_bytes()
+            return contents[path]
+
+        indexes = {s: run_stage(f"index-{s}", {}, [p], lambda p=p: {"index": gqa.read_index(p, read(p))})["index"]
                    for s, p in sorted(sources.items())}
         _check_disjoint(sources, indexes)
         key = {"alpha": params.alpha, "group_threshold": params.group_threshold,
@@ -120,7 +127,7 @@ class GQAOODBuilder:
         for split, path in sorted(sources.items()):
             selected = run_stage(f"select-{split}", key, [path], lambda i=indexes[split]: select(i, params))
             rows = run_stage(f"rows-{split}", key, [path],
-                             lambda p=path, s=selected["selection"]: {"all": kept_rows(p, s)})["all"]
+                             lambda p=path, s=selected["selection"]: {"all": kept_rows(p, read(p), s)})["all"]
             tables["all"][split] = rows
             for subset in ("head", "tail"):
                 tables[subset][split] = rows.filter(pc.equal(rows.column("subset"), subset))
@@ -146,46 +153,49 @@ def _check_disjoint(sources: dict[str, Path], indexes: dict[str, pa.Table]) -> N
 
 def select(index: pa.Table, params: GQAOODParams) -> dict[str, pa.Table]:
     """Group the split by local group (null -> 'none'), keep imbalanced groups, label head/tail."""
-    local = ["none" if g is None else g for g in index.column("local_group").to_pylist()]
+    local = pc.fill_null(index.column("local_group"), "none").to_pylist()
     answers = index.column("answer").to_pylist()
-    groups: dict[str, Counter] = {}
+    groups: dict[str, dict[str, int]] = {}
     for g, a in zip(local, answers):  # dicts keep first-occurrence order (authors-float needs it)
-        groups.setdefault(g, Counter())[a] += 1
+        counts = groups.get(g)
+        if counts is None:
+            groups[g] = {a: 1}
+        else:
+            counts[a] = counts.get(a, 0) + 1
     entropy = {g: normalized_entropy(c.values()) for g, c in groups.items()}
     threshold = (entropy_threshold(entropy.values()) if params.group_threshold == "mean-std"
                  else float(params.group_threshold))
     kept = {g for g, e in entropy.items() if e <= threshold}
+    size = {g: sum(groups[g].values()) for g in kept}
     tail = {}
     for g in kept:
         counts = groups[g]
         if params.tail_comparison == "exact":
-            n, d = sum(counts.values()), len(counts)
-            flags = tail_mask(list(counts.values()), d, n, params.alpha)
+            flags = tail_mask(list(counts.values()), len(counts), size[g], params.alpha)
         else:
             flags = tail_flags_authors_float(list(counts.values()), params.alpha)
         tail[g] = {a for a, is_tail in zip(counts, flags) if is_tail}
     rows = [i for i, g in enumerate(local) if g in kept]
     take = pa.array(rows, pa.int64())
-    kept_local = [local[i] for i in rows]
-    kept_answers = [answers[i] for i in rows]
+    kept_pairs = [(local[i], answers[i]) for i in rows]
     selection = pa.table({
         "question_id": index.column("question_id").take(take),
         "offset": index.column("offset").take(take),
         "length": index.column("length").take(take),
-        "subset": pa.array(["tail" if a in tail[g] else "head" for g, a in zip(kept_local, kept_answers)]),
-        "answer_count": pa.array([groups[g][a] for g, a in zip(kept_local, kept_answers)], pa.int32()),
-        "group_size": pa.array([sum(groups[g].values()) for g in kept_local], pa.int32()),
-        "group_num_answers": pa.array([len(groups[g]) for g in kept_local], pa.int32()),
-        "group_entropy": pa.array([entropy[g] for g in kept_local], pa.float64()),
+        "subset": pa.array(["tail" if a in tail[g] else "head" for g, a in kept_pairs]),
+        "answer_count": pa.array([groups[g][a] for g, a in kept_pairs], pa.int32()),
+        "group_size": pa.array([size[g] for g, _ in kept_pairs], pa.int32()),
+        "group_num_answers": pa.array([len(groups[g]) for g, _ in kept_pairs], pa.int32()),
+        "group_entropy": pa.array([entropy[g] for g, _ in kept_pairs], pa.float64()),
     }).sort_by("question_id")
     summary = pa.table({"threshold": [threshold], "groups": [len(groups)], "kept_groups": [len(kept)]})
     return {"selection": selection, "summary": summary}
 
 
-def kept_rows(path: Path, selection: pa.Table) -> pa.Table:
+def kept_rows(path: Path, data: bytes, selection: pa.Table) -> pa.Table:
     """Full typed records of the selected questions (sorted by id) with the OOD columns added."""
     qids = selection.column("question_id").to_pylist()
-    records = gqa.read_records(path, path.read_bytes(), qids, selection.column("offset").to_numpy(),
+    records = gqa.read_records(path, data, qids, selection.column("offset").to_numpy(),
                                selection.column("length").to_numpy())
     columns = {"question_id": selection.column("question_id")}
     for name in records.column_names:

@@ -25,7 +25,8 @@ def _size(table: pa.Table) -> dict:
 
 
 def _type_counts(column) -> dict[str, int]:
-    return dict(sorted(Counter(column.to_pylist()).items()))
+    counts = pc.value_counts(column).to_pylist()
+    return dict(sorted((c["values"], c["counts"]) for c in counts))
 
 
 def statistics(indexes: dict, summaries: dict, tables: dict, params) -> dict:

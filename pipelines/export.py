@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 import pyarrow.parquet as pq
 
@@ -38,33 +40,45 @@ def atomic_folder(out: Path):
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def write_tables(result: BuildResult, folder: Path) -> tuple[dict, dict]:
-    """Parquet shards `<config>/<split>-0000i-of-0000N.parquet`; returns (card split info, rows per file)."""
-    splits, rows = {}, {}
+def _write_shard(table, path: Path) -> int:
+    """Write one parquet shard; returns its uncompressed size as the file records it (in-memory
+    sizes depend on buffer layout, the file's do not)."""
+    pq.write_table(table, path)
+    meta = pq.read_metadata(path)
+    return sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups))
+
+
+def write_tables(result: BuildResult, folder: Path, pool: ThreadPoolExecutor) -> Callable[[], tuple[dict, dict]]:
+    """Start writing parquet shards `<config>/<split>-0000i-of-0000N.parquet` on the pool (Arrow
+    releases the GIL); the returned function waits and gives (card split info, rows per file)."""
+    jobs = []
     for config, by_split in result.tables.items():
-        splits[config] = {}
         (folder / config).mkdir()
         for split, table in sorted(by_split.items()):
             shards = max(1, math.ceil(table.nbytes / MAX_SHARD_BYTES))
             step = math.ceil(table.num_rows / shards) if table.num_rows else 0
-            num_bytes = 0
             for i in range(shards):
                 rel = f"{config}/{split}-{i:05d}-of-{shards:05d}.parquet"
                 part = table.slice(i * step, step) if step else table
-                pq.write_table(part, folder / rel)
-                rows[rel] = part.num_rows
-                # Uncompressed size from the file itself: in-memory sizes depend on buffer layout.
-                meta = pq.read_metadata(folder / rel)
-                num_bytes += sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups))
-            splits[config][split] = {"num_examples": table.num_rows, "num_bytes": num_bytes,
-                                     "pattern": f"{config}/{split}-*"}
-    return splits, rows
+                jobs.append((config, split, rel, part.num_rows, pool.submit(_write_shard, part, folder / rel)))
+
+    def finish() -> tuple[dict, dict]:
+        splits, rows = {}, {}
+        for config, split, rel, n, job in jobs:
+            info = splits.setdefault(config, {}).setdefault(
+                split, {"num_examples": 0, "num_bytes": 0, "pattern": f"{config}/{split}-*"})
+            info["num_examples"] += n
+            info["num_bytes"] += job.result()
+            rows[rel] = n
+        return splits, rows
+
+    return finish
 
 
 def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json: bool) -> dict:
     """Tables, legacy files, figures, card and manifest, all or nothing. Returns the manifest."""
-    with atomic_folder(out) as folder:
-        splits, rows = write_tables(result, folder)
+    with atomic_folder(out) as folder, ThreadPoolExecutor(max_workers=2) as pool:
+        tables_written = write_tables(result, folder, pool)
         if legacy_json:
             for rel, produce in sorted(result.legacy_files.items()):
                 (folder / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -75,6 +89,7 @@ def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json:
             for spec in result.figures:
                 render(spec, folder / "figures" / spec.filename)
                 figure_links.append(f"![{spec.title}](figures/{spec.filename})")
+        splits, rows = tables_written()
         fields = {**result.card_fields, "figures": "\n\n".join(figure_links),
                   "build_command": manifest["command"]}
         (folder / "README.md").write_text(render_card(builder.card_template, fields, result.features, splits,

@@ -15,6 +15,7 @@ Every problem is a `SourceError` naming the file, the question id and the field.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import re
 from pathlib import Path
@@ -33,18 +34,18 @@ SPLIT_FILES = {
 }
 
 
-class _Groups(msgspec.Struct):
+class _Groups(msgspec.Struct, gc=False):
     local: str | None
     global_: str | None = msgspec.field(name="global")
 
 
-class _Types(msgspec.Struct):
+class _Types(msgspec.Struct, gc=False):
     structural: str
     semantic: str
     detailed: str
 
 
-class _IndexRecord(msgspec.Struct):
+class _IndexRecord(msgspec.Struct, gc=False):
     """The fields the grouping stages read; the rest of the record is skipped unparsed."""
 
     answer: str
@@ -53,8 +54,14 @@ class _IndexRecord(msgspec.Struct):
     types: _Types
 
 
-class _Annotations(msgspec.Struct):
-    annotations: dict[str, dict[str, str]]
+class _AnnotationParts(msgspec.Struct, gc=False):
+    answer: dict[str, str]
+    question: dict[str, str]
+    fullAnswer: dict[str, str]
+
+
+class _Annotations(msgspec.Struct, gc=False):
+    annotations: _AnnotationParts
 
 
 INDEX_SCHEMA = pa.schema([
@@ -145,19 +152,11 @@ def _duplicate_error(path: Path, data: bytes) -> SourceError:
     return SourceError(path, "records do not tile the file (unexpected text between records)")
 
 
-def read_raw_records(path: Path, data: bytes) -> tuple[list[str], list[msgspec.Raw], np.ndarray]:
-    """Split the top-level object into (question ids, raw record views, byte offsets)."""
-    try:
-        top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
-    except msgspec.ValidationError as exc:
-        raise SourceError(path, f"expected a JSON object keyed by question id ({exc})") from None
-    except msgspec.DecodeError as exc:
-        raise _decode_error(path, data, exc) from None
-    qids = list(top)
-    raws = list(top.values())
+def _tiles_walk(path: Path, data: bytes, qids: list[str], raws: list) -> np.ndarray:
+    """Byte offsets of the records, checking that they tile the file: each key must follow the
+    previous record (any whitespace layout), so a key the decoder collapsed cannot go unseen."""
     offsets = np.empty(len(qids), dtype=np.int64)
-    pos = 0
-    pattern = _FIRST_KEY
+    pos, pattern = 0, _FIRST_KEY
     for i, (qid, raw) in enumerate(zip(qids, raws)):
         m = pattern.match(data, pos)
         key = m.group(1) if m else None
@@ -168,7 +167,20 @@ def read_raw_records(path: Path, data: bytes) -> tuple[list[str], list[msgspec.R
         pattern = _NEXT_KEY
     if not _END.match(data, pos if qids else data.index(b"{") + 1):
         raise _duplicate_error(path, data)
-    return qids, raws, offsets
+    return offsets
+
+
+def read_raw_records(path: Path, data: bytes) -> tuple[list[str], list[msgspec.Raw], np.ndarray]:
+    """Split the top-level object into (question ids, raw record views, byte offsets)."""
+    try:
+        top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+    except msgspec.ValidationError as exc:
+        raise SourceError(path, f"expected a JSON object keyed by question id ({exc})") from None
+    except msgspec.DecodeError as exc:
+        raise _decode_error(path, data, exc) from None
+    qids = list(top)
+    raws = list(top.values())
+    return qids, raws, _tiles_walk(path, data, qids, raws)
 
 
 def read_index(path: Path, data: bytes | None = None) -> pa.Table:
@@ -176,46 +188,44 @@ def read_index(path: Path, data: bytes | None = None) -> pa.Table:
     data = path.read_bytes() if data is None else data
     qids, raws, offsets = read_raw_records(path, data)
     decode = msgspec.json.Decoder(_IndexRecord).decode
-    columns: list[list] = [[] for _ in range(6)]
-    answer, local, glob, image, structural, semantic = columns
-    for qid, raw in zip(qids, raws):
-        try:
-            rec = decode(raw)
-        except msgspec.ValidationError as exc:
-            raise _validation_error(path, qid, exc) from None
-        answer.append(rec.answer)
-        local.append(rec.groups.local)
-        glob.append(rec.groups.global_)
-        image.append(rec.imageId)
-        structural.append(rec.types.structural)
-        semantic.append(rec.types.semantic)
+    try:
+        recs = [decode(raw) for raw in raws]
+    except msgspec.ValidationError:
+        for qid, raw in zip(qids, raws):  # find the first bad record for the message
+            try:
+                decode(raw)
+            except msgspec.ValidationError as exc:
+                raise _validation_error(path, qid, exc) from None
+        raise
+    columns = [[r.answer for r in recs], [r.groups.local for r in recs], [r.groups.global_ for r in recs],
+               [r.imageId for r in recs], [r.types.structural for r in recs], [r.types.semantic for r in recs]]
     lengths = np.fromiter(map(len, raws), dtype=np.int64, count=len(raws))
     return pa.table([pa.array(qids, pa.string()), pa.array(offsets), pa.array(lengths)]
                     + [pa.array(c, pa.string()) for c in columns], schema=INDEX_SCHEMA)
 
 
-def _annotation_column(path: Path, qids: list[str], records: list[bytes]) -> pa.Array:
+def _annotation_column(path: Path, qids: list[str], records: list) -> pa.Array:
     """GQA `annotations` ({part: {token span: object id}}) as lists of (span, object) per part."""
-    decode = msgspec.json.Decoder(_Annotations).decode
-    spans = {k: [] for k in _ANNOTATION_KEYS}
-    objects = {k: [] for k in _ANNOTATION_KEYS}
-    offsets = {k: [0] for k in _ANNOTATION_KEYS}
-    for qid, rec in zip(qids, records):
-        try:
-            ann = decode(rec).annotations
-        except msgspec.ValidationError as exc:
-            raise _validation_error(path, qid, exc) from None
-        for k in _ANNOTATION_KEYS:
-            part = ann.get(k)
-            if part is None:
-                raise SourceError(path, "missing", record=qid, field=f"annotations.{k}")
-            spans[k].extend(part.keys())
-            objects[k].extend(part.values())
-            offsets[k].append(len(spans[k]))
-    children = [
-        pa.ListArray.from_arrays(pa.array(offsets[k], pa.int32()), pa.StructArray.from_arrays(
-            [pa.array(spans[k], pa.string()), pa.array(objects[k], pa.string())], fields=list(_SPAN)))
-        for k in _ANNOTATION_KEYS]
+    decode = msgspec.json.Decoder(list[_Annotations]).decode
+    try:
+        parsed = decode(b"[" + b",".join(records) + b"]")
+    except msgspec.ValidationError:
+        single = msgspec.json.Decoder(_Annotations).decode
+        for qid, rec in zip(qids, records):
+            try:
+                single(rec)
+            except msgspec.ValidationError as exc:
+                raise _validation_error(path, qid, exc) from None
+        raise
+    children = []
+    for k in _ANNOTATION_KEYS:
+        parts = [getattr(p.annotations, k) for p in parsed]
+        offsets = np.zeros(len(parts) + 1, dtype=np.int32)
+        np.cumsum(np.fromiter(map(len, parts), dtype=np.int32, count=len(parts)), out=offsets[1:])
+        spans = pa.array(list(itertools.chain.from_iterable(parts)), pa.string())
+        objects = pa.array(list(itertools.chain.from_iterable(p.values() for p in parts)), pa.string())
+        children.append(pa.ListArray.from_arrays(pa.array(offsets), pa.StructArray.from_arrays(
+            [spans, objects], fields=list(_SPAN))))
     return pa.StructArray.from_arrays(children, fields=list(ANNOTATIONS_TYPE))
 
 
@@ -235,11 +245,12 @@ def _first_null(path: Path, table: pa.Table, qids: list[str]) -> None:
 
 def read_records(path: Path, data: bytes, qids: list[str], offsets, lengths) -> pa.Table:
     """Typed columns of the given records (RECORD_SCHEMA + annotations) and their JSON text."""
-    records = [data[o:o + n] for o, n in zip(offsets, lengths)]
+    view = memoryview(data)
+    records = [view[o:o + n] for o, n in zip(offsets.tolist(), lengths.tolist())]
     lines = b"\n".join(records)
-    if b"\r" in lines or any(b"\n" in r for r in records):
+    if b"\r" in lines or lines.count(b"\n") != max(0, len(records) - 1):
         # Pretty-printed sources: structural newlines become spaces (strings cannot hold raw ones).
-        lines = b"\n".join(r.replace(b"\r", b" ").replace(b"\n", b" ") for r in records)
+        lines = b"\n".join(bytes(r).replace(b"\r", b" ").replace(b"\n", b" ") for r in records)
     try:
         table = pa_json.read_json(
             io.BytesIO(lines),

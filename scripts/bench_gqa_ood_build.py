@@ -1,0 +1,103 @@
+"""Benchmark: GQA-OOD build on a val-size raw file versus a plain `json.load` of the same file.
+
+Target (issue 2): the build to parquet (no legacy files) takes at most 0.5x the time of
+`json.load`, measured in the same run, with peak RSS under 700 MB. The synthetic file has the
+size of GQA v1.2 val (132,062 questions, about 37K local groups) and every field of a record.
+
+Each measurement runs in its own fresh process, so one's memory does not count against the
+other's peak RSS. The build process first builds the small sample sources once (imports and
+first-call costs), then times `run_build` on the val-size file with the stage cache off.
+
+    python scripts/bench_gqa_ood_build.py [--questions 132062] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_RATIO, TARGET_RSS_MB = 0.5, 700
+
+
+def _child(mode: str, source: Path, out: Path) -> None:
+    """Runs in a fresh interpreter; prints {"seconds", "peak_rss_mb"} as JSON."""
+    sys.path.insert(0, str(ROOT))
+    if mode == "json":
+        start = time.perf_counter()
+        with open(source / "val_balanced_questions.json") as fh:
+            json.load(fh)
+        seconds = time.perf_counter() - start
+    else:
+        from pipelines.build import run_build
+        from pipelines.samples import write_samples
+
+        warm = out / "warm"
+        write_samples(warm / "src")
+        run_build("gqa-ood", warm / "src", warm / "out", ["val"], use_cache=False)
+        start = time.perf_counter()
+        run_build("gqa-ood", source, out / "val", ["val"], use_cache=False)
+        seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": seconds, "peak_rss_mb": peak}))
+
+
+def _measure(mode: str, source: Path, out: Path) -> dict:
+    done = subprocess.run([sys.executable, __file__, "--child", mode, str(source), str(out)],
+                          check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=132_062)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args.child[0], Path(args.child[1]), Path(args.child[2]))
+        return 0
+
+    sys.path.insert(0, str(ROOT))
+    import msgspec
+
+    from pipelines.samples.gqa import generate_split
+
+    with tempfile.TemporaryDirectory(prefix="vlbench-bench-") as tmp:
+        source = Path(tmp) / "src"
+        source.mkdir()
+        records = generate_split(2, args.questions, seed=2024)
+        groups = len({r["groups"]["local"] for r in records.values()})
+        path = source / "val_balanced_questions.json"
+        path.write_bytes(msgspec.json.encode(records))
+        del records
+        print(f"input: {args.questions:,} questions, {groups:,} local groups, "
+              f"{path.stat().st_size / 1e6:.1f} MB (compact JSON, every GQA field)")
+        json_runs, build_runs = [], []
+        for k in range(args.repeats):
+            json_runs.append(_measure("json", source, Path(tmp)))
+            build_runs.append(_measure("build", source, Path(tmp) / f"out{k}"))
+        t_json = statistics.median(r["seconds"] for r in json_runs)
+        t_build = statistics.median(r["seconds"] for r in build_runs)
+        rss = max(r["peak_rss_mb"] for r in build_runs)
+        ratio = t_build / t_json
+        print(f"json.load:            {t_json:6.2f} s  (median of {args.repeats}; peak RSS "
+              f"{max(r['peak_rss_mb'] for r in json_runs):.0f} MB)")
+        print(f"vlbench build (val):  {t_build:6.2f} s  (median of {args.repeats}; parquet + card + figures, "
+              "no legacy files, cache off)")
+        print(f"ratio build/json.load: {ratio:.2f}  (target <= {TARGET_RATIO})  "
+              f"{'PASS' if ratio <= TARGET_RATIO else 'FAIL'}")
+        print(f"peak RSS of the build: {rss:.0f} MB  (target < {TARGET_RSS_MB} MB)  "
+              f"{'PASS' if rss < TARGET_RSS_MB else 'FAIL'}")
+        return 0 if ratio <= TARGET_RATIO and rss < TARGET_RSS_MB else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
