@@ -53,13 +53,9 @@ def alpha_fraction(alpha: float) -> Fraction:
     return Fraction(repr(float(alpha)))
 
 
-def is_tail(count: int, num_answers: int, group_size: int, alpha: float) -> bool:
-    """Exact rule: tail iff count * d / n < 1 + alpha (an answer exactly at the boundary is head)."""
-    return count * num_answers < (1 + alpha_fraction(alpha)) * group_size
-
-
 def tail_mask(count, num_answers, group_size, alpha: float) -> np.ndarray:
-    """Vectorised `is_tail` over arrays of (count, d, n), in integer arithmetic."""
+    """Exact rule over arrays of (count, d, n): tail iff count * d / n < 1 + alpha, in integer
+    arithmetic (an answer exactly at the boundary is head)."""
     bound = 1 + alpha_fraction(alpha)
     count, num_answers, group_size = (np.asarray(a, dtype=object if bound.denominator > 10**6 else np.int64)
                                       for a in (count, num_answers, group_size))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,8 +49,8 @@ def load_predictions(path: Path, id_field: str, value_field: str, id_type: type,
         if not isinstance(key, id_type) or isinstance(key, bool):
             problems.setdefault(f"'{id_field}' values that are not {id_type.__name__}", []).append(key)
             continue
-        if not _is_valid(value, value_type):
-            problems.setdefault(f"'{value_field}' values that are not {_type_name(value_type)}", []).append(key)
+        if not isinstance(value, value_type):
+            problems.setdefault(f"'{value_field}' values that are not {value_type.__name__}", []).append(key)
             continue
         if key in out:
             problems.setdefault(f"duplicate '{id_field}'", []).append(key)
@@ -61,18 +60,6 @@ def load_predictions(path: Path, id_field: str, value_field: str, id_type: type,
         what, ids = next(iter(problems.items()))
         raise SubmissionError(f"{path}: {len(ids):,} {what}: {_first(ids)}")
     return out
-
-
-def _type_name(value_type) -> str:
-    return "strings" if value_type is str else "lists of finite numbers" if value_type is list else "numbers"
-
-
-def _is_valid(value, value_type) -> bool:
-    if value_type is str:
-        return isinstance(value, str)
-    if value_type is list:
-        return isinstance(value, list) and all(_is_valid(v, float) for v in value)
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def match_ids(path: Path, predictions: dict, expected: list, id_field: str, allow_partial: bool,

@@ -41,6 +41,14 @@ def test_truncated_json(cli, tmp_path, good):
     _expect_error(cli, tmp_path, "testdev_balanced_questions.json", "truncated JSON", "record 20003")  # the last record is cut
 
 
+def test_malformed_json_names_the_record(cli, tmp_path, good):
+    path = write_gqa(tmp_path / "src" / "testdev_balanced_questions.json", good)
+    text = path.read_text()
+    cut = text.index('"20001":{') + len('"20001":{')
+    path.write_text(text[:cut] + '"oops" 1,' + text[cut:])  # a member without its colon
+    _expect_error(cli, tmp_path, "malformed JSON at byte", "record 20001")
+
+
 def test_record_without_answer(cli, tmp_path, good):
     del good["10003"]["answer"]
     write_gqa(tmp_path / "src" / "testdev_balanced_questions.json", good)

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from builders.gqa_ood import GQAOODParams, select
-from builders.gqa_ood_rules import (alpha_fraction, entropy_threshold, is_tail, normalized_entropy,
+from builders.gqa_ood_rules import (alpha_fraction, entropy_threshold, normalized_entropy,
                                     reasoning_label, tail_flags_authors_float, tail_mask)
 
 
@@ -40,7 +40,6 @@ def test_threshold_uses_population_std():
 
 def test_boundary_answer_is_head_in_exact_arithmetic():
     # counts (2, 4, 3, 1): n = 10, d = 4. count 3 gives 3 * 4 = 12 = 1.2 * 10: not < 1.2 n, so head.
-    assert [is_tail(c, 4, 10, 0.2) for c in (2, 4, 3, 1)] == [True, False, False, True]
     assert list(tail_mask([2, 4, 3, 1], 4, 10, 0.2)) == [True, False, False, True]
     # The authors' float test: 0.3 < 0.25 * 1.2 = 0.30000000000000004 -> tail.
     assert tail_flags_authors_float([2, 4, 3, 1], 0.2) == [True, False, True, True]
@@ -88,3 +87,14 @@ def test_select_threshold_mean_minus_std_over_all_groups():
     expected = entropy_threshold([normalized_entropy([3, 1]), normalized_entropy([1, 1]), 1.0])
     assert out["summary"].column("threshold")[0].as_py() == expected
     assert set(r["question_id"][0] for r in out["selection"].to_pylist()) == {"q"}
+
+
+def test_select_authors_float_mode_differs_exactly_at_the_boundary():
+    rows = [(f"q{i}", a, "g") for i, a in enumerate("aabbbbcccd")]  # counts a2 b4 c3 d1: n = 10, d = 4
+    exact = select(_index(rows), GQAOODParams(group_threshold=1.0)).get("selection").to_pylist()
+    floaty = select(_index(rows), GQAOODParams(group_threshold=1.0, tail_comparison="authors-float"))
+    labels = lambda sel: {r["question_id"]: r["subset"] for r in sel}  # noqa: E731
+    assert labels(exact)["q6"] == "head"                               # c: 3 * 4 = 1.2 * 10
+    assert labels(floaty["selection"].to_pylist())["q6"] == "tail"     # 0.3 < 0.30000000000000004
+    assert {k: v for k, v in labels(exact).items() if k not in ("q6", "q7", "q8")} == \
+        {k: v for k, v in labels(floaty["selection"].to_pylist()).items() if k not in ("q6", "q7", "q8")}

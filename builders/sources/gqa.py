@@ -272,4 +272,8 @@ def read_records(path: Path, data: bytes, qids: list[str], offsets, lengths) -> 
     np.cumsum(lengths_arr, out=value_offsets[1:])
     record_json = pa.LargeStringArray.from_buffers(
         len(records), pa.py_buffer(value_offsets), pa.py_buffer(b"".join(records)))
+    try:
+        record_json.validate(full=True)
+    except pa.ArrowInvalid:
+        raise SourceError(path, "a record is not valid UTF-8 text") from None
     return table.append_column("record_json", record_json)
