@@ -8,6 +8,7 @@ from builders.errors import ParamsError
 
 BUILDERS = {
     "gqa-ood": "builders.gqa_ood:GQAOODBuilder",
+    "vcr-visor": "builders.vcr_visor:VCRVisorBuilder",
 }
 
 

@@ -32,10 +32,12 @@ class BuildResult:
     card_fields: dict[str, str]
     figures: list[FigureSpec] = field(default_factory=list)
     legacy_files: dict[str, Callable[[], bytes]] = field(default_factory=dict)
+    run_info: dict = field(default_factory=dict)  # varies between runs (model calls, cache hits): manifest "run"
 
 
 StageFn = Callable[[], dict[str, pa.Table]]
-# run_stage(name, key, inputs, compute) -> tables; pipelines supplies a caching implementation.
+# run_stage(name, key, inputs, compute) -> tables; pipelines supplies a caching implementation,
+# which may also carry a `text_cache` (builders.nlp.TextCache) for per-text model outputs.
 RunStage = Callable[[str, dict, list, StageFn], dict[str, pa.Table]]
 
 

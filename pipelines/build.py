@@ -7,6 +7,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from builders.errors import ParamsError
 from builders.params import apply_overrides, params_to_dict
 from builders.registry import get_builder
 from pipelines.export import export
@@ -14,9 +15,10 @@ from pipelines.manifest import library_versions
 from pipelines.stages import StageRunner, default_cache_dir
 
 
-def build_command(bench: str, splits: list[str], assignments: list[str], legacy_json: bool) -> str:
+def build_command(bench: str, splits: list[str], assignments: list[str], legacy_json: bool,
+                  images: bool = False) -> str:
     """The command line that reproduces a build (paths left out: they differ between machines)."""
-    parts = [f"vlbench build {bench} --source SOURCE --out OUT"]
+    parts = [f"vlbench build {bench} --source SOURCE --out OUT"] + (["--images IMAGES"] if images else [])
     parts += [f"--split {s}" for s in splits] + [f"--set {a}" for a in assignments]
     return " ".join(parts + (["--legacy-json"] if legacy_json else []))
 
@@ -41,7 +43,8 @@ def source_folder(builder, source: Path) -> Path:
 
 
 def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = None,
-              assignments: list[str] | None = None, legacy_json: bool = False, use_cache: bool = True) -> dict:
+              assignments: list[str] | None = None, legacy_json: bool = False, use_cache: bool = True,
+              images: Path | None = None) -> dict:
     """Build one benchmark into OUT; returns the manifest. Nothing is written when it fails."""
     started = time.perf_counter()
     builder = get_builder(bench)
@@ -50,12 +53,19 @@ def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = No
     source = source_folder(builder, Path(source))
     sources = builder.locate_sources(source, list(splits or []))
     runner = StageRunner(default_cache_dir() if use_cache else None)
+    extra = {}
+    if images is not None:
+        if not getattr(builder, "supports_images", False):
+            raise ParamsError(f"--images: {bench} has no images to embed")
+        if not Path(images).is_dir():
+            raise ParamsError(f"--images {images}: not a folder")
+        extra["images"] = Path(images)
     with gc_paused():
-        result = builder.build(sources, params, runner)
+        result = builder.build(sources, params, runner, **extra)
     root = Path(source) if Path(source).is_dir() else Path(source).parent
     manifest = {
         "benchmark": bench,
-        "command": build_command(bench, sorted(sources), assignments, legacy_json),
+        "command": build_command(bench, sorted(sources), assignments, legacy_json, images is not None),
         "params": params_to_dict(params),
         "splits": sorted(sources),
         "legacy_json": legacy_json,
@@ -66,6 +76,6 @@ def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = No
         "code_version": runner.code,
         "statistics": result.statistics,
     }
-    manifest["run"] = {"stage_seconds": runner.timings, "stage_cached": runner.cached,
+    manifest["run"] = {**result.run_info, "stage_seconds": runner.timings, "stage_cached": runner.cached,
                        "build_seconds": round(time.perf_counter() - started, 3)}
     return export(result, builder, out, manifest, legacy_json)

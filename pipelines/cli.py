@@ -59,12 +59,13 @@ def build(
     split: list[str] = typer.Option([], "--split", help="Split(s) to build; default: every split present."),
     set_: list[str] = typer.Option([], "--set", help="Override a builder parameter: KEY=VALUE."),
     legacy_json: bool = typer.Option(False, "--legacy-json", help="Also write the benchmark's original files."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Embed the benchmark's images from this folder."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute every stage."),
 ):
     """Build one benchmark from its raw sources."""
     from pipelines.build import run_build
 
-    manifest = run_build(bench, source, out, split, set_, legacy_json, use_cache=not no_cache)
+    manifest = run_build(bench, source, out, split, set_, legacy_json, use_cache=not no_cache, images=images)
     for item in manifest["outputs"]:
         if "rows" in item:
             typer.echo(f"{item['path']}: {item['rows']:,} rows")

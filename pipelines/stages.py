@@ -47,7 +47,11 @@ class StageRunner:
     """Callable with the builders' `RunStage` signature; records timings and cache hits."""
 
     def __init__(self, cache_dir: Path | None, code: str | None = None):
+        from pipelines.text_cache import DiskTextCache
+
         self.cache_dir = cache_dir
+        # Builders' models look texts up here by (model, text); None when caching is off.
+        self.text_cache = DiskTextCache(cache_dir) if cache_dir is not None else None
         self.code = code or code_version()
         self.timings: dict[str, float] = {}
         self.cached: dict[str, bool] = {}

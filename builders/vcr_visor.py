@@ -1,0 +1,298 @@
+"""VCR-Visor builder (seed 003 §3; DESIGN §5): paired VCR items whose queries mean the same and
+whose responses differ, so a text-only model must fail one of the two sub-questions.
+
+Stages: `items` (read, check and render VCR val; one item per reasoning type it belongs to) and
+`pairs-<type>` (Sentence-BERT cosine join, movie filter, NLI filter). Sampling, tag
+post-processing and rows are cheap and run on every build.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from builders import vcr_visor_card
+from builders.errors import ParamsError, SourceError
+from builders.nlp import NLIClassifier, SentenceEncoder
+from builders.result import BuildResult, RunStage, run_uncached
+from builders.sources.vcr import read_vcr
+from builders.text import person_tags, reasoning_types, render_tokens
+
+NAME = "vcr-visor"
+TYPES = ("causal", "temporal", "explanatory")
+NO_NLI = "none"
+
+
+@dataclass(frozen=True)
+class VCRVisorParams:
+    """Defaults are the paper's recipe (thresholds 0.9, 5,000 causal, 2,000 temporal, all explanatory)."""
+
+    sbert_model: str = "sentence-transformers/all-mpnet-base-v2"
+    nli_model: str = "FacebookAI/roberta-large-mnli"
+    query_threshold: float = 0.9
+    response_threshold: float = 0.9
+    causal_pairs: int = 5000
+    temporal_pairs: int = 2000
+    explanatory_pairs: int = -1  # -1: all
+    max_pairs_per_image: int = 0  # 0: no cap (sampling still spreads pairs over images)
+    seed: int = 0
+    skip_invalid: bool = False
+    device: str = "auto"
+    batch_size: int = 128
+
+    def __post_init__(self):
+        for name in ("query_threshold", "response_threshold"):
+            if not -1.0 <= getattr(self, name) <= 1.0:
+                raise ParamsError(f"{name}={getattr(self, name)}: a cosine threshold must be in [-1, 1]")
+        for name in ("causal_pairs", "temporal_pairs", "explanatory_pairs"):
+            if getattr(self, name) < -1:
+                raise ParamsError(f"{name}={getattr(self, name)}: expected a count, or -1 for all")
+        if self.max_pairs_per_image < 0 or self.batch_size < 1:
+            raise ParamsError("max_pairs_per_image must be >= 0 and batch_size >= 1")
+
+    def target(self, kind: str) -> int:
+        return getattr(self, f"{kind}_pairs")
+
+
+def features(with_images: bool = False):
+    from datasets import Features, Image, List, Value
+
+    string = Value("string")
+    return Features({
+        "id": string, "pair_id": string, "sub_question": Value("int8"), "reasoning_type": string,
+        "annot_id": string, "img_fn": string, "metadata_fn": string, "movie": string,
+        **({"image": Image()} if with_images else {}),
+        "query": string, "choices": List(string), "label": Value("int8"), "rewritten": List(Value("bool")),
+        "query_cosine": Value("float64"), "response_cosine": Value("float64"),
+        "query_nli": List(string), "response_nli": List(string),
+    })
+
+
+def vcr_items(path: Path, skip_invalid: bool) -> dict[str, pa.Table]:
+    """One item per (record, reasoning type): causal/temporal from Q->A (query = question, response =
+    correct answer), explanatory from QA->R (query = question + correct answer, response = rationale)."""
+    source = read_vcr(path, skip_invalid)
+    rows = []
+    for rec in sorted(source.records, key=lambda r: r.annot_id):
+        question = render_tokens(rec.question, rec.objects)
+        answers = [render_tokens(c, rec.objects) for c in rec.answer_choices]
+        rationales = [render_tokens(c, rec.objects) for c in rec.rationale_choices]
+        base = {"annot_id": rec.annot_id, "img_fn": rec.img_fn, "metadata_fn": rec.metadata_fn, "movie": rec.movie}
+        for kind in sorted(reasoning_types(question)):
+            rows.append({**base, "reasoning_type": kind, "query": question, "response": answers[rec.answer_label],
+                         "distractors": [a for k, a in enumerate(answers) if k != rec.answer_label]})
+        rows.append({**base, "reasoning_type": "explanatory",
+                     "query": f"{question} {answers[rec.answer_label]}", "response": rationales[rec.rationale_label],
+                     "distractors": [r for k, r in enumerate(rationales) if k != rec.rationale_label]})
+    skipped = pa.table({"annot_id": list(source.skipped), "check": list(source.skipped.values())},
+                       schema=pa.schema([("annot_id", pa.string()), ("check", pa.string())]))
+    return {"items": pa.Table.from_pylist(rows, schema=_ITEM_SCHEMA), "skipped": skipped}
+
+
+_ITEM_SCHEMA = pa.schema([("annot_id", pa.string()), ("img_fn", pa.string()), ("metadata_fn", pa.string()),
+                          ("movie", pa.string()), ("reasoning_type", pa.string()), ("query", pa.string()),
+                          ("response", pa.string()), ("distractors", pa.list_(pa.string()))])
+
+
+def cosine_join(embeddings: np.ndarray, threshold: float, max_block_cells: int = 1 << 24) -> tuple:
+    """Pairs (i < j) with cosine(E_i, E_j) > threshold, one row block at a time (never N x N).
+
+    Blocks screen in float32 with a small margin; kept cosines are recomputed in float64, so the
+    decision does not depend on the block size.
+    """
+    n = len(embeddings)
+    block = max(1, max_block_cells // max(n, 1))
+    found_i, found_j = [], []
+    for start in range(0, n, block):
+        sims = embeddings[start:start + block] @ embeddings.T
+        rows, cols = np.nonzero(sims > threshold - 1e-4)
+        rows += start
+        keep = cols > rows
+        found_i.append(rows[keep])
+        found_j.append(cols[keep])
+    i = np.concatenate(found_i) if found_i else np.zeros(0, np.int64)
+    j = np.concatenate(found_j) if found_j else np.zeros(0, np.int64)
+    exact = pair_cosines(embeddings, i, j)
+    keep = exact > threshold
+    return i[keep], j[keep], exact[keep]
+
+
+def pair_cosines(embeddings: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    e = embeddings.astype(np.float64)
+    return np.einsum("nd,nd->n", e[i], e[j]) if len(i) else np.zeros(0)
+
+
+def mine_pairs(items: pa.Table, params: VCRVisorParams, encoder: SentenceEncoder,
+               nli: NLIClassifier | None) -> dict[str, pa.Table]:
+    """Candidate pairs of one reasoning type: query cosine > t_q, response cosine < t_r, different
+    movies, then (unless nli_model=none) queries entailed both ways and responses entailed neither way."""
+    queries, responses = items.column("query").to_pylist(), items.column("response").to_pylist()
+    movies = np.array(items.column("movie").to_pylist(), dtype=object)
+    q_emb, r_emb = encoder.encode(queries), encoder.encode(responses)
+    i, j, q_cos = cosine_join(q_emb, params.query_threshold)
+    r_cos = pair_cosines(r_emb, i, j)
+    keep = (r_cos < params.response_threshold) & (movies[i] != movies[j])
+    i, j, q_cos, r_cos = i[keep], j[keep], q_cos[keep], r_cos[keep]
+    candidates = len(i)
+    q_nli = r_nli = [[] for _ in range(len(i))]
+    if nli is not None:
+        fwd = nli.classify([(queries[a], queries[b]) for a, b in zip(i, j)])
+        bwd = nli.classify([(queries[b], queries[a]) for a, b in zip(i, j)])
+        ok = np.array([f.startswith("entail") and b.startswith("entail") for f, b in zip(fwd, bwd)], dtype=bool)
+        i, j, q_cos, r_cos = i[ok], j[ok], q_cos[ok], r_cos[ok]
+        q_nli = [[f, b] for f, b, k in zip(fwd, bwd, ok) if k]
+        fwd = nli.classify([(responses[a], responses[b]) for a, b in zip(i, j)])
+        bwd = nli.classify([(responses[b], responses[a]) for a, b in zip(i, j)])
+        ok = np.array([not (f.startswith("entail") or b.startswith("entail")) for f, b in zip(fwd, bwd)], dtype=bool)
+        i, j, q_cos, r_cos = i[ok], j[ok], q_cos[ok], r_cos[ok]
+        q_nli = [x for x, k in zip(q_nli, ok) if k]
+        r_nli = [[f, b] for f, b, k in zip(fwd, bwd, ok) if k]
+    pairs = pa.table({"i": pa.array(i, pa.int64()), "j": pa.array(j, pa.int64()), "query_cosine": q_cos,
+                      "response_cosine": r_cos, "query_nli": pa.array(q_nli, pa.list_(pa.string())),
+                      "response_nli": pa.array(r_nli, pa.list_(pa.string()))})
+    return {"pairs": pairs, "counts": pa.table({"candidates": [candidates], "kept": [len(i)]})}
+
+
+def sample_pairs(images_i: list[str], images_j: list[str], target: int, cap: int, seed: int) -> list[int]:
+    """Seeded sample spread over images: pass k admits a pair only while both of its images are in
+    fewer than k chosen pairs, so popular images fill up last; `cap` bounds k (0: unbounded)."""
+    order = np.random.default_rng(seed).permutation(len(images_i)).tolist()
+    wanted = len(order) if target < 0 else min(target, len(order))
+    uses: Counter = Counter()
+    chosen: list[int] = []
+    level = 1
+    while len(chosen) < wanted and order and (cap == 0 or level <= cap):
+        remaining = []
+        for k in order:
+            a, b = images_i[k], images_j[k]
+            if len(chosen) < wanted and uses[a] < level and uses[b] < level:
+                chosen.append(k)
+                uses[a] += 1
+                uses[b] += 1
+            else:
+                remaining.append(k)
+        order, level = remaining, level + 1
+    return sorted(chosen)
+
+
+def retag_distractor(query: str, distractor: str) -> tuple[str, bool]:
+    """Ye & Kovashka (2021): when the query names exactly one person and the distractor exactly one
+    other person, the distractor's tag becomes the query's, removing the tag-overlap shortcut."""
+    q, d = person_tags(query), person_tags(distractor)
+    if len(q) == 1 and len(d) == 1 and d[0] != q[0]:
+        return distractor.replace(d[0], q[0]), True
+    return distractor, False
+
+
+def _sub_question(kind: str, pair_id: str, k: int, item: dict, other: dict, pair: dict, seed: int) -> dict:
+    """Sub-question k of a pair: the item's query and image, its correct response and the other
+    item's correct response (re-tagged) as distractor, in a seeded order."""
+    distractor, rewritten = retag_distractor(item["query"], other["response"])
+    choices, flags = [item["response"], distractor], [False, rewritten]
+    label = random.Random(f"{seed}/{pair_id}/{k}").randrange(2)
+    if label == 1:
+        choices, flags = choices[::-1], flags[::-1]
+    return {"id": f"{pair_id}/{k}", "pair_id": pair_id, "sub_question": k, "reasoning_type": kind,
+            "annot_id": item["annot_id"], "img_fn": item["img_fn"], "metadata_fn": item["metadata_fn"],
+            "movie": item["movie"], "query": item["query"], "choices": choices, "label": label, "rewritten": flags,
+            "query_cosine": pair["query_cosine"], "response_cosine": pair["response_cosine"],
+            "query_nli": pair["query_nli"], "response_nli": pair["response_nli"]}
+
+
+def _embed_images(rows: list[dict], images: Path) -> None:
+    for row in rows:
+        path = images / row["img_fn"]
+        if not path.is_file():
+            raise SourceError(path, "image not found (--images must be the folder that holds VCR's img_fn paths)",
+                              record=row["annot_id"])
+        row["image"] = {"bytes": path.read_bytes(), "path": row["img_fn"]}
+
+
+class VCRVisorBuilder:
+    name = NAME
+    params_class = VCRVisorParams
+    configs = ("default",)
+    default_config = "default"
+    splits = ("val",)
+    source_dir = "vcr"
+    card_template = "vcr_visor.md"
+    supports_images = True
+    published_blob_ids: dict[str, str] = {}
+    description = "VCR-Visor: paired VCR val items that a text-only model cannot both answer (APQ, HPQ)"
+    sources_help = "VCR v1.0 val.jsonl (23 fields per line)"
+
+    def locate_sources(self, source: Path, splits: list[str]) -> dict[str, Path]:
+        if any(s != "val" for s in splits):
+            raise ParamsError(f"--split {', '.join(splits)}: vcr-visor is built from VCR val only (split 'val')")
+        path = source / "val.jsonl" if source.is_dir() else source
+        if not path.is_file():
+            raise SourceError(path, "VCR source file not found (expected val.jsonl)")
+        return {"val": path}
+
+    def build(self, sources: dict[str, Path], params: VCRVisorParams, run_stage: RunStage = run_uncached,
+              images: Path | None = None) -> BuildResult:
+        path = sources["val"]
+        read = run_stage("items", {"skip_invalid": params.skip_invalid}, [path],
+                         lambda: vcr_items(path, params.skip_invalid))
+        items = read["items"]
+        cache = getattr(run_stage, "text_cache", None)
+        encoder = SentenceEncoder(params.sbert_model, cache, params.batch_size, params.device)
+        nli = None if params.nli_model == NO_NLI else NLIClassifier(params.nli_model, cache, 32, params.device)
+        key = {k: getattr(params, k) for k in ("sbert_model", "nli_model", "query_threshold", "response_threshold",
+                                                "skip_invalid")}
+        by_type, mined, rows, counts = {}, {}, [], {}
+        for kind in TYPES:
+            part = items.filter(pc.equal(items.column("reasoning_type"), kind))
+            by_type[kind] = part
+            mined[kind] = run_stage(f"pairs-{kind}", key, [path], lambda p=part: mine_pairs(p, params, encoder, nli))
+            pairs = mined[kind]["pairs"]
+            item_rows = part.to_pylist()
+            i, j = pairs.column("i").to_pylist(), pairs.column("j").to_pylist()
+            chosen = sample_pairs([item_rows[a]["img_fn"] for a in i], [item_rows[b]["img_fn"] for b in j],
+                                  params.target(kind), params.max_pairs_per_image, params.seed)
+            pair_rows = pairs.to_pylist()
+            for k in chosen:
+                a, b = item_rows[i[k]], item_rows[j[k]]
+                pair_id = f"{kind}:{a['annot_id']}:{b['annot_id']}"
+                rows += [_sub_question(kind, pair_id, 1, a, b, pair_rows[k], params.seed),
+                         _sub_question(kind, pair_id, 2, b, a, pair_rows[k], params.seed)]
+            counts[kind] = {**mined[kind]["counts"].to_pylist()[0], "sampled": len(chosen)}
+        rows.sort(key=lambda r: r["id"])
+        if images is not None:
+            _embed_images(rows, images)
+        feats = features(with_images=images is not None)
+        table = pa.Table.from_pylist(rows, schema=feats.arrow_schema)
+        stats = vcr_visor_card.statistics(by_type, table, counts, encoder, read["skipped"], params)
+        run_info = {"models": {"sbert": vars(encoder.stats), **({"nli": vars(nli.stats)} if nli else {})}}
+        return BuildResult(tables={"default": {"val": table}}, features=feats, statistics=stats,
+                           card_fields=vcr_visor_card.card_fields(stats, params),
+                           figures=vcr_visor_card.figures(stats), run_info=run_info)
+
+    def check_invariants(self, tables, params: dict) -> list[str]:
+        """Two sub-questions per pair whose correct responses are each other's distractors (up to
+        re-tagging), different movies, and cosines on the right side of the thresholds."""
+        problems = []
+        table = tables["default"]["val"]
+        by_pair: dict[str, list[dict]] = {}
+        for row in table.select(["pair_id", "sub_question", "movie", "choices", "label", "query_cosine",
+                                 "response_cosine", "rewritten"]).to_pylist():
+            by_pair.setdefault(row["pair_id"], []).append(row)
+        for pair_id, subs in sorted(by_pair.items()):
+            if sorted(s["sub_question"] for s in subs) != [1, 2]:
+                problems.append(f"{pair_id}: expected sub-questions 1 and 2")
+                continue
+            one, two = sorted(subs, key=lambda s: s["sub_question"])
+            if one["movie"] == two["movie"]:
+                problems.append(f"{pair_id}: both items come from movie {one['movie']!r}")
+            if not one["rewritten"][1 - one["label"]] and one["choices"][1 - one["label"]] != two["choices"][two["label"]]:
+                problems.append(f"{pair_id}: the distractor of sub-question 1 is not the answer of sub-question 2")
+            if not one["query_cosine"] > params["query_threshold"] or \
+                    not one["response_cosine"] < params["response_threshold"]:
+                problems.append(f"{pair_id}: cosines outside the thresholds")
+        return problems
