@@ -2,39 +2,38 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
 
 from builders.errors import ModelError
 from builders.gqa_ood_rules import PUBLISHED_ALPHAS
 from evaluator.metrics import gqa_ood as m
-from evaluator.models import load_py_model, parse_spec
+from evaluator.models import ModelOptions, load_py_model, parse_spec
 from evaluator.models.baselines import QuestionPrior, RandomGroupAnswer
 from evaluator.report import LinePlot, markdown_table
-from evaluator.submission import Coverage
+from evaluator.submission import Coverage, is_string
 
 
 class GQAOODTask:
     name = "gqa-ood"
     config = "all"
     default_split = "testdev"
-    id_field, value_field, id_type, value_type = "questionId", "prediction", str, str
+    id_field, value_field, id_type = "questionId", "prediction", str
+    value_check, value_desc = staticmethod(is_string), "strings"
     models_help = "baseline:prior (needs --train-file), baseline:random, py:<module>:<factory>"
 
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("question_id").to_pylist()
 
-    def make_model(self, spec: str, train_file: Path | None, seed: int):
+    def make_model(self, spec: str, options: ModelOptions):
         kind, name = parse_spec(spec)
         if kind == "baseline" and name == "prior":
-            if train_file is None:
+            if options.train_file is None:
                 raise ModelError("baseline:prior is fitted on GQA training questions: pass --train-file "
                                  "train_balanced_questions.json")
-            return QuestionPrior(train_file)
+            return QuestionPrior(options.train_file)
         if kind == "baseline" and name == "random":
-            return RandomGroupAnswer(seed)
+            return RandomGroupAnswer(options.seed)
         if kind == "py":
             return load_py_model(name)
         raise ModelError(f"--model {spec}: gqa-ood predictions come from {self.models_help}")

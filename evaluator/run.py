@@ -8,11 +8,13 @@ from pathlib import Path
 
 from builders.errors import ParamsError
 from evaluator.data import load_table, pick_split, resolve_data
+from evaluator.models import ModelOptions
 from evaluator.report import write_report
 from evaluator.submission import load_predictions, match_ids
 
 TASKS = {
     "gqa-ood": "evaluator.gqa_ood:GQAOODTask",
+    "vcr-visor": "evaluator.vcr_visor:VCRVisorTask",
 }
 
 
@@ -30,11 +32,11 @@ def _open(task, data: str, split: str | None):
 
 
 def predict(bench: str, data: str, model: str, out: Path, split: str | None = None,
-            train_file: Path | None = None, seed: int = 0) -> tuple[str, int]:
+            options: ModelOptions = ModelOptions()) -> tuple[str, int]:
     """Run a model over a built split and write a prediction file in the benchmark's format."""
     task = get_task(bench)
     split, table = _open(task, data, split)
-    predictions = task.make_model(model, train_file, seed).predict(table)
+    predictions = task.make_model(model, options).predict(table)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".partial")
     tmp.write_text(json.dumps(task.predictions_file(table, predictions), indent=1) + "\n")
@@ -47,7 +49,8 @@ def evaluate(bench: str, data: str, predictions: Path, split: str | None = None,
     """Validate a prediction file against a split and compute the benchmark's metrics."""
     task = get_task(bench)
     split, table = _open(task, data, split)
-    preds = load_predictions(predictions, task.id_field, task.value_field, task.id_type, task.value_type)
+    preds = load_predictions(predictions, task.id_field, task.value_field, task.id_type, task.value_check,
+                             task.value_desc)
     coverage = match_ids(predictions, preds, task.ids(table), task.id_field, allow_partial, allow_extra)
     metrics = {"benchmark": bench, "split": split, "predictions": Path(predictions).name,
                **task.score(table, preds, coverage)}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,8 +31,20 @@ class Coverage:
                 "fraction": round(self.scored / self.expected, 6) if self.expected else 0.0}
 
 
-def load_predictions(path: Path, id_field: str, value_field: str, id_type: type, value_type: type) -> dict:
-    """`[{id_field: id, value_field: value}, ...]` -> {id: value}; types, duplicates and NaN checked."""
+def is_string(value) -> bool:
+    return isinstance(value, str)
+
+
+def is_score_list(length: int):
+    """Checker for a list of `length` finite numbers (scores per choice)."""
+    def check(value) -> bool:
+        return (isinstance(value, list) and len(value) == length and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value))
+    return check
+
+
+def load_predictions(path: Path, id_field: str, value_field: str, id_type: type, value_check, value_desc: str) -> dict:
+    """`[{id_field: id, value_field: value}, ...]` -> {id: value}; types, duplicates, NaN/inf checked."""
     try:
         items = msgspec.json.decode(Path(path).read_bytes())
     except FileNotFoundError:
@@ -49,8 +63,8 @@ def load_predictions(path: Path, id_field: str, value_field: str, id_type: type,
         if not isinstance(key, id_type) or isinstance(key, bool):
             problems.setdefault(f"'{id_field}' values that are not {id_type.__name__}", []).append(key)
             continue
-        if not isinstance(value, value_type):
-            problems.setdefault(f"'{value_field}' values that are not {value_type.__name__}", []).append(key)
+        if not value_check(value):
+            problems.setdefault(f"'{value_field}' values that are not {value_desc}", []).append(key)
             continue
         if key in out:
             problems.setdefault(f"duplicate '{id_field}'", []).append(key)

@@ -123,11 +123,16 @@ def predict(
     split: Optional[str] = typer.Option(None, "--split", help="Split to predict (default: the test split)."),
     train_file: Optional[Path] = typer.Option(None, "--train-file", help="Training source for fitted baselines."),
     seed: int = typer.Option(0, "--seed", help="Seed of random baselines."),
+    device: str = typer.Option("auto", "--device", help="torch device for hf: models (auto: CUDA when present)."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Batch size for hf: models."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Image folder for models that read images."),
 ):
     """Write a model's predictions for a built split in the benchmark's submission format."""
+    from evaluator.models import ModelOptions
     from evaluator.run import predict as run_predict
 
-    split, n = run_predict(bench, data, model, out, split, train_file, seed)
+    options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size, images=images)
+    split, n = run_predict(bench, data, model, out, split, options)
     typer.echo(f"wrote {n:,} predictions for {bench}/{split} to {out}")
 
 

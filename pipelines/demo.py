@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evaluator.models import ModelOptions
 from evaluator.run import evaluate, predict
 from pipelines.build import run_build
 from pipelines.samples import write_samples
@@ -24,7 +25,7 @@ def run_demo(out: Path, echo=print) -> dict:
     for name, spec in (("prior", "baseline:prior"), ("random", "baseline:random")):
         predictions = out / "predictions" / f"gqa-ood-{name}.json"
         predict("gqa-ood", str(dataset), spec, predictions, split="testdev",
-                train_file=sources / "gqa" / "train_balanced_questions.json")
+                options=ModelOptions(train_file=sources / "gqa" / "train_balanced_questions.json"))
         report = out / "reports" / f"gqa-ood-{name}"
         metrics = evaluate("gqa-ood", str(dataset), predictions, split="testdev", report=report)
         results[name] = metrics

@@ -13,8 +13,8 @@ from typing import Callable
 import pyarrow.parquet as pq
 
 from builders.result import BuildResult
+from evaluator.report import draw_bars
 from pipelines.cards import render_card
-from pipelines.figures import render
 from pipelines.manifest import describe_outputs, write_manifest
 
 MAX_SHARD_BYTES = 500 << 20  # as datasets' push_to_hub
@@ -87,7 +87,7 @@ def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json:
         if result.figures:
             (folder / "figures").mkdir()
             for spec in result.figures:
-                render(spec, folder / "figures" / spec.filename)
+                draw_bars(spec, folder / "figures" / spec.filename)
                 figure_links.append(f"![{spec.title}](figures/{spec.filename})")
         splits, rows = tables_written()
         fields = {**result.card_fields, "figures": "\n\n".join(figure_links),

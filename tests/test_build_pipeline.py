@@ -53,7 +53,7 @@ def test_killed_build_leaves_no_output_and_rerun_reuses_stages(sample_sources, b
         raise KeyboardInterrupt  # the user's Ctrl-C while figures are being drawn
 
     with monkeypatch.context() as m:
-        m.setattr(pipelines.export, "render", killed)
+        m.setattr(pipelines.export, "draw_bars", killed)
         with pytest.raises(KeyboardInterrupt):
             run_build("gqa-ood", sample_sources, out, legacy_json=True)
     assert not out.exists()

@@ -74,7 +74,7 @@ def test_hand_computed_metrics(split, tmp_path, cli):
      ["2 unknown 'questionId'", "'98', '99'"]),
     (lambda e: e + [e[0], e[1]], ["2 duplicate 'questionId'", "'10000', '10001'"]),
     (lambda e: [{**x, "prediction": 1} if i < 2 else x for i, x in enumerate(e)],
-     ["2 'prediction' values that are not str", "'10000', '10001'"]),
+     ["2 'prediction' values that are not strings", "'10000', '10001'"]),
     (lambda e: [{**x, "questionId": 10000} if i == 0 else x for i, x in enumerate(e)],
      ["1 'questionId' values that are not str"]),
     (lambda e: {"not": "a list"}, ["expected a JSON list"]),

@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
+from pathlib import Path
 
 from builders.errors import ModelError
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """What `vlbench predict` passes to a task's model factory."""
+
+    train_file: Path | None = None
+    seed: int = 0
+    device: str = "auto"
+    batch_size: int = 32
+    images: Path | None = None
 
 
 def parse_spec(spec: str) -> tuple[str, str]:

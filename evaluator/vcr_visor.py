@@ -1,0 +1,81 @@
+"""VCR-Visor scoring: submissions `[{"id": "<pair_id>/<k>", "scores": [s0, s1]}]`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from builders.errors import SubmissionError
+from builders.result import FigureSpec
+from evaluator.metrics import vcr_visor as m
+from evaluator.models import ModelOptions, parse_spec
+from evaluator.report import markdown_table
+from evaluator.submission import Coverage, is_score_list
+
+TYPES = ("causal", "temporal", "explanatory")
+
+
+def _pct(values: np.ndarray) -> float | None:
+    return round(100.0 * float(values.mean()), 4) if values.size else None
+
+
+class VCRVisorTask:
+    name = "vcr-visor"
+    config = "default"
+    default_split = "val"
+    id_field, value_field, id_type = "id", "scores", str
+    value_check, value_desc = staticmethod(is_score_list(2)), "lists of 2 finite numbers"
+    models_help = "hf:<CLIP dual encoder>, hf:<sequence-classification cross-encoder>, baseline:random"
+
+    def ids(self, table: pa.Table) -> list[str]:
+        return table.column("id").to_pylist()
+
+    def make_model(self, spec: str, options: ModelOptions):
+        from evaluator.models import vcr
+
+        kind, name = parse_spec(spec)
+        return vcr.make_scorer(kind, name, options, self.models_help)
+
+    def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
+        return [{"id": i, "scores": [float(s) for s in scores]} for i, scores in zip(self.ids(table), predictions)]
+
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage) -> dict:
+        """APQ and HPQ per pair (both sub-questions must be scored), accuracy per sub-question."""
+        rows = table.select(["id", "pair_id", "sub_question", "reasoning_type", "label"]).to_pylist()
+        scored = [r for r in rows if r["id"] in predictions]
+        p = m.correct_probability(np.array([predictions[r["id"]] for r in scored]).reshape(-1, 2),
+                                  np.array([r["label"] for r in scored], dtype=np.int64))
+        prob = {r["id"]: float(v) for r, v in zip(scored, p)}
+        pairs = {}
+        for r in rows:
+            pairs.setdefault(r["pair_id"], {"type": r["reasoning_type"]})[r["sub_question"]] = r["id"]
+        complete = [(pid, d) for pid, d in sorted(pairs.items()) if d[1] in prob and d[2] in prob]
+        if not complete:
+            raise SubmissionError("no pair has scores for both of its sub-questions")
+        kinds = np.array([d["type"] for _, d in complete])
+        p1 = np.array([prob[d[1]] for _, d in complete])
+        p2 = np.array([prob[d[2]] for _, d in complete])
+        apq, hpq = m.apq(p1, p2), m.hpq(p1, p2)
+        acc = m.sub_question_accuracy(p)
+        sub_kinds = np.array([r["reasoning_type"] for r in scored])
+        by_type = {k: {"pairs": int((kinds == k).sum()), "apq": _pct(apq[kinds == k]), "hpq": _pct(hpq[kinds == k]),
+                       "accuracy": _pct(acc[sub_kinds == k])} for k in TYPES if (kinds == k).any()}
+        mean = {key: round(float(np.mean([v[key] for v in by_type.values()])), 4) for key in ("apq", "hpq", "accuracy")}
+        return {"apq": _pct(apq), "hpq": _pct(hpq), "accuracy": _pct(acc), "pairs": len(complete),
+                "mean_over_types": mean, "by_type": by_type, "coverage": coverage.as_dict()}
+
+    def report(self, metrics: dict, title: str):
+        types = list(metrics["by_type"])
+        cov = metrics["coverage"]
+        header = ["metric", "Mean", *(t.capitalize() for t in types), "All pairs"]
+        table = [[name, metrics["mean_over_types"][key], *(metrics["by_type"][t][key] for t in types), metrics[key]]
+                 for name, key in (("APQ", "apq"), ("HPQ", "hpq"), ("Accuracy (sub-questions)", "accuracy"))]
+        md = [f"# VCR-Visor evaluation: {title}", "",
+              f"Scored {cov['scored']:,} of {cov['expected']:,} sub-questions ({metrics['pairs']:,} complete pairs). "
+              "Mean = the average over reasoning types, as the paper's tables.", "",
+              markdown_table(header, table), "", "![APQ and HPQ per reasoning type](scores_by_type.png)", ""]
+        plot = FigureSpec(filename="scores_by_type.png", title=f"{title}: VCR-Visor (Fig. 2 layout)",
+                          categories=["Mean", *(t.capitalize() for t in types)], ylabel="%",
+                          series={name: [metrics["mean_over_types"][key], *(metrics["by_type"][t][key] for t in types)]
+                                  for name, key in (("APQ", "apq"), ("HPQ", "hpq"), ("Accuracy", "accuracy"))})
+        return "\n".join(md), [plot]
