@@ -52,6 +52,13 @@ class ModelStats:
     extra: dict = field(default_factory=dict)
 
 
+def _quiet_loading() -> None:
+    """Model loading prints per-weight progress bars; builds report their own progress."""
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+
+
 def _device(name: str):
     import torch
 
@@ -86,6 +93,7 @@ class SentenceEncoder:
         if self._model is None:
             from sentence_transformers import SentenceTransformer
 
+            _quiet_loading()
             try:
                 self._model = SentenceTransformer(resolve_model_path(self.name), device=str(_device(self.device)))
             except OSError as exc:
@@ -137,6 +145,7 @@ class NLIClassifier:
             from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
             path = resolve_model_path(self.name)
+            _quiet_loading()
             try:
                 self._tokenizer = AutoTokenizer.from_pretrained(path)
                 self._model = AutoModelForSequenceClassification.from_pretrained(path).to(_device(self.device)).eval()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from builders.nlp import PACKAGED_MINILM
 from evaluator.models import ModelOptions
 from evaluator.run import evaluate, predict
 from pipelines.build import run_build
@@ -21,7 +22,7 @@ def run_demo(out: Path, echo=print) -> dict:
     problems = verify(dataset).problems
     echo(f"dataset:        {dataset} (card: {dataset / 'README.md'}; verify: "
          f"{'ok' if not problems else problems[0]})")
-    results = {}
+    results: dict = {}
     for name, spec in (("prior", "baseline:prior"), ("random", "baseline:random")):
         predictions = out / "predictions" / f"gqa-ood-{name}.json"
         predict("gqa-ood", str(dataset), spec, predictions, split="testdev",
@@ -31,4 +32,20 @@ def run_demo(out: Path, echo=print) -> dict:
         results[name] = metrics
         echo(f"{spec:16s} testdev acc-all {metrics['acc_all']:.1f}  acc-tail {metrics['acc_tail']:.1f}  "
              f"acc-head {metrics['acc_head']:.1f}   report: {report / 'report.md'}")
+    results["vcr-visor"] = _vcr_visor(sources, out, echo)
     return results
+
+
+def _vcr_visor(sources: Path, out: Path, echo) -> dict:
+    """Offline: the packaged all-MiniLM-L6-v2 embeds, and the NLI filter is skipped (the card says so)."""
+    dataset = out / "vcr-visor"
+    run_build("vcr-visor", sources, dataset, assignments=[f"sbert_model={PACKAGED_MINILM}", "nli_model=none"])
+    problems = verify(dataset).problems
+    echo(f"dataset:        {dataset} (card: {dataset / 'README.md'}; verify: {'ok' if not problems else problems[0]})")
+    predictions = out / "predictions" / "vcr-visor-random.json"
+    predict("vcr-visor", str(dataset), "baseline:random", predictions)
+    report = out / "reports" / "vcr-visor-random"
+    metrics = evaluate("vcr-visor", str(dataset), predictions, report=report)
+    echo(f"{'baseline:random':16s} val APQ {metrics['apq']:.1f}  HPQ {metrics['hpq']:.1f}  "
+         f"accuracy {metrics['accuracy']:.1f}   report: {report / 'report.md'}")
+    return metrics

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipelines.samples.gqa import write_gqa_samples
+from pipelines.samples.vcr import write_vcr_samples
 
 # source folder name (as builders declare `source_dir`) -> writer(root, scale) -> written paths
 SAMPLE_WRITERS = {
     "gqa": write_gqa_samples,
+    "vcr": write_vcr_samples,
 }
 
 

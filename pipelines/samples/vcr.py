@@ -1,0 +1,97 @@
+"""Synthetic VCR v1.0 `val.jsonl` records in the native format (23 fields, the release's key order).
+
+Questions come from paraphrase clusters ("Why is [x] smiling?" / "Why is [x] smiling right now?")
+spread over many movies, answers and rationales from varied pools, so pair mining finds pairs;
+every record satisfies the release's invariants (adversarial-matching order, sources, indices).
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import msgspec
+
+# (cluster of paraphrased questions, answers, rationales); X and Y are person references.
+CLUSTERS = [
+    (["Why is X smiling ?", "Why is X smiling right now ?", "Why does X smile ?"],
+     ["X just heard a funny joke .", "X is happy to see Y .", "X won the card game .", "X got good news on the phone .",
+      "X is laughing at the dog .", "X is proud of the painting ."],
+     ["X is laughing with Y at the table .", "X is holding a phone and looks relieved .",
+      "There are cards on the table in front of X .", "Y is hugging X warmly ."]),
+    (["What will X do next ?", "What is X going to do next ?", "What will X do after this ?"],
+     ["X will open the door .", "X will sit down on the couch .", "X will drink the coffee .",
+      "X will leave the room .", "X will answer the phone .", "X will shake hands with Y ."],
+     ["X is reaching for the door handle .", "X is standing next to the couch and looks tired .",
+      "X is holding a cup and raising it .", "X has a coat on and faces the exit ."]),
+    (["Why is X running ?", "Why is X running so fast ?", "Why is X in a hurry ?"],
+     ["X is late for the train .", "X is chasing the thief .", "X is running away from the police .",
+      "X is trying to catch the bus .", "X is escaping the fire ."],
+     ["The train is about to leave the station .", "A man ahead of X is carrying a stolen bag .",
+      "Police officers are behind X .", "Smoke is coming out of the building ."]),
+    (["How did X get hurt ?", "How was X injured ?", "How did X hurt his arm ?"],
+     ["X fell off the horse .", "X was in a fight with Y .", "X crashed the car .", "X slipped on the ice ."],
+     ["X has mud on his clothes and a horse is nearby .", "Y has bruised knuckles .",
+      "There is a wrecked car behind X .", "The road is covered with ice ."]),
+    (["What is X holding ?", "What does X have in his hand ?"],
+     ["X is holding a letter .", "X is holding a gun .", "X is holding flowers for Y .", "X is holding a map ."],
+     ["X is reading the paper in his hand .", "X is pointing it at Y .", "Y is smiling at the bouquet .",
+      "X is studying the streets on the paper ."]),
+]
+OTHERS = ["chair", "cup", "dog", "car", "tie", "bottle", "book", "horse"]
+
+
+def _tokens(text: str, people: dict[str, int]) -> list:
+    return [[people[w]] if w in people else w for w in text.split()]
+
+
+def vcr_record(k: int, rng: random.Random, n_movies: int) -> dict:
+    cluster = CLUSTERS[rng.randrange(len(CLUSTERS))]
+    questions, answers, rationales = cluster
+    n_people = rng.randint(2, 4)
+    objects = ["person"] * n_people + rng.sample(OTHERS, 2)
+    rng.shuffle(objects)
+    persons = [i for i, o in enumerate(objects) if o == "person"]
+    people = {"X": persons[0], "Y": persons[1]}
+    question = rng.choice(questions)
+    answer_pool = rng.sample(answers, 4)
+    rationale_pool = rng.sample(rationales, 4)
+    answer_label, rationale_label = rng.randrange(4), rng.randrange(4)
+    movie = f"{rng.randrange(n_movies):04d}_MOVIE_{rng.randrange(n_movies)}"
+    match_index = k
+    answer_match = [0] + rng.sample([1, 2, 3], 3)
+    answer_match = answer_match[4 - answer_label:] + answer_match[:4 - answer_label]
+    rationale_match = [0] + rng.sample([1, 2, 3], 3)
+    rationale_match = rationale_match[4 - rationale_label:] + rationale_match[:4 - rationale_label]
+    others = lambda: [rng.randrange(100000) for _ in range(4)]  # noqa: E731
+    answer_sources, rationale_sources = others(), others()
+    answer_sources[answer_label] = rationale_sources[rationale_label] = match_index
+    plain = lambda t: t.replace("X", str(people["X"] + 1)).replace("Y", str(people["Y"] + 1))  # noqa: E731
+    clip = f"lsmdc_{movie}/{movie}_{k:05d}@0"
+    return {
+        "movie": movie, "objects": objects, "interesting_scores": [rng.randrange(-1, 3)],
+        "answer_likelihood": rng.choice(["likely", "possible"]),
+        "img_fn": f"{clip}.jpg", "metadata_fn": f"{clip}.json",
+        "answer_orig": plain(answer_pool[answer_label]), "question_orig": plain(question),
+        "rationale_orig": plain(rationale_pool[rationale_label]),
+        "question": _tokens(question, people), "answer_match_iter": answer_match, "answer_sources": answer_sources,
+        "answer_choices": [_tokens(a, people) for a in answer_pool], "answer_label": answer_label,
+        "rationale_choices": [_tokens(r, people) for r in rationale_pool], "rationale_sources": rationale_sources,
+        "rationale_match_iter": rationale_match, "rationale_label": rationale_label,
+        "img_id": f"val-{k // 3}", "question_number": k % 3, "annot_id": f"val-{k}", "match_fold": "val-0",
+        "match_index": match_index,
+    }
+
+
+def generate_vcr(n: int, seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    return [vcr_record(k, rng, n_movies=max(6, n // 40)) for k in range(n)]
+
+
+def write_vcr_samples(root: Path, scale: int = 1) -> list[Path]:
+    out = root / "vcr"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "val.jsonl"
+    encode = msgspec.json.encode
+    path.write_bytes(b"".join(encode(r) + b"\n" for r in generate_vcr(160 * scale, seed=3)))
+    return [path]
