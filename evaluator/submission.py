@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
 
 from builders.errors import SubmissionError
 
@@ -45,11 +45,11 @@ def is_score_list(length: int):
 
 def load_predictions(path: Path, id_field: str, value_field: str, id_type: type, value_check, value_desc: str) -> dict:
     """`[{id_field: id, value_field: value}, ...]` -> {id: value}; types, duplicates, NaN/inf checked."""
-    try:
-        items = msgspec.json.decode(Path(path).read_bytes())
+    try:  # Python's parser: files written by Python may hold NaN/Infinity, reported below as not finite
+        items = json.loads(Path(path).read_bytes())
     except FileNotFoundError:
         raise SubmissionError(f"{path}: no such file") from None
-    except msgspec.DecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SubmissionError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(items, list):
         raise SubmissionError(f"{path}: expected a JSON list of {{\"{id_field}\", \"{value_field}\"}} objects")

