@@ -23,6 +23,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) scripts/bench_gqa_ood_build.py
+	$(PY) scripts/bench_vcr_visor_build.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -49,7 +49,6 @@ class ModelStats:
     computed: int = 0
     forward_seconds: float = 0.0
     total_seconds: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 def _quiet_loading() -> None:

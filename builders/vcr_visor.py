@@ -128,40 +128,60 @@ def pair_cosines(embeddings: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.nda
     return np.einsum("nd,nd->n", e[i], e[j]) if len(i) else np.zeros(0)
 
 
+def _factorize(texts: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Integer code of each text and the distinct texts, so pairs are kept as integers."""
+    distinct = list(dict.fromkeys(texts))
+    code = {t: k for k, t in enumerate(distinct)}
+    return np.fromiter((code[t] for t in texts), dtype=np.int64, count=len(texts)), distinct
+
+
+def _nli_labels(nli: NLIClassifier, texts: list[str], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Label of each directed pair (texts[a_k], texts[b_k]); each distinct text pair is classified once."""
+    if not len(a):
+        return np.zeros(0, dtype=object)
+    keys, inverse = np.unique(a * len(texts) + b, return_inverse=True)
+    labels = nli.classify([(texts[k // len(texts)], texts[k % len(texts)]) for k in keys.tolist()])
+    return np.array(labels, dtype=object)[inverse.reshape(-1)]
+
+
+def _is_entailment(labels: np.ndarray) -> np.ndarray:
+    return np.fromiter((str(x).startswith("entail") for x in labels), dtype=bool, count=len(labels))
+
+
 def mine_pairs(items: pa.Table, params: VCRVisorParams, encoder: SentenceEncoder,
                nli: NLIClassifier | None) -> dict[str, pa.Table]:
     """Candidate pairs of one reasoning type: query cosine > t_q, response cosine < t_r, different
     movies, then (unless nli_model=none) queries entailed both ways and responses entailed neither way."""
-    queries, responses = items.column("query").to_pylist(), items.column("response").to_pylist()
-    movies = np.array(items.column("movie").to_pylist(), dtype=object)
-    q_emb, r_emb = encoder.encode(queries), encoder.encode(responses)
+    q_code, q_texts = _factorize(items.column("query").to_pylist())
+    r_code, r_texts = _factorize(items.column("response").to_pylist())
+    movie, _ = _factorize(items.column("movie").to_pylist())
+    q_emb, r_emb = encoder.encode(q_texts)[q_code], encoder.encode(r_texts)[r_code]
     i, j, q_cos = cosine_join(q_emb, params.query_threshold)
     r_cos = pair_cosines(r_emb, i, j)
-    keep = (r_cos < params.response_threshold) & (movies[i] != movies[j])
+    keep = (r_cos < params.response_threshold) & (movie[i] != movie[j])
     i, j, q_cos, r_cos = i[keep], j[keep], q_cos[keep], r_cos[keep]
     candidates = len(i)
-    q_nli = r_nli = [[] for _ in range(len(i))]
+    labels = {}
     if nli is not None:
-        fwd = nli.classify([(queries[a], queries[b]) for a, b in zip(i, j)])
-        bwd = nli.classify([(queries[b], queries[a]) for a, b in zip(i, j)])
-        ok = np.array([f.startswith("entail") and b.startswith("entail") for f, b in zip(fwd, bwd)], dtype=bool)
+        fwd, bwd = _nli_labels(nli, q_texts, q_code[i], q_code[j]), _nli_labels(nli, q_texts, q_code[j], q_code[i])
+        ok = _is_entailment(fwd) & _is_entailment(bwd)
+        i, j, q_cos, r_cos, fwd, bwd = i[ok], j[ok], q_cos[ok], r_cos[ok], fwd[ok], bwd[ok]
+        r_fwd, r_bwd = _nli_labels(nli, r_texts, r_code[i], r_code[j]), _nli_labels(nli, r_texts, r_code[j], r_code[i])
+        ok = ~(_is_entailment(r_fwd) | _is_entailment(r_bwd))
+        labels = {"query_nli_fwd": fwd[ok], "query_nli_bwd": bwd[ok], "response_nli_fwd": r_fwd[ok],
+                  "response_nli_bwd": r_bwd[ok]}
         i, j, q_cos, r_cos = i[ok], j[ok], q_cos[ok], r_cos[ok]
-        q_nli = [[f, b] for f, b, k in zip(fwd, bwd, ok) if k]
-        fwd = nli.classify([(responses[a], responses[b]) for a, b in zip(i, j)])
-        bwd = nli.classify([(responses[b], responses[a]) for a, b in zip(i, j)])
-        ok = np.array([not (f.startswith("entail") or b.startswith("entail")) for f, b in zip(fwd, bwd)], dtype=bool)
-        i, j, q_cos, r_cos = i[ok], j[ok], q_cos[ok], r_cos[ok]
-        q_nli = [x for x, k in zip(q_nli, ok) if k]
-        r_nli = [[f, b] for f, b, k in zip(fwd, bwd, ok) if k]
-    pairs = pa.table({"i": pa.array(i, pa.int64()), "j": pa.array(j, pa.int64()), "query_cosine": q_cos,
-                      "response_cosine": r_cos, "query_nli": pa.array(q_nli, pa.list_(pa.string())),
-                      "response_nli": pa.array(r_nli, pa.list_(pa.string()))})
-    return {"pairs": pairs, "counts": pa.table({"candidates": [candidates], "kept": [len(i)]})}
+    columns = {"i": pa.array(i, pa.int64()), "j": pa.array(j, pa.int64()), "query_cosine": pa.array(q_cos),
+               "response_cosine": pa.array(r_cos)}
+    for name in ("query_nli_fwd", "query_nli_bwd", "response_nli_fwd", "response_nli_bwd"):
+        columns[name] = pa.array(labels[name].tolist() if labels else [None] * len(i), pa.string())
+    return {"pairs": pa.table(columns), "counts": pa.table({"candidates": [candidates], "kept": [len(i)]})}
 
 
-def sample_pairs(images_i: list[str], images_j: list[str], target: int, cap: int, seed: int) -> list[int]:
+def sample_pairs(images_i, images_j, target: int, cap: int, seed: int) -> list[int]:
     """Seeded sample spread over images: pass k admits a pair only while both of its images are in
     fewer than k chosen pairs, so popular images fill up last; `cap` bounds k (0: unbounded)."""
+    images_i, images_j = list(images_i), list(images_j)
     order = np.random.default_rng(seed).permutation(len(images_i)).tolist()
     wanted = len(order) if target < 0 else min(target, len(order))
     uses: Counter = Counter()
@@ -169,12 +189,14 @@ def sample_pairs(images_i: list[str], images_j: list[str], target: int, cap: int
     level = 1
     while len(chosen) < wanted and order and (cap == 0 or level <= cap):
         remaining = []
-        for k in order:
+        for pos, k in enumerate(order):
             a, b = images_i[k], images_j[k]
-            if len(chosen) < wanted and uses[a] < level and uses[b] < level:
+            if uses[a] < level and uses[b] < level:
                 chosen.append(k)
                 uses[a] += 1
                 uses[b] += 1
+                if len(chosen) == wanted:
+                    break
             else:
                 remaining.append(k)
         order, level = remaining, level + 1
@@ -202,7 +224,15 @@ def _sub_question(kind: str, pair_id: str, k: int, item: dict, other: dict, pair
             "annot_id": item["annot_id"], "img_fn": item["img_fn"], "metadata_fn": item["metadata_fn"],
             "movie": item["movie"], "query": item["query"], "choices": choices, "label": label, "rewritten": flags,
             "query_cosine": pair["query_cosine"], "response_cosine": pair["response_cosine"],
-            "query_nli": pair["query_nli"], "response_nli": pair["response_nli"]}
+            "query_nli": _directions(pair, "query_nli", k), "response_nli": _directions(pair, "response_nli", k)}
+
+
+def _directions(pair: dict, name: str, k: int) -> list[str]:
+    """NLI labels as (this item's text -> the other's, the other's -> this one's); [] without NLI."""
+    fwd, bwd = pair[f"{name}_fwd"], pair[f"{name}_bwd"]
+    if fwd is None:
+        return []
+    return [fwd, bwd] if k == 1 else [bwd, fwd]
 
 
 def _embed_images(rows: list[dict], images: Path) -> None:
@@ -253,15 +283,14 @@ class VCRVisorBuilder:
             mined[kind] = run_stage(f"pairs-{kind}", key, [path], lambda p=part: mine_pairs(p, params, encoder, nli))
             pairs = mined[kind]["pairs"]
             item_rows = part.to_pylist()
-            i, j = pairs.column("i").to_pylist(), pairs.column("j").to_pylist()
-            chosen = sample_pairs([item_rows[a]["img_fn"] for a in i], [item_rows[b]["img_fn"] for b in j],
-                                  params.target(kind), params.max_pairs_per_image, params.seed)
-            pair_rows = pairs.to_pylist()
-            for k in chosen:
-                a, b = item_rows[i[k]], item_rows[j[k]]
+            image, _ = _factorize(part.column("img_fn").to_pylist())
+            i, j = pairs.column("i").to_numpy(), pairs.column("j").to_numpy()
+            chosen = sample_pairs(image[i], image[j], params.target(kind), params.max_pairs_per_image, params.seed)
+            for k, pair in zip(chosen, pairs.take(pa.array(chosen, pa.int64())).to_pylist()):
+                a, b = item_rows[pair["i"]], item_rows[pair["j"]]
                 pair_id = f"{kind}:{a['annot_id']}:{b['annot_id']}"
-                rows += [_sub_question(kind, pair_id, 1, a, b, pair_rows[k], params.seed),
-                         _sub_question(kind, pair_id, 2, b, a, pair_rows[k], params.seed)]
+                rows += [_sub_question(kind, pair_id, 1, a, b, pair, params.seed),
+                         _sub_question(kind, pair_id, 2, b, a, pair, params.seed)]
             counts[kind] = {**mined[kind]["counts"].to_pylist()[0], "sampled": len(chosen)}
         rows.sort(key=lambda r: r["id"])
         if images is not None:

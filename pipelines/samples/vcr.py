@@ -39,13 +39,27 @@ CLUSTERS = [
       "X is studying the streets on the paper ."]),
 ]
 OTHERS = ["chair", "cup", "dog", "car", "tie", "bottle", "book", "horse"]
+# Phrases appended to responses (and some queries) so that, like real VCR text, most strings are distinct.
+PLACES = ["in the kitchen", "at the party", "on the street", "in the office", "near the window", "at the bar",
+          "in the hallway", "on the train", "by the river", "in the courtroom", "at the table", "in the garden"]
+MANNERS = ["quietly", "slowly", "with a grin", "without looking back", "in a rush", "nervously", "calmly",
+           "with both hands", "for a long time", "again", "as usual", "in front of everyone"]
+
+
+def _vary(text: str, rng: random.Random, chance: float) -> str:
+    """Insert a place and/or manner phrase before the final punctuation, with the given chance."""
+    if rng.random() >= chance:
+        return text
+    body, end = text[:-2], text[-2:]
+    extra = [rng.choice(PLACES)] + ([rng.choice(MANNERS)] if rng.random() < 0.7 else [])
+    return f"{body} {' '.join(extra)}{end}"
 
 
 def _tokens(text: str, people: dict[str, int]) -> list:
     return [[people[w]] if w in people else w for w in text.split()]
 
 
-def vcr_record(k: int, rng: random.Random, n_movies: int) -> dict:
+def vcr_record(k: int, rng: random.Random, n_movies: int, query_variation: float) -> dict:
     cluster = CLUSTERS[rng.randrange(len(CLUSTERS))]
     questions, answers, rationales = cluster
     n_people = rng.randint(2, 4)
@@ -53,9 +67,9 @@ def vcr_record(k: int, rng: random.Random, n_movies: int) -> dict:
     rng.shuffle(objects)
     persons = [i for i, o in enumerate(objects) if o == "person"]
     people = {"X": persons[0], "Y": persons[1]}
-    question = rng.choice(questions)
-    answer_pool = rng.sample(answers, 4)
-    rationale_pool = rng.sample(rationales, 4)
+    question = _vary(rng.choice(questions), rng, query_variation)
+    answer_pool = [_vary(a, rng, 0.8) for a in rng.sample(answers, 4)]
+    rationale_pool = [_vary(r, rng, 0.9) for r in rng.sample(rationales, 4)]
     answer_label, rationale_label = rng.randrange(4), rng.randrange(4)
     movie = f"{rng.randrange(n_movies):04d}_MOVIE_{rng.randrange(n_movies)}"
     match_index = k
@@ -83,9 +97,12 @@ def vcr_record(k: int, rng: random.Random, n_movies: int) -> dict:
     }
 
 
-def generate_vcr(n: int, seed: int = 0) -> list[dict]:
+def generate_vcr(n: int, seed: int = 0, query_variation: float = 0.3) -> list[dict]:
+    """`query_variation`: share of questions given a place/manner phrase. The samples keep many exact
+    repeats (0.3) so a small file yields pairs; a val-size file needs most questions distinct (real VCR
+    val gives ~1e5 candidate pairs per type, not the ~1e7 that 30% repeats over 26K items would)."""
     rng = random.Random(seed)
-    return [vcr_record(k, rng, n_movies=max(6, n // 40)) for k in range(n)]
+    return [vcr_record(k, rng, max(6, n // 40), query_variation) for k in range(n)]
 
 
 def write_vcr_samples(root: Path, scale: int = 1) -> list[Path]:
