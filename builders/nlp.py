@@ -157,26 +157,73 @@ class NLIClassifier:
             _ForwardTimer(self._model, self.stats)
         return self._model
 
+    def _pair_layout(self) -> dict:
+        """Where the tokenizer puts its special tokens around a (premise, hypothesis) pair, read off a
+        probe pair once: BERT gives [CLS] a [SEP] b [SEP], RoBERTa <s> a </s></s> b </s>."""
+        tok = self._tokenizer
+        a, b = (tok(t, add_special_tokens=False)["input_ids"] for t in ("premise", "hypothesis"))
+        full = tok("premise", "hypothesis")
+        ids = full["input_ids"]
+        start_a = next(k for k in range(len(ids)) if ids[k:k + len(a)] == a)
+        start_b = next(k for k in range(start_a + len(a), len(ids)) if ids[k:k + len(b)] == b)
+        types = full.get("token_type_ids")
+        return {"prefix": ids[:start_a], "middle": ids[start_a + len(a):start_b], "suffix": ids[start_b + len(b):],
+                "type_b": (types[start_b] if types else None), "pad": tok.pad_token_id or 0,
+                "max_len": min(int(tok.model_max_length), 512)}
+
+    def _batch_tensors(self, layout: dict, ids: list[tuple[list[int], list[int]]]):
+        """Input tensors of a batch from token ids tokenized once per distinct text."""
+        import torch
+
+        room = layout["max_len"] - len(layout["prefix"]) - len(layout["middle"]) - len(layout["suffix"])
+        seqs, types = [], []
+        for a, b in ids:
+            while len(a) + len(b) > room:  # longest-first truncation
+                a, b = (a[:-1], b) if len(a) >= len(b) else (a, b[:-1])
+            head = layout["prefix"] + a + layout["middle"]
+            seqs.append(head + b + layout["suffix"])
+            types.append(len(head))
+        width = max(map(len, seqs))
+        input_ids = np.full((len(seqs), width), layout["pad"], dtype=np.int64)
+        mask = np.zeros((len(seqs), width), dtype=np.int64)
+        token_types = np.zeros((len(seqs), width), dtype=np.int64)
+        for row, (seq, head) in enumerate(zip(seqs, types)):
+            input_ids[row, :len(seq)] = seq
+            mask[row, :len(seq)] = 1
+            if layout["type_b"]:
+                token_types[row, head:len(seq)] = layout["type_b"]
+        tensors = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask)}
+        if layout["type_b"] is not None:
+            tensors["token_type_ids"] = torch.from_numpy(token_types)
+        return tensors
+
     def classify(self, pairs: list[tuple[str, str]]) -> list[str]:
-        """Label (lower-cased, e.g. 'entailment') of each (premise, hypothesis) pair."""
+        """Label (lower-cased, e.g. 'entailment') of each (premise, hypothesis) pair.
+
+        Each distinct text is tokenized once and each distinct pair classified once; batches are
+        formed from length-sorted pairs.
+        """
         start = time.perf_counter()
         distinct = list(dict.fromkeys(pairs))
         namespace = f"nli/{self.name}"
-        keys = [text_key(p, h) for p, h in distinct]
+        keys = [text_key(p, h) for p, h in distinct] if self.cache else list(range(len(distinct)))
         found = dict(self.cache.lookup(namespace, keys)) if self.cache else {}
         missing = [(pair, k) for pair, k in zip(distinct, keys) if k not in found]
         if missing:
             import torch
 
             model = self._load()
-            order = sorted(range(len(missing)), key=lambda i: len(missing[i][0][0]) + len(missing[i][0][1]))
+            layout = self._pair_layout()
+            texts = list(dict.fromkeys(t for (p, h), _ in missing for t in (p, h)))
+            token_ids = dict(zip(texts, self._tokenizer(texts, add_special_tokens=False)["input_ids"]))
+            order = sorted(range(len(missing)), key=lambda i: len(token_ids[missing[i][0][0]]) +
+                           len(token_ids[missing[i][0][1]]))
             new = {}
             with torch.inference_mode():
                 for b in range(0, len(order), self.batch_size):
                     batch = [missing[i] for i in order[b:b + self.batch_size]]
-                    enc = self._tokenizer([p for (p, _), _ in batch], [h for (_, h), _ in batch], padding=True,
-                                          truncation=True, return_tensors="pt").to(model.device)
-                    predicted = model(**enc).logits.argmax(-1).tolist()
+                    enc = self._batch_tensors(layout, [(token_ids[p], token_ids[h]) for (p, h), _ in batch])
+                    predicted = model(**{k: v.to(model.device) for k, v in enc.items()}).logits.argmax(-1).tolist()
                     new.update({k: self.labels[c] for (_, k), c in zip(batch, predicted)})
             found.update(new)
             if self.cache:

@@ -273,7 +273,8 @@ class VCRVisorBuilder:
         items = read["items"]
         cache = getattr(run_stage, "text_cache", None)
         encoder = SentenceEncoder(params.sbert_model, cache, params.batch_size, params.device)
-        nli = None if params.nli_model == NO_NLI else NLIClassifier(params.nli_model, cache, 32, params.device)
+        nli = None if params.nli_model == NO_NLI else NLIClassifier(params.nli_model, cache, params.batch_size,
+                                                                       params.device)
         key = {k: getattr(params, k) for k in ("sbert_model", "nli_model", "query_threshold", "response_threshold",
                                                 "skip_invalid")}
         by_type, mined, rows, counts = {}, {}, [], {}

@@ -289,3 +289,20 @@ def test_missing_field_and_unknown_param(reference_dir, tmp_path, cli):
     assert code == 2 and "unknown parameter" in err
     code, _, err = _build_lines(cli, tmp_path, lines, "--set", "query_threshold=1.5")
     assert code == 2 and "[-1, 1]" in err
+
+
+def test_nli_inputs_built_from_cached_ids_equal_the_tokenizer_pair_encoding(tmp_path):
+    """The pair layout read off a probe must reproduce tokenizer(premise, hypothesis) exactly."""
+    import torch
+
+    from builders.nlp import NLIClassifier
+
+    nli = NLIClassifier(str(tiny_sequence_classifier(tmp_path / "m", {0: "entailment", 1: "neutral"})))
+    nli._load()
+    tok, layout = nli._tokenizer, nli._pair_layout()
+    pairs = [("Why is [person1] smiling?", "Why does [person2] smile?"), ("A man runs fast.", "Rain.")]
+    ids = {t: tok(t, add_special_tokens=False)["input_ids"] for p in pairs for t in p}
+    ours = nli._batch_tensors(layout, [(ids[a], ids[b]) for a, b in pairs])
+    ref = tok([a for a, _ in pairs], [b for _, b in pairs], padding=True, return_tensors="pt")
+    for name in ("input_ids", "attention_mask", "token_type_ids"):
+        assert torch.equal(ours[name], ref[name]), name
