@@ -171,66 +171,107 @@ class NLIClassifier:
                 "type_b": (types[start_b] if types else None), "pad": tok.pad_token_id or 0,
                 "max_len": min(int(tok.model_max_length), 512)}
 
-    def _batch_tensors(self, layout: dict, ids: list[tuple[list[int], list[int]]]):
-        """Input tensors of a batch from token ids tokenized once per distinct text."""
+    def _token_matrix(self, texts: list[str], used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids (no special tokens) of the used texts, padded into a matrix, and their lengths."""
+        encoded = self._tokenizer([texts[k] for k in used.tolist()], add_special_tokens=False)["input_ids"]
+        lengths = np.zeros(len(texts), dtype=np.int64)
+        lengths[used] = [len(e) for e in encoded]
+        matrix = np.zeros((len(texts), max(1, int(lengths.max()))), dtype=np.int64)
+        for row, ids in zip(used.tolist(), encoded):
+            matrix[row, :len(ids)] = ids
+        return matrix, lengths
+
+    @staticmethod
+    def _truncate(layout: dict, la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Longest-first truncation as the fast tokenizers compute it: the shorter side stays whole
+        when the longer can take the rest of the room (and no less than the shorter); otherwise the
+        shorter gets room // 2 and the longer the remainder (on a tie the hypothesis is the longer)."""
+        room = layout["max_len"] - len(layout["prefix"]) - len(layout["middle"]) - len(layout["suffix"])
+        short, long = np.minimum(la, lb), np.maximum(la, lb)
+        long_t = np.maximum(short, room - short)
+        split = short + long_t > room
+        short_t = np.where(split, room // 2, short)
+        long_t = np.minimum(np.where(split, room // 2 + room % 2, long_t), long)
+        fits = la + lb <= room
+        a_is_long = la > lb
+        new_a = np.where(fits, la, np.where(a_is_long, long_t, short_t))
+        new_b = np.where(fits, lb, np.where(a_is_long, short_t, long_t))
+        return new_a, new_b
+
+    @staticmethod
+    def _batch_tensors(layout: dict, matrix: np.ndarray, ua: np.ndarray, ub: np.ndarray, la: np.ndarray,
+                       lb: np.ndarray) -> dict:
+        """prefix + a + middle + b + suffix for every pair of the batch, padded, built with numpy."""
         import torch
 
-        room = layout["max_len"] - len(layout["prefix"]) - len(layout["middle"]) - len(layout["suffix"])
-        seqs, types = [], []
-        for a, b in ids:
-            while len(a) + len(b) > room:  # longest-first truncation
-                a, b = (a[:-1], b) if len(a) >= len(b) else (a, b[:-1])
-            head = layout["prefix"] + a + layout["middle"]
-            seqs.append(head + b + layout["suffix"])
-            types.append(len(head))
-        width = max(map(len, seqs))
-        input_ids = np.full((len(seqs), width), layout["pad"], dtype=np.int64)
-        mask = np.zeros((len(seqs), width), dtype=np.int64)
-        token_types = np.zeros((len(seqs), width), dtype=np.int64)
-        for row, (seq, head) in enumerate(zip(seqs, types)):
-            input_ids[row, :len(seq)] = seq
-            mask[row, :len(seq)] = 1
-            if layout["type_b"]:
-                token_types[row, head:len(seq)] = layout["type_b"]
-        tensors = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(mask)}
+        prefix, middle, suffix = (np.asarray(layout[k], dtype=np.int64) for k in ("prefix", "middle", "suffix"))
+        s2 = len(prefix) + la[:, None]
+        s3 = s2 + len(middle)
+        s4 = s3 + lb[:, None]
+        s5 = s4 + len(suffix)
+        j = np.arange(int(s5.max()))[None, :]
+        width = matrix.shape[1]
+        out = np.full((len(ua), j.shape[1]), layout["pad"], dtype=np.int64)
+        segments = [(0, len(prefix), lambda k: prefix[np.clip(k, 0, max(0, len(prefix) - 1))] if len(prefix) else k),
+                    (len(prefix), s2, lambda k: np.take_along_axis(matrix[ua], np.clip(k, 0, width - 1), 1)),
+                    (s2, s3, lambda k: middle[np.clip(k, 0, max(0, len(middle) - 1))] if len(middle) else k),
+                    (s3, s4, lambda k: np.take_along_axis(matrix[ub], np.clip(k, 0, width - 1), 1)),
+                    (s4, s5, lambda k: suffix[np.clip(k, 0, max(0, len(suffix) - 1))] if len(suffix) else k)]
+        for start, end, values in segments:
+            inside = (j >= start) & (j < end)
+            out = np.where(inside, np.broadcast_to(values(j - start), out.shape), out)
+        tensors = {"input_ids": torch.from_numpy(out), "attention_mask": torch.from_numpy((j < s5).astype(np.int64))}
         if layout["type_b"] is not None:
-            tensors["token_type_ids"] = torch.from_numpy(token_types)
+            types = np.where((j >= s3) & (j < s5), layout["type_b"], 0).astype(np.int64)
+            tensors["token_type_ids"] = torch.from_numpy(types)
         return tensors
 
-    def classify(self, pairs: list[tuple[str, str]]) -> list[str]:
-        """Label (lower-cased, e.g. 'entailment') of each (premise, hypothesis) pair.
+    def _predict(self, texts: list[str], ua: np.ndarray, ub: np.ndarray) -> list[str]:
+        """Model labels of the pairs (texts[ua_k], texts[ub_k]); each text is tokenized once."""
+        import torch
 
-        Each distinct text is tokenized once and each distinct pair classified once; batches are
-        formed from length-sorted pairs.
-        """
+        model = self._load()
+        layout = self._pair_layout()
+        matrix, lengths = self._token_matrix(texts, np.unique(np.concatenate([ua, ub])))
+        la, lb = self._truncate(layout, lengths[ua], lengths[ub])
+        order = np.argsort(la + lb, kind="stable")
+        predicted = np.empty(len(ua), dtype=np.int64)
+        with torch.inference_mode():
+            for b in range(0, len(order), self.batch_size):
+                idx = order[b:b + self.batch_size]
+                enc = self._batch_tensors(layout, matrix, ua[idx], ub[idx], la[idx], lb[idx])
+                predicted[idx] = model(**{k: v.to(model.device) for k, v in enc.items()}).logits.argmax(-1).cpu().numpy()
+        return [self.labels[int(c)] for c in predicted]
+
+    def classify_codes(self, texts: list[str], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Labels (lower-cased, e.g. 'entailment') of the pairs (texts[a_k], texts[b_k]), as an object
+        array; each distinct pair is classified once (or read from the cache)."""
         start = time.perf_counter()
-        distinct = list(dict.fromkeys(pairs))
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        n = max(1, len(texts))
+        keys, inverse = np.unique(a * n + b, return_inverse=True)
+        ua, ub = keys // n, keys % n
+        labels = np.empty(len(keys), dtype=object)
+        todo = np.ones(len(keys), dtype=bool)
         namespace = f"nli/{self.name}"
-        keys = [text_key(p, h) for p, h in distinct] if self.cache else list(range(len(distinct)))
-        found = dict(self.cache.lookup(namespace, keys)) if self.cache else {}
-        missing = [(pair, k) for pair, k in zip(distinct, keys) if k not in found]
-        if missing:
-            import torch
-
-            model = self._load()
-            layout = self._pair_layout()
-            texts = list(dict.fromkeys(t for (p, h), _ in missing for t in (p, h)))
-            token_ids = dict(zip(texts, self._tokenizer(texts, add_special_tokens=False)["input_ids"]))
-            order = sorted(range(len(missing)), key=lambda i: len(token_ids[missing[i][0][0]]) +
-                           len(token_ids[missing[i][0][1]]))
-            new = {}
-            with torch.inference_mode():
-                for b in range(0, len(order), self.batch_size):
-                    batch = [missing[i] for i in order[b:b + self.batch_size]]
-                    enc = self._batch_tensors(layout, [(token_ids[p], token_ids[h]) for (p, h), _ in batch])
-                    predicted = model(**{k: v.to(model.device) for k, v in enc.items()}).logits.argmax(-1).tolist()
-                    new.update({k: self.labels[c] for (_, k), c in zip(batch, predicted)})
-            found.update(new)
-            if self.cache:
-                self.cache.store(namespace, new)
-        label = dict(zip(distinct, (found[k] for k in keys)))
-        self.stats.requested += len(pairs)
-        self.stats.distinct += len(distinct)
-        self.stats.computed += len(missing)
+        if self.cache is not None and len(keys):
+            cache_keys = [text_key(texts[x], texts[y]) for x, y in zip(ua.tolist(), ub.tolist())]
+            found = self.cache.lookup(namespace, cache_keys)
+            for k, key in enumerate(cache_keys):
+                if key in found:
+                    labels[k], todo[k] = found[key], False
+        if todo.any():
+            labels[todo] = self._predict(texts, ua[todo], ub[todo])
+            if self.cache is not None:
+                self.cache.store(namespace, {cache_keys[k]: labels[k] for k in np.flatnonzero(todo).tolist()})
+        self.stats.requested += len(a)
+        self.stats.distinct += len(keys)
+        self.stats.computed += int(todo.sum())
         self.stats.total_seconds += time.perf_counter() - start
-        return [label[p] for p in pairs]
+        return labels[inverse.reshape(-1)]
+
+    def classify(self, pairs: list[tuple[str, str]]) -> list[str]:
+        """Label of each (premise, hypothesis) pair given as strings."""
+        texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+        code = {t: k for k, t in enumerate(texts)}
+        return self.classify_codes(texts, [code[p] for p, _ in pairs], [code[h] for _, h in pairs]).tolist()

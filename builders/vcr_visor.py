@@ -136,12 +136,8 @@ def _factorize(texts: list[str]) -> tuple[np.ndarray, list[str]]:
 
 
 def _nli_labels(nli: NLIClassifier, texts: list[str], a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Label of each directed pair (texts[a_k], texts[b_k]); each distinct text pair is classified once."""
-    if not len(a):
-        return np.zeros(0, dtype=object)
-    keys, inverse = np.unique(a * len(texts) + b, return_inverse=True)
-    labels = nli.classify([(texts[k // len(texts)], texts[k % len(texts)]) for k in keys.tolist()])
-    return np.array(labels, dtype=object)[inverse.reshape(-1)]
+    """Label of each directed pair (texts[a_k], texts[b_k])."""
+    return nli.classify_codes(texts, a, b)
 
 
 def _is_entailment(labels: np.ndarray) -> np.ndarray:

@@ -292,7 +292,8 @@ def test_missing_field_and_unknown_param(reference_dir, tmp_path, cli):
 
 
 def test_nli_inputs_built_from_cached_ids_equal_the_tokenizer_pair_encoding(tmp_path):
-    """The pair layout read off a probe must reproduce tokenizer(premise, hypothesis) exactly."""
+    """The pair layout read off a probe, assembled with numpy, must reproduce the tokenizer's own
+    pair encoding, truncation (longest first) included."""
     import torch
 
     from builders.nlp import NLIClassifier
@@ -300,9 +301,15 @@ def test_nli_inputs_built_from_cached_ids_equal_the_tokenizer_pair_encoding(tmp_
     nli = NLIClassifier(str(tiny_sequence_classifier(tmp_path / "m", {0: "entailment", 1: "neutral"})))
     nli._load()
     tok, layout = nli._tokenizer, nli._pair_layout()
-    pairs = [("Why is [person1] smiling?", "Why does [person2] smile?"), ("A man runs fast.", "Rain.")]
-    ids = {t: tok(t, add_special_tokens=False)["input_ids"] for p in pairs for t in p}
-    ours = nli._batch_tensors(layout, [(ids[a], ids[b]) for a, b in pairs])
-    ref = tok([a for a, _ in pairs], [b for _, b in pairs], padding=True, return_tensors="pt")
-    for name in ("input_ids", "attention_mask", "token_type_ids"):
-        assert torch.equal(ours[name], ref[name]), name
+    texts = ["Why is [person1] smiling at the party with both hands?", "Why does [person2] smile?",
+             "A man runs fast.", "Rain."]
+    matrix, lengths = nli._token_matrix(texts, np.arange(4))
+    ua, ub = np.array([0, 2, 1, 0, 3, 1]), np.array([1, 3, 0, 0, 0, 1])  # longer first/second, ties, tiny
+    for max_len in (512, 12, 9, 16):
+        layout["max_len"] = max_len
+        la, lb = nli._truncate(layout, lengths[ua], lengths[ub])
+        ours = nli._batch_tensors(layout, matrix, ua, ub, la, lb)
+        ref = tok([texts[k] for k in ua], [texts[k] for k in ub], padding=True, truncation="longest_first",
+                  max_length=max_len, return_tensors="pt")
+        for name in ("input_ids", "attention_mask", "token_type_ids"):
+            assert torch.equal(ours[name], ref[name]), (max_len, name)
