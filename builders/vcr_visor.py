@@ -103,8 +103,8 @@ _ITEM_SCHEMA = pa.schema([("annot_id", pa.string()), ("img_fn", pa.string()), ("
 def cosine_join(embeddings: np.ndarray, threshold: float, max_block_cells: int = 1 << 24) -> tuple:
     """Pairs (i < j) with cosine(E_i, E_j) > threshold, one row block at a time (never N x N).
 
-    Blocks screen in float32 with a small margin; kept cosines are recomputed in float64, so the
-    decision does not depend on the block size.
+    Blocks screen with a small margin; the kept cosines are the per-pair values of `pair_cosines`,
+    so neither the decision nor the stored value depends on the block size.
     """
     n = len(embeddings)
     block = max(1, max_block_cells // max(n, 1))
@@ -118,14 +118,24 @@ def cosine_join(embeddings: np.ndarray, threshold: float, max_block_cells: int =
         found_j.append(cols[keep])
     i = np.concatenate(found_i) if found_i else np.zeros(0, np.int64)
     j = np.concatenate(found_j) if found_j else np.zeros(0, np.int64)
-    exact = pair_cosines(embeddings, i, j)
+    exact = pair_cosines(embeddings, i, j, threshold)
     keep = exact > threshold
     return i[keep], j[keep], exact[keep]
 
 
-def pair_cosines(embeddings: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
-    e = embeddings.astype(np.float64)
-    return np.einsum("nd,nd->n", e[i], e[j]) if len(i) else np.zeros(0)
+def pair_cosines(embeddings: np.ndarray, i: np.ndarray, j: np.ndarray, threshold: float | None = None,
+                 chunk: int = 1 << 16) -> np.ndarray:
+    """cos(E_i, E_j) per pair, in float32 chunks (memory stays bounded for millions of pairs); values
+    within 1e-5 of `threshold` are recomputed in float64 so that a decision never rests on rounding."""
+    out = np.empty(len(i), dtype=np.float64)
+    for start in range(0, len(i), chunk):
+        a, b = i[start:start + chunk], j[start:start + chunk]
+        out[start:start + chunk] = np.einsum("nd,nd->n", embeddings[a], embeddings[b])
+    if threshold is not None:
+        close = np.flatnonzero(np.abs(out - threshold) < 1e-5)
+        e = embeddings.astype(np.float64)
+        out[close] = np.einsum("nd,nd->n", e[i[close]], e[j[close]])
+    return out
 
 
 def _factorize(texts: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -153,7 +163,7 @@ def mine_pairs(items: pa.Table, params: VCRVisorParams, encoder: SentenceEncoder
     movie, _ = _factorize(items.column("movie").to_pylist())
     q_emb, r_emb = encoder.encode(q_texts)[q_code], encoder.encode(r_texts)[r_code]
     i, j, q_cos = cosine_join(q_emb, params.query_threshold)
-    r_cos = pair_cosines(r_emb, i, j)
+    r_cos = pair_cosines(r_emb, i, j, params.response_threshold)
     keep = (r_cos < params.response_threshold) & (movie[i] != movie[j])
     i, j, q_cos, r_cos = i[keep], j[keep], q_cos[keep], r_cos[keep]
     candidates = len(i)
