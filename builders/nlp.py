@@ -58,10 +58,13 @@ def _quiet_loading() -> None:
     logging.disable_progress_bar()
 
 
-def _device(name: str):
+def torch_device(name: str):
+    """`auto` is CUDA when present, else CPU; anything else is passed to torch as is."""
     import torch
 
-    return torch.device("cuda" if name == "auto" and torch.cuda.is_available() else "cpu" if name == "auto" else name)
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
 
 
 class _ForwardTimer:
@@ -94,7 +97,7 @@ class SentenceEncoder:
 
             _quiet_loading()
             try:
-                self._model = SentenceTransformer(resolve_model_path(self.name), device=str(_device(self.device)))
+                self._model = SentenceTransformer(resolve_model_path(self.name), device=str(torch_device(self.device)))
             except OSError as exc:
                 raise ModelError(f"sbert_model {self.name}: cannot load ({str(exc).splitlines()[0]})") from None
             self._model.eval()
@@ -109,8 +112,7 @@ class SentenceEncoder:
         keys = [text_key(t) for t in distinct]
         found = self.cache.lookup(namespace, keys) if self.cache else {}
         missing = [t for t, k in zip(distinct, keys) if k not in found]
-        vectors = dict(zip((k for k in keys if k in found), (np.asarray(found[k], np.float32) for k in keys
-                                                              if k in found)))
+        vectors = {k: np.asarray(v, np.float32) for k, v in found.items()}
         if missing:
             model = self._load()
             import torch
@@ -147,7 +149,7 @@ class NLIClassifier:
             _quiet_loading()
             try:
                 self._tokenizer = AutoTokenizer.from_pretrained(path)
-                self._model = AutoModelForSequenceClassification.from_pretrained(path).to(_device(self.device)).eval()
+                self._model = AutoModelForSequenceClassification.from_pretrained(path).to(torch_device(self.device)).eval()
             except OSError as exc:
                 raise ModelError(f"nli_model {self.name}: cannot load ({str(exc).splitlines()[0]})") from None
             labels = {int(i): str(n).lower() for i, n in self._model.config.id2label.items()}

@@ -145,11 +145,6 @@ def _factorize(texts: list[str]) -> tuple[np.ndarray, list[str]]:
     return np.fromiter((code[t] for t in texts), dtype=np.int64, count=len(texts)), distinct
 
 
-def _nli_labels(nli: NLIClassifier, texts: list[str], a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Label of each directed pair (texts[a_k], texts[b_k])."""
-    return nli.classify_codes(texts, a, b)
-
-
 def _is_entailment(labels: np.ndarray) -> np.ndarray:
     return np.fromiter((str(x).startswith("entail") for x in labels), dtype=bool, count=len(labels))
 
@@ -169,10 +164,12 @@ def mine_pairs(items: pa.Table, params: VCRVisorParams, encoder: SentenceEncoder
     candidates = len(i)
     labels = {}
     if nli is not None:
-        fwd, bwd = _nli_labels(nli, q_texts, q_code[i], q_code[j]), _nli_labels(nli, q_texts, q_code[j], q_code[i])
+        fwd = nli.classify_codes(q_texts, q_code[i], q_code[j])
+        bwd = nli.classify_codes(q_texts, q_code[j], q_code[i])
         ok = _is_entailment(fwd) & _is_entailment(bwd)
         i, j, q_cos, r_cos, fwd, bwd = i[ok], j[ok], q_cos[ok], r_cos[ok], fwd[ok], bwd[ok]
-        r_fwd, r_bwd = _nli_labels(nli, r_texts, r_code[i], r_code[j]), _nli_labels(nli, r_texts, r_code[j], r_code[i])
+        r_fwd = nli.classify_codes(r_texts, r_code[i], r_code[j])
+        r_bwd = nli.classify_codes(r_texts, r_code[j], r_code[i])
         ok = ~(_is_entailment(r_fwd) | _is_entailment(r_bwd))
         labels = {"query_nli_fwd": fwd[ok], "query_nli_bwd": bwd[ok], "response_nli_fwd": r_fwd[ok],
                   "response_nli_bwd": r_bwd[ok]}

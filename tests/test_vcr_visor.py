@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import zlib
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -172,7 +173,7 @@ def test_text_only_scorer_gets_apq_zero_on_identical_queries(sample_build, tmp_p
     pairs = _pairs(_rows(sample_build))
     same = [s for s in pairs.values() if s[1]["query"] == s[2]["query"] and not any(s[1]["rewritten"] + s[2]["rewritten"])]
     assert len(same) >= 10
-    blind = lambda q, r: (hash((q, r)) % 1000) / 1000  # noqa: E731  - sees text only
+    blind = lambda q, r: float(zlib.crc32(f"{q}|{r}".encode()))  # noqa: E731  - sees text only, no ties
     entries = [{"id": s[k]["id"], "scores": [blind(s[k]["query"], c) for c in s[k]["choices"]]} for s in same for k in (1, 2)]
     (tmp_path / "p.json").write_text(json.dumps(entries))
     code, stdout, err = cli("evaluate", "vcr-visor", "--data", sample_build, "--predictions", tmp_path / "p.json",

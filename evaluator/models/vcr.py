@@ -16,15 +16,8 @@ import numpy as np
 import pyarrow as pa
 
 from builders.errors import ModelError
+from builders.nlp import torch_device
 from evaluator.models import ModelOptions, load_py_model
-
-
-def _device(name: str):
-    import torch
-
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 class RandomScores:
@@ -44,7 +37,7 @@ class CrossEncoderScorer:
     def __init__(self, path: str, options: ModelOptions):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        self.device, self.batch_size = _device(options.device), options.batch_size
+        self.device, self.batch_size = torch_device(options.device), options.batch_size
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModelForSequenceClassification.from_pretrained(path).to(self.device).eval()
         labels = {int(k): str(v).lower() for k, v in self.model.config.id2label.items()}
@@ -68,7 +61,7 @@ class ClipScorer:
     def __init__(self, path: str, options: ModelOptions):
         from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel
 
-        self.device, self.batch_size, self.images = _device(options.device), options.batch_size, options.images
+        self.device, self.batch_size, self.images = torch_device(options.device), options.batch_size, options.images
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.processor = AutoImageProcessor.from_pretrained(path)
         self.model = CLIPModel.from_pretrained(path).to(self.device).eval()
