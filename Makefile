@@ -24,6 +24,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) scripts/bench_gqa_ood_build.py
 	$(PY) scripts/bench_vcr_visor_build.py
+	$(PY) scripts/bench_vqa_accuracy.py
+	$(PY) scripts/bench_vqa_cp_regenerate.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT)

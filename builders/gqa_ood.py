@@ -87,7 +87,7 @@ class GQAOODBuilder:
     def published_blob_ids(self) -> dict[str, str]:
         return PUBLISHED_BLOB_IDS
 
-    def locate_sources(self, source: Path, splits: list[str]) -> dict[str, Path]:
+    def locate_sources(self, source: Path, splits: list[str], params=None) -> dict[str, Path]:
         """Map each split to its raw file: SOURCE is a folder of GQA files or one such file."""
         for split in splits:
             if split not in self.splits:

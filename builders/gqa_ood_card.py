@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders.gqa_ood_rules import alpha_fraction
+from builders.markdown import table
 from builders.result import FigureSpec
 
 HEAD_COLOR, TAIL_COLOR = "#1f77b4", "#ff7f0e"
@@ -55,12 +56,6 @@ def statistics(indexes: dict, summaries: dict, tables: dict, params) -> dict:
     return {"splits": out}
 
 
-def _table(header: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(f"{v:,}" if isinstance(v, int) else str(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def card_fields(stats: dict, params) -> dict[str, str]:
     """Markdown blocks for data_cards/gqa_ood.md."""
     splits = stats["splits"]
@@ -78,12 +73,12 @@ def card_fields(stats: dict, params) -> dict[str, str]:
                 total = sum(counts.values()) or 1
                 types.append([s, kind, name, ", ".join(f"{k} {100 * v / total:.1f}%" for k, v in counts.items())])
     return {
-        "table_1a": _table(["Dataset", "Split", "#Quest.", "#Groups", "#Imgs"], t1a),
-        "table_1b": _table(["Split", "Subset", "#Quest.", "#Groups", "#Imgs"], t1b),
-        "selection": _table(["Split", "Entropy threshold", "Local groups (GQA)", "Kept groups",
+        "table_1a": table(["Dataset", "Split", "#Quest.", "#Groups", "#Imgs"], t1a),
+        "table_1b": table(["Split", "Subset", "#Quest.", "#Groups", "#Imgs"], t1b),
+        "selection": table(["Split", "Entropy threshold", "Local groups (GQA)", "Kept groups",
                              "Kept groups with an answer at count·d = (1+alpha)·n"], selection),
         "threshold_rule": rule,
-        "types": _table(["Split", "Type", "Set", "Distribution"], types),
+        "types": table(["Split", "Type", "Set", "Distribution"], types),
         "alpha": str(params.alpha),
         "tail_comparison": params.tail_comparison,
     }

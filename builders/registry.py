@@ -9,6 +9,8 @@ from builders.errors import ParamsError
 BUILDERS = {
     "gqa-ood": "builders.gqa_ood:GQAOODBuilder",
     "vcr-visor": "builders.vcr_visor:VCRVisorBuilder",
+    "vqa-cp": "builders.vqa_cp:VQACPBuilder",
+    "vqa-v2": "builders.vqa_v2:VQAv2Builder",
 }
 
 

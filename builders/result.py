@@ -27,12 +27,16 @@ class BuildResult:
     """Tables are `{config: {split: table}}`; legacy files are `{relative path: bytes producer}`."""
 
     tables: dict[str, dict[str, pa.Table]]
-    features: object  # datasets.Features shared by every config
+    features: object  # datasets.Features of every config not in `config_features`
     statistics: dict
     card_fields: dict[str, str]
     figures: list[FigureSpec] = field(default_factory=list)
     legacy_files: dict[str, Callable[[], bytes]] = field(default_factory=dict)
     run_info: dict = field(default_factory=dict)  # varies between runs (model calls, cache hits): manifest "run"
+    config_features: dict = field(default_factory=dict)  # {config: datasets.Features} where a config differs
+
+    def features_of(self, config: str):
+        return self.config_features.get(config, self.features)
 
 
 StageFn = Callable[[], dict[str, pa.Table]]

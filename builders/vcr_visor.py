@@ -260,7 +260,7 @@ class VCRVisorBuilder:
     description = "VCR-Visor: paired VCR val items that a text-only model cannot both answer (APQ, HPQ)"
     sources_help = "VCR v1.0 val.jsonl (23 fields per line)"
 
-    def locate_sources(self, source: Path, splits: list[str]) -> dict[str, Path]:
+    def locate_sources(self, source: Path, splits: list[str], params=None) -> dict[str, Path]:
         if any(s != "val" for s in splits):
             raise ParamsError(f"--split {', '.join(splits)}: vcr-visor is built from VCR val only (split 'val')")
         path = source / "val.jsonl" if source.is_dir() else source

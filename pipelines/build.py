@@ -36,10 +36,18 @@ def gc_paused():
             gc.enable()
 
 
-def source_folder(builder, source: Path) -> Path:
-    """SOURCE may be the benchmark's own folder or a sources root holding it (as sample-sources writes)."""
-    nested = source / builder.source_dir
+def source_folder(builder, source: Path, params) -> Path:
+    """SOURCE may be the benchmark's own folder or a sources root holding it (as sample-sources writes);
+    a builder whose raw format depends on its params names the folder with `source_dir_for(params)`."""
+    name = builder.source_dir_for(params) if hasattr(builder, "source_dir_for") else builder.source_dir
+    nested = source / name
     return nested if nested.is_dir() else source
+
+
+def input_files(sources: dict) -> list[tuple[str, Path]]:
+    """(source key, path) of every raw file; a source key maps to one path or a tuple of paths."""
+    return [(key, path) for key, paths in sorted(sources.items())
+            for path in (paths if isinstance(paths, tuple) else (paths,))]
 
 
 def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = None,
@@ -50,8 +58,8 @@ def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = No
     builder = get_builder(bench)
     assignments = list(assignments or [])
     params = apply_overrides(builder.params_class(), assignments)
-    source = source_folder(builder, Path(source))
-    sources = builder.locate_sources(source, list(splits or []))
+    source = source_folder(builder, Path(source), params)
+    sources = builder.locate_sources(source, list(splits or []), params)
     runner = StageRunner(default_cache_dir() if use_cache else None)
     extra = {}
     if images is not None:
@@ -65,13 +73,13 @@ def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = No
     root = Path(source) if Path(source).is_dir() else Path(source).parent
     manifest = {
         "benchmark": bench,
-        "command": build_command(bench, sorted(sources), assignments, legacy_json, images is not None),
+        "command": build_command(bench, sorted(splits or []), assignments, legacy_json, images is not None),
         "params": params_to_dict(params),
-        "splits": sorted(sources),
+        "splits": sorted({split for by_split in result.tables.values() for split in by_split}),
         "legacy_json": legacy_json,
-        "inputs": [{"split": split, "path": path.resolve().relative_to(root.resolve()).as_posix(),
+        "inputs": [{"source": key, "path": path.resolve().relative_to(root.resolve()).as_posix(),
                     "bytes": path.stat().st_size, "sha256": runner.digest(path)}
-                   for split, path in sorted(sources.items())],
+                   for key, path in input_files(sources)],
         "versions": library_versions(),
         "code_version": runner.code,
         "statistics": result.statistics,

@@ -13,11 +13,12 @@ def _split_front_matter(text: str) -> tuple[dict, str]:
     return yaml.safe_load(header), body
 
 
-def render_card(template_name: str, fields: dict[str, str], features, splits: dict[str, dict[str, dict]],
+def render_card(template_name: str, fields: dict[str, str], features_of, splits: dict[str, dict[str, dict]],
                 default_config: str) -> str:
     """Fill the template's ${placeholders} and prepend the YAML header that `load_dataset` reads.
 
-    `splits` is {config: {split: {"num_examples", "num_bytes", "pattern"}}}.
+    `features_of(config)` gives a config's Features; `splits` is {config: {split: {"num_examples",
+    "num_bytes", "pattern"}}}.
     """
     from datasets import DatasetInfo, SplitDict, SplitInfo
     from datasets.info import DatasetInfosDict
@@ -31,7 +32,7 @@ def render_card(template_name: str, fields: dict[str, str], features, splits: di
         split_dict = SplitDict()
         for split, info in by_split.items():
             split_dict.add(SplitInfo(name=split, num_bytes=info["num_bytes"], num_examples=info["num_examples"]))
-        infos[config] = DatasetInfo(features=features, splits=split_dict, config_name=config,
+        infos[config] = DatasetInfo(features=features_of(config), splits=split_dict, config_name=config,
                                     dataset_size=sum(i["num_bytes"] for i in by_split.values()))
         configs[config] = {"data_files": [{"split": s, "path": i["pattern"]} for s, i in by_split.items()],
                            **({"default": True} if config == default_config else {})}

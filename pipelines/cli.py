@@ -30,7 +30,8 @@ def list_benchmarks(
         builder = get_builder(name)
         if sources_present is not None:
             try:
-                builder.locate_sources(source_folder(builder, sources_present), [])
+                params = builder.params_class()
+                builder.locate_sources(source_folder(builder, sources_present, params), [], params)
             except Exception:
                 continue
         if names:
@@ -145,13 +146,14 @@ def evaluate(
     report: Optional[Path] = typer.Option(None, "--report", help="Write metrics.json, report.md and plots here."),
     allow_partial: bool = typer.Option(False, "--allow-partial", help="Score the questions that have a prediction."),
     allow_extra: bool = typer.Option(False, "--allow-extra", help="Ignore predictions for ids outside the split."),
+    assignments: list[str] = typer.Option([], "--set", help="Scoring option KEY=VALUE (e.g. rule=pre-2021 for VQA)."),
 ):
     """Score a prediction file against a built split with the benchmark's metrics."""
     import json
 
     from evaluator.run import evaluate as run_evaluate
 
-    metrics = run_evaluate(bench, data, predictions, split, report, allow_partial, allow_extra)
+    metrics = run_evaluate(bench, data, predictions, split, report, allow_partial, allow_extra, assignments)
     headline = {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
     typer.echo(json.dumps({**headline, "coverage": metrics["coverage"]}, indent=2))
     if report is not None:

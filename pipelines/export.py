@@ -92,7 +92,7 @@ def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json:
         splits, rows = tables_written()
         fields = {**result.card_fields, "figures": "\n\n".join(figure_links),
                   "build_command": manifest["command"]}
-        (folder / "README.md").write_text(render_card(builder.card_template, fields, result.features, splits,
+        (folder / "README.md").write_text(render_card(builder.card_template, fields, result.features_of, splits,
                                                       builder.default_config))
         manifest["outputs"] = describe_outputs(folder, rows)
         write_manifest(folder, manifest)

@@ -18,6 +18,7 @@ class ModelOptions:
     device: str = "auto"
     batch_size: int = 32
     images: Path | None = None
+    data: Path | None = None  # the built folder being predicted (fitted baselines read its train split)
 
 
 def parse_spec(spec: str) -> tuple[str, str]:

@@ -6,11 +6,13 @@ from pathlib import Path
 
 from pipelines.samples.gqa import write_gqa_samples
 from pipelines.samples.vcr import write_vcr_samples
+from pipelines.samples.vqa import write_vqa_samples
 
-# source folder name (as builders declare `source_dir`) -> writer(root, scale) -> written paths
+# name -> writer(root, scale) -> written paths, under ROOT/<source_dir>/ of the builders it serves
 SAMPLE_WRITERS = {
     "gqa": write_gqa_samples,
     "vcr": write_vcr_samples,
+    "vqa": write_vqa_samples,  # vqa_v2/ and vqa_cp/
 }
 
 

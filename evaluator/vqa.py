@@ -1,0 +1,124 @@
+"""VQA v2 / VQA-CP scoring: submissions `[{"question_id": int, "answer": str}]`, the official VQA
+accuracy overall, per question type and per answer type."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+
+from builders.errors import ModelError
+from builders.result import FigureSpec
+from evaluator.metrics.vqa import vqa_accuracy
+from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.report import markdown_table
+from evaluator.submission import Coverage, is_string
+
+
+@dataclass(frozen=True)
+class VQAOptions:
+    """`--set rule=pre-2021` scores with the answer normalisation of the official code before 2021."""
+
+    rule: Literal["current", "pre-2021"] = "current"
+
+
+def _most_frequent(counter: Counter) -> str:
+    return min(counter, key=lambda a: (-counter[a], a))
+
+
+class TrainPrior:
+    """Blind baselines fitted on the built dataset's train split: `prior` answers the most frequent
+    training answer of the question's type, `majority` the most frequent training answer overall."""
+
+    def __init__(self, train: pa.Table, per_type: bool):
+        answers = train.column("multiple_choice_answer").to_pylist()
+        self.fallback = _most_frequent(Counter(answers))
+        self.prior: dict[str, str] = {}
+        if per_type:
+            by_type: dict[str, Counter] = {}
+            for t, a in zip(train.column("question_type").to_pylist(), answers):
+                by_type.setdefault(t, Counter())[a] += 1
+            self.prior = {t: _most_frequent(c) for t, c in by_type.items()}
+
+    def predict(self, table: pa.Table) -> list[str]:
+        return [self.prior.get(t, self.fallback) for t in table.column("question_type").to_pylist()]
+
+
+def _pct(values: np.ndarray) -> float:
+    return round(100.0 * float(values.mean()), 4) if values.size else 0.0
+
+
+def _by(keys: list[str], scores: np.ndarray) -> dict[str, dict]:
+    groups: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(k, []).append(i)
+    return {k: {"questions": len(idx), "accuracy": _pct(scores[idx])} for k, idx in sorted(groups.items())}
+
+
+class VQATask:
+    """Shared by vqa-v2 (default split validation) and vqa-cp (default split test)."""
+
+    config = "default"
+    id_field, value_field, id_type = "question_id", "answer", int
+    value_check, value_desc = staticmethod(is_string), "strings"
+    options_class = VQAOptions
+    models_help = "baseline:prior, baseline:majority (fitted on the dataset's train split), py:<module>:<factory>"
+
+    def __init__(self, name: str = "vqa-v2", default_split: str = "validation"):
+        self.name, self.default_split = name, default_split
+
+    def ids(self, table: pa.Table) -> list[int]:
+        return table.column("question_id").to_pylist()
+
+    def make_model(self, spec: str, options: ModelOptions):
+        kind, name = parse_spec(spec)
+        if kind == "baseline" and name in ("prior", "majority"):
+            from evaluator.data import load_table
+
+            if options.data is None:
+                raise ModelError(f"baseline:{name} is fitted on the dataset's train split; none was given")
+            return TrainPrior(load_table(options.data, self.config, "train"), per_type=name == "prior")
+        if kind == "py":
+            return load_py_model(name)
+        raise ModelError(f"--model {spec}: {self.name} predictions come from {self.models_help}")
+
+    def predictions_file(self, table: pa.Table, predictions: list[str]) -> list[dict]:
+        return [{"question_id": q, "answer": a} for q, a in zip(self.ids(table), predictions)]
+
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage, options: VQAOptions = VQAOptions()) -> dict:
+        keep = pa.array([q in predictions for q in self.ids(table)])
+        scored = table.filter(keep)
+        scores = vqa_accuracy([predictions[q] for q in self.ids(scored)], scored.column("answers").to_pylist(),
+                              options.rule)
+        return {"accuracy": _pct(scores), "rule": options.rule,
+                "per_answer_type": _by(scored.column("answer_type").to_pylist(), scores),
+                "per_question_type": _by(scored.column("question_type").to_pylist(), scores),
+                "coverage": coverage.as_dict()}
+
+    def report(self, metrics: dict, title: str):
+        cov = metrics["coverage"]
+        answer_types = metrics["per_answer_type"]
+        qtypes = metrics["per_question_type"]
+        md = [f"# {self.name} evaluation: {title}", "",
+              f"VQA accuracy (rule: {metrics['rule']}) on {cov['scored']:,} of {cov['expected']:,} questions.", "",
+              markdown_table(["", "Overall", *answer_types],
+                             [["Accuracy", metrics["accuracy"], *(v["accuracy"] for v in answer_types.values())]]),
+              "", "## Per question type", "",
+              markdown_table(["Question type", "Questions", "Accuracy"],
+                             [[t, v["questions"], v["accuracy"]] for t, v in qtypes.items()]),
+              "", "![Accuracy per answer type](accuracy_by_answer_type.png)", ""]
+        plot = FigureSpec(filename="accuracy_by_answer_type.png", title=f"{title}: {self.name} VQA accuracy",
+                          categories=["overall", *answer_types], ylabel="%",
+                          series={"accuracy": [metrics["accuracy"], *(v["accuracy"] for v in answer_types.values())]})
+        return "\n".join(md), [plot]
+
+
+def vqa_v2_task() -> VQATask:
+    return VQATask("vqa-v2", "validation")
+
+
+def vqa_cp_task() -> VQATask:
+    return VQATask("vqa-cp", "test")

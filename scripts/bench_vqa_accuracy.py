@@ -1,0 +1,60 @@
+"""Benchmark: VQA accuracy over a val-size split, vectorised versus per question.
+
+Target (issue 4): `evaluator.metrics.vqa.vqa_accuracy` over 214,354 predictions (the size of VQA v2
+val2014) is at least 20x faster than a straightforward per-question implementation of the same rule
+(`score_question`, the official loop: normalise the ten answers and the prediction, count matches
+in each leave-one-out subset), measured in the same run, with identical scores. Both rules are run.
+
+    python scripts/bench_vqa_accuracy.py [--questions 214354]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = 20.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=214_354)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    import numpy as np
+
+    from evaluator.metrics.vqa import score_question, vqa_accuracy
+    from pipelines.samples.vqa import generate_vqa
+
+    _, annotations = generate_vqa(args.questions, 11, "val2014", 0)
+    answers = [[a["answer"] for a in ann["answers"]] for ann in annotations["annotations"]]
+    rng = random.Random(5)
+    predictions = [rng.choice(a) if rng.random() < 0.6 else rng.choice(["yes", "No", "2", "two", "red", "a dog"])
+                   for a in answers]
+    print(f"{len(answers):,} questions, {len({x for a in answers for x in a}):,} distinct human answers")
+    ok = True
+    for rule in ("current", "pre-2021"):  # warm-up: first-call costs (imports, kernel set-up) left out
+        vqa_accuracy(predictions[:1000], answers[:1000], rule)
+        [score_question(p, a, rule) for p, a in zip(predictions[:1000], answers[:1000])]
+    for rule in ("current", "pre-2021"):
+        start = time.perf_counter()
+        slow = np.array([score_question(p, a, rule) for p, a in zip(predictions, answers)])
+        slow_s = time.perf_counter() - start
+        start = time.perf_counter()
+        fast = vqa_accuracy(predictions, answers, rule)
+        fast_s = time.perf_counter() - start
+        same = bool(np.array_equal(slow, fast))
+        speedup = slow_s / fast_s
+        ok &= same and speedup >= TARGET
+        print(f"rule {rule:9s}: per question {slow_s:6.2f} s, vectorised {fast_s:5.2f} s -> {speedup:5.1f}x "
+              f"(target >= {TARGET:.0f}x); identical scores: {same}; accuracy {100 * fast.mean():.2f}")
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
