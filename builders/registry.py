@@ -9,6 +9,7 @@ from builders.errors import ParamsError
 BUILDERS = {
     "gqa-ood": "builders.gqa_ood:GQAOODBuilder",
     "vcr-visor": "builders.vcr_visor:VCRVisorBuilder",
+    "visdial": "builders.visdial:VisDialBuilder",
     "vqa-cp": "builders.vqa_cp:VQACPBuilder",
     "vqa-v2": "builders.vqa_v2:VQAv2Builder",
 }

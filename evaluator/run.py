@@ -17,6 +17,7 @@ from evaluator.submission import load_predictions, match_ids
 TASKS = {
     "gqa-ood": "evaluator.gqa_ood:GQAOODTask",
     "vcr-visor": "evaluator.vcr_visor:VCRVisorTask",
+    "visdial": "evaluator.visdial:VisDialTask",
     "vqa-cp": "evaluator.vqa:vqa_cp_task",
     "vqa-v2": "evaluator.vqa:vqa_v2_task",
 }

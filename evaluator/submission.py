@@ -35,6 +35,16 @@ def is_string(value) -> bool:
     return isinstance(value, str)
 
 
+def is_rank_permutation(length: int):
+    """Checker for a list holding each rank 1..length once (VisDial's EvalAI format)."""
+    target = list(range(1, length + 1))
+
+    def check(value) -> bool:
+        return (isinstance(value, list) and len(value) == length
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in value) and sorted(value) == target)
+    return check
+
+
 def is_score_list(length: int):
     """Checker for a list of `length` finite numbers (scores per choice)."""
     def check(value) -> bool:
@@ -43,33 +53,39 @@ def is_score_list(length: int):
     return check
 
 
-def load_predictions(path: Path, id_field: str, value_field: str, id_type: type, value_check, value_desc: str) -> dict:
-    """`[{id_field: id, value_field: value}, ...]` -> {id: value}; types, duplicates, NaN/inf checked."""
+def load_predictions(path: Path, id_field, value_field: str, id_type: type, value_check, value_desc: str) -> dict:
+    """`[{id_field: id, value_field: value}, ...]` -> {id: value}; types, duplicates, NaN/inf checked.
+
+    `id_field` may be a tuple of fields (VisDial's image_id + round_id): the id is then the tuple."""
+    fields = id_field if isinstance(id_field, tuple) else (id_field,)
+    id_name = "/".join(fields)
     try:  # Python's parser: files written by Python may hold NaN/Infinity, reported below as not finite
         items = json.loads(Path(path).read_bytes())
     except FileNotFoundError:
         raise SubmissionError(f"{path}: no such file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SubmissionError(f"{path}: not valid JSON ({exc})") from None
+    wanted = ", ".join(f'"{f}"' for f in (*fields, value_field))
     if not isinstance(items, list):
-        raise SubmissionError(f"{path}: expected a JSON list of {{\"{id_field}\", \"{value_field}\"}} objects")
+        raise SubmissionError(f"{path}: expected a JSON list of {{{wanted}}} objects")
     problems: dict[str, list] = {}
     out: dict = {}
     for n, item in enumerate(items):
-        if not isinstance(item, dict) or id_field not in item or value_field not in item:
-            problems.setdefault(f"entries without '{id_field}' and '{value_field}' (entry numbers)", []).append(n)
+        if not isinstance(item, dict) or any(f not in item for f in (*fields, value_field)):
+            problems.setdefault(f"entries without {wanted} (entry numbers)", []).append(n)
             continue
-        key, value = item[id_field], item[value_field]
-        if not isinstance(key, id_type) or isinstance(key, bool):
-            problems.setdefault(f"'{id_field}' values that are not {id_type.__name__}", []).append(key)
+        parts = tuple(item[f] for f in fields)
+        key = parts if len(fields) > 1 else parts[0]
+        if any(not isinstance(k, id_type) or isinstance(k, bool) for k in parts):
+            problems.setdefault(f"'{id_name}' values that are not {id_type.__name__}", []).append(key)
             continue
-        if not value_check(value):
+        if not value_check(item[value_field]):
             problems.setdefault(f"'{value_field}' values that are not {value_desc}", []).append(key)
             continue
         if key in out:
-            problems.setdefault(f"duplicate '{id_field}'", []).append(key)
+            problems.setdefault(f"duplicate '{id_name}'", []).append(key)
             continue
-        out[key] = value
+        out[key] = item[value_field]
     if problems:
         what, ids = next(iter(problems.items()))
         raise SubmissionError(f"{path}: {len(ids):,} {what}: {_first(ids)}")
@@ -79,6 +95,7 @@ def load_predictions(path: Path, id_field: str, value_field: str, id_type: type,
 def match_ids(path: Path, predictions: dict, expected: list, id_field: str, allow_partial: bool,
               allow_extra: bool) -> Coverage:
     """Check the prediction ids against the split's ids; unknown and missing ids are errors unless allowed."""
+    id_field = "/".join(id_field) if isinstance(id_field, tuple) else id_field
     expected_set = set(expected)
     extra = sorted(k for k in predictions if k not in expected_set)
     if extra and not allow_extra:

@@ -13,13 +13,13 @@ sorted by question_id.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import msgspec
 import pyarrow as pa
 
 from builders.errors import SourceError
+from builders.sources.jsonio import decode_typed
 
 ANSWERS_PER_QUESTION = 10  # VQA v2: ten human answers per question
 V2_SUBTYPES = ("train2014", "val2014")
@@ -81,31 +81,6 @@ def schema() -> pa.Schema:
     ])
 
 
-_PATH = re.compile(r"\$(?:\.(\w+))?\[(\d+)\]\.?([^`\s]*)")  # $.annotations[4].answers[0].answer
-
-
-def _decode(path: Path, data: bytes, kind):
-    """Typed decode; a failure names the record (its question_id when it has one) and the field."""
-    try:
-        return msgspec.json.decode(data, type=kind)
-    except msgspec.ValidationError as exc:
-        message = str(exc)
-        m = _PATH.search(message)
-        if m is None:
-            raise SourceError(path, message.split(" - at ")[0]) from None
-        _, index, field = m.groups()
-        items = msgspec.json.decode(data)
-        items = items if isinstance(items, list) else next(v for v in items.values() if isinstance(v, list))
-        item = items[int(index)]
-        record = item.get("question_id") if isinstance(item, dict) else None
-        record = record if isinstance(record, int) else f"#{index}"
-        raise SourceError(path, message.split(" - at ")[0], record=record, field=field or None) from None
-    except msgspec.DecodeError as exc:
-        m = re.search(r"byte (\d+)", str(exc))
-        line = data.count(b"\n", 0, int(m.group(1)) if m else len(data)) + 1  # truncated: the last line
-        raise SourceError(path, f"not valid JSON ({exc}) at line {line}") from None
-
-
 def _index_unique(path: Path, records: list, what: str) -> dict[int, object]:
     by_id: dict[int, object] = {}
     for rec in records:
@@ -147,8 +122,8 @@ def _join(q_path: Path, questions: list, a_path: Path, annotations: list, coco_s
 
 def read_v2(questions: Path, annotations: Path) -> pa.Table:
     """A VQA v2 questions/annotations pair (one COCO subtype) -> rows sorted by question_id."""
-    qf = _decode(questions, questions.read_bytes(), QuestionsFile)
-    af = _decode(annotations, annotations.read_bytes(), AnnotationsFile)
+    qf = decode_typed(questions, questions.read_bytes(), QuestionsFile)
+    af = decode_typed(annotations, annotations.read_bytes(), AnnotationsFile)
     if qf.data_subtype != af.data_subtype:
         raise SourceError(annotations, f"data_subtype '{af.data_subtype}' differs from the questions file's "
                                        f"'{qf.data_subtype}'", field="data_subtype")
@@ -157,8 +132,8 @@ def read_v2(questions: Path, annotations: Path) -> pa.Table:
 
 def read_cp(questions: Path, annotations: Path) -> pa.Table:
     """A published VQA-CP v2 questions/annotations pair (flat lists with coco_split) -> rows."""
-    qs = _decode(questions, questions.read_bytes(), list[CPQuestion])
-    ans = _decode(annotations, annotations.read_bytes(), list[CPAnnotation])
+    qs = decode_typed(questions, questions.read_bytes(), list[CPQuestion])
+    ans = decode_typed(annotations, annotations.read_bytes(), list[CPAnnotation])
 
     def coco_split(q, a):
         if q.coco_split != a.coco_split:

@@ -1,0 +1,138 @@
+"""VisDial v1.0 (Das et al., CVPR 2017; seed 000 §4.3; DESIGN §5): one row per (image, round) with the
+caption, the dialog history, the question, the 100 answer options, the ground-truth index and, where
+the dense annotations give them, the relevance of every option."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from builders.errors import ParamsError, SourceError
+from builders.markdown import table
+from builders.result import BuildResult, RunStage, run_uncached
+from builders.sources import visdial
+
+DIALOG_FILE = "visdial_1.0_{}.json"
+DENSE_FILE = "visdial_1.0_{}_dense_annotations.json"
+
+
+@dataclass(frozen=True)
+class VisDialParams:
+    """VisDial has no build parameters: rows are the release's dialogs, flattened by round."""
+
+
+def features():
+    from datasets import Features, List, Value
+
+    string = Value("string")
+    return Features({
+        "id": string, "image_id": Value("int64"), "round_id": Value("int32"), "caption": string,
+        "history": List(string), "question": string, "answer": string, "options": List(string),
+        "gt_index": Value("int32"), "relevance": List(Value("float32")),
+    })
+
+
+def rows(dialogs: visdial.DialogFile, dense: dict[tuple[int, int], list[float]]) -> pa.Table:
+    """Flatten dialogs: history of round r = the caption's dialog so far, "question? answer" per round."""
+    questions, answers = dialogs.data.questions, dialogs.data.answers
+    cols: dict[str, list] = {name: [] for name in features()}
+    for dialog in sorted(dialogs.data.dialogs, key=lambda d: d.image_id):
+        history: list[str] = []
+        for r, rnd in enumerate(dialog.dialog, start=1):
+            q, a = questions[rnd.question], answers[rnd.answer]
+            cols["id"].append(f"{dialog.image_id}_{r}")
+            cols["image_id"].append(dialog.image_id)
+            cols["round_id"].append(r)
+            cols["caption"].append(dialog.caption)
+            cols["history"].append(list(history))
+            cols["question"].append(q)
+            cols["answer"].append(a)
+            cols["options"].append([answers[o] for o in rnd.answer_options])
+            cols["gt_index"].append(rnd.gt_index)
+            cols["relevance"].append(dense.get((dialog.image_id, r)))
+            history.append(f"{q}? {a}")
+    return pa.table(cols, schema=features().arrow_schema)
+
+
+class VisDialBuilder:
+    name = "visdial"
+    params_class = VisDialParams
+    configs = ("default",)
+    default_config = "default"
+    splits = ("train", "val")
+    source_dir = "visdial"
+    card_template = "visdial.md"
+    description = "VisDial v1.0 (Das et al., CVPR 2017): visual dialog, 100 answer options per round, dense relevance"
+    sources_help = "visdial_1.0_{train,val}.json (+ visdial_1.0_val_dense_annotations.json for NDCG)"
+
+    def locate_sources(self, source: Path, splits: list[str], params=None) -> dict:
+        for split in splits:
+            if split not in self.splits:
+                raise ParamsError(f"--split {split}: visdial has splits {', '.join(self.splits)}")
+        if not source.is_dir():
+            raise SourceError(source, "visdial reads a folder of VisDial v1.0 JSON files; this is not a folder")
+        found = {}
+        for split in splits or self.splits:
+            dialogs, dense = source / DIALOG_FILE.format(split), source / DENSE_FILE.format(split)
+            if dialogs.is_file():
+                found[split] = (dialogs, dense) if dense.is_file() else (dialogs,)
+            elif splits:
+                raise SourceError(dialogs, "VisDial dialog file not found")
+        if not found:
+            raise SourceError(source, f"no VisDial file (expected {DIALOG_FILE.format('val')})")
+        return found
+
+    def check_invariants(self, tables, params: dict) -> list[str]:
+        problems = []
+        for split, t in sorted(tables["default"].items()):
+            ids = t.column("id").to_pylist()
+            if len(set(ids)) != len(ids):
+                problems.append(f"{split}: duplicate (image, round) rows")
+            options = t.column("options").to_pylist()
+            gt = t.column("gt_index").to_pylist()
+            answer = t.column("answer").to_pylist()
+            if any(len(o) != visdial.OPTIONS or o[g] != a for o, g, a in zip(options, gt, answer)):
+                problems.append(f"{split}: a row's options[gt_index] is not its answer or it has not 100 options")
+        return problems
+
+    def build(self, sources: dict, params: VisDialParams, run_stage: RunStage = run_uncached) -> BuildResult:
+        tables = {}
+        for split, files in sorted(sources.items()):
+            def compute(files=files):
+                dense = visdial.read_dense(files[1]) if len(files) > 1 else {}
+                dialogs = visdial.read_dialogs(files[0])
+                images = {d.image_id: len(d.dialog) for d in dialogs.data.dialogs}
+                for image, r in dense:
+                    if r > images.get(image, 0):
+                        raise SourceError(files[1], "dense annotation for a round the dialogs do not have",
+                                          f"image {image} round {r}")
+                return {"rows": rows(dialogs, dense)}
+            tables[split] = run_stage(f"rows-{split}", {}, list(files), compute)["rows"]
+        stats = statistics(tables)
+        return BuildResult(tables={"default": tables}, features=features(), statistics=stats,
+                           card_fields=card_fields(stats))
+
+
+def statistics(tables: dict[str, pa.Table]) -> dict:
+    out = {}
+    for split, t in tables.items():
+        relevance = [r for r in t.column("relevance").to_pylist() if r is not None]
+        nonzero = [int(np.count_nonzero(r)) for r in relevance]
+        out[split] = {"images": len(set(t.column("image_id").to_pylist())), "rounds": t.num_rows,
+                      "dense_rounds": len(relevance),
+                      "dense_all_zero": sum(1 for k in nonzero if k == 0),
+                      "mean_relevant_options": round(float(np.mean(nonzero)), 2) if nonzero else None,
+                      "mean_question_words": round(float(np.mean([len(q.split()) for q in
+                                                                  t.column("question").to_pylist()])), 2)}
+    return {"splits": out}
+
+
+def card_fields(stats: dict) -> dict[str, str]:
+    rows_ = [[s, v["images"], v["rounds"], v["dense_rounds"], v["dense_all_zero"],
+              "-" if v["mean_relevant_options"] is None else v["mean_relevant_options"], v["mean_question_words"]]
+             for s, v in stats["splits"].items()]
+    return {"statistics": table(["Split", "Images", "Rounds", "Rounds with dense relevance",
+                                 "... all-zero", "Options with relevance > 0 (mean)", "Question words (mean)"], rows_)}

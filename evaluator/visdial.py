@@ -1,0 +1,86 @@
+"""VisDial v1.0 scoring: EvalAI submissions `[{"image_id": int, "round_id": int, "ranks": [100]}]`
+(ranks[i] = rank of option i, a permutation of 1..100)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from builders.errors import ModelError
+from builders.result import FigureSpec
+from evaluator.metrics import visdial as m
+from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.report import markdown_table
+from evaluator.submission import Coverage, is_rank_permutation
+
+OPTIONS = 100
+
+
+class RandomRanks:
+    """Uniformly random option order per round (chance: MRR about 0.052, mean rank 50.5)."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+
+    def predict(self, table: pa.Table) -> list[list[int]]:
+        scores = np.random.default_rng(self.seed).random((table.num_rows, OPTIONS))
+        return m.scores_to_ranks(scores).tolist()
+
+
+class VisDialTask:
+    name = "visdial"
+    config = "default"
+    default_split = "val"
+    id_field, value_field, id_type = ("image_id", "round_id"), "ranks", int
+    value_check, value_desc = staticmethod(is_rank_permutation(OPTIONS)), "permutations of 1..100"
+    models_help = "baseline:random, py:<module>:<factory> (predict(table) -> ranks per row)"
+
+    def ids(self, table: pa.Table) -> list[tuple[int, int]]:
+        return list(zip(table.column("image_id").to_pylist(), table.column("round_id").to_pylist()))
+
+    def make_model(self, spec: str, options: ModelOptions):
+        kind, name = parse_spec(spec)
+        if kind == "baseline" and name == "random":
+            return RandomRanks(options.seed)
+        if kind == "py":
+            return load_py_model(name)
+        raise ModelError(f"--model {spec}: visdial predictions come from {self.models_help}")
+
+    def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
+        return [{"image_id": i, "round_id": r, "ranks": [int(x) for x in ranks]}
+                for (i, r), ranks in zip(self.ids(table), predictions)]
+
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage) -> dict:
+        """R@k, mean rank and MRR over every scored round; NDCG over the densely annotated ones."""
+        ids = self.ids(table)
+        keep = np.array([k in predictions for k in ids], dtype=bool)
+        scored = table.filter(pa.array(keep))
+        ranks = np.array([predictions[k] for k, kept in zip(ids, keep) if kept], dtype=np.int64).reshape(-1, OPTIONS)
+        out = {key: round(v, 4) for key, v in
+               m.retrieval_metrics(m.gt_ranks(ranks, scored.column("gt_index").to_numpy())).items()}
+        relevance = scored.column("relevance").to_pylist()
+        dense = [i for i, r in enumerate(relevance) if r is not None]
+        if dense:
+            values = m.ndcg(ranks[dense], np.array([relevance[i] for i in dense]))
+            valid = ~np.isnan(values)
+            out["ndcg"] = round(100 * float(values[valid].mean()), 4) if valid.any() else None
+            out["ndcg_rounds"] = int(valid.sum())
+            out["ndcg_all_zero_relevance"] = int((~valid).sum())  # no ideal DCG: left out of the mean
+        else:
+            out.update(ndcg=None, ndcg_rounds=0, ndcg_all_zero_relevance=0)
+        return {**out, "rounds": int(keep.sum()), "coverage": coverage.as_dict()}
+
+    def report(self, metrics: dict, title: str):
+        cov = metrics["coverage"]
+        md = [f"# VisDial v1.0 evaluation: {title}", "",
+              f"{cov['scored']:,} of {cov['expected']:,} rounds ranked; NDCG over {metrics['ndcg_rounds']:,} densely "
+              f"annotated rounds ({metrics['ndcg_all_zero_relevance']} with all-zero relevance left out).", "",
+              markdown_table(["NDCG", "MRR", "R@1", "R@5", "R@10", "Mean rank"],
+                             [[metrics["ndcg"], 100 * metrics["mrr"], metrics["r@1"], metrics["r@5"], metrics["r@10"],
+                               metrics["mean_rank"]]]),
+              "", "MRR is shown in % as in the paper's Table 4.", "", "![Retrieval metrics](visdial_metrics.png)", ""]
+        names = ["NDCG", "MRR", "R@1", "R@5", "R@10"]
+        values = [metrics["ndcg"] or 0.0, 100 * metrics["mrr"], metrics["r@1"], metrics["r@5"], metrics["r@10"]]
+        plot = FigureSpec(filename="visdial_metrics.png", title=f"{title}: VisDial v1.0", categories=names,
+                          series={"%": values}, ylabel="%")
+        return "\n".join(md), [plot]

@@ -1,0 +1,74 @@
+"""Synthetic VisDial v1.0 files in the release format: dialogs with pooled questions and answers,
+100 answer options per round, and dense relevance for one round per val image."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import msgspec
+
+NOUNS = ["dog", "cat", "man", "woman", "car", "bus", "tree", "table", "plate", "kite", "boat", "horse", "sign", "cup"]
+COLORS = ["white", "black", "red", "blue", "green", "brown", "gray", "yellow"]
+QUESTIONS = ([f"is the {n} {c}" for n in NOUNS for c in COLORS[:3]] + [f"what color is the {n}" for n in NOUNS]
+             + [f"how many {n}s are there" for n in NOUNS] + [f"is there a {n}" for n in NOUNS]
+             + ["is it sunny", "is this indoors", "are there people", "can you see the sky", "is it daytime"])
+ANSWERS = (["yes", "no", "yes it is", "no it is not", "i think so", "i can't tell", "not sure", "nope", "yep"]
+           + [str(k) for k in range(13)] + [f"{k} {n}s" for k in range(2, 6) for n in NOUNS]
+           + [f"it is {c}" for c in COLORS] + [c for c in COLORS] + [f"{c} and {d}" for c in COLORS for d in COLORS if c < d]
+           + [f"there is a {n}" for n in NOUNS] + [f"no {n}s" for n in NOUNS])
+
+
+def _dialog(rng: random.Random, image_id: int, questions: dict, answers: dict) -> dict:
+    noun, color = rng.choice(NOUNS), rng.choice(COLORS)
+    rounds = []
+    for _ in range(10):
+        q = rng.choice(QUESTIONS)
+        a = rng.choice(ANSWERS[:9]) if q.startswith(("is", "are", "can")) else rng.choice(ANSWERS[9:])
+        qi, ai = questions.setdefault(q, len(questions)), answers.setdefault(a, len(answers))
+        others = rng.sample([x for x in ANSWERS if x != a], 99)
+        options = [answers.setdefault(x, len(answers)) for x in others] + [ai]
+        rng.shuffle(options)
+        rounds.append({"question": qi, "answer": ai, "answer_options": options, "gt_index": options.index(ai)})
+    return {"image_id": image_id, "caption": f"a {color} {noun} in a busy street", "dialog": rounds}
+
+
+def _dense(rng: random.Random, dialog: dict, answer_text: list[str]) -> dict:
+    """One round's relevance: the ground truth and answers of the same kind score, the rest 0."""
+    r = rng.randint(1, 10)
+    rnd = dialog["dialog"][r - 1]
+    gt_yes_no = answer_text[rnd["answer"]] in ANSWERS[:9]
+    relevance = []
+    for k, option in enumerate(rnd["answer_options"]):
+        same_kind = (answer_text[option] in ANSWERS[:9]) == gt_yes_no
+        relevance.append(1.0 if k == rnd["gt_index"] else rng.choice([0.0, 0.2, 0.4, 0.6]) if same_kind and
+                         rng.random() < 0.3 else 0.0)
+    return {"image_id": dialog["image_id"], "round_id": r, "gt_relevance": relevance}
+
+
+def write_visdial(folder: Path, images: dict[str, int], seed: int = 0) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    written = []
+    first = 1000
+    for split, n in images.items():
+        questions: dict[str, int] = {}
+        answers: dict[str, int] = {}
+        dialogs = [_dialog(rng, first + 7 * i, questions, answers) for i in range(n)]
+        first += 7 * n + 1
+        answer_text = sorted(answers, key=answers.get)
+        content = {"version": "1.0", "split": f"{split}2018",
+                   "data": {"dialogs": dialogs, "questions": sorted(questions, key=questions.get),
+                            "answers": answer_text}}
+        path = folder / f"visdial_1.0_{split}.json"
+        path.write_bytes(msgspec.json.encode(content))
+        written.append(path)
+        if split == "val":
+            dense = folder / "visdial_1.0_val_dense_annotations.json"
+            dense.write_bytes(msgspec.json.encode([_dense(rng, d, answer_text) for d in dialogs]))
+            written.append(dense)
+    return written
+
+
+def write_visdial_samples(root: Path, scale: int = 1) -> list[Path]:
+    return write_visdial(root / "visdial", {"train": 30 * scale, "val": 20 * scale})

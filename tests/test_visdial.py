@@ -1,0 +1,128 @@
+"""VisDial v1.0: metric goldens, NDCG against scikit-learn, reader errors, scoring end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from builders.errors import SourceError
+from builders.sources import visdial
+from evaluator.metrics.visdial import gt_ranks, ndcg, retrieval_metrics, scores_to_ranks
+from pipelines.samples.visdial import write_visdial
+
+
+def test_retrieval_metrics_by_hand():
+    """Ground-truth ranks 1, 3, 7, 20: R@1 1/4, R@5 2/4, R@10 3/4, mean 7.75, MRR (1 + 1/3 + 1/7 + 1/20) / 4."""
+    got = retrieval_metrics(np.array([1, 3, 7, 20]))
+    assert got["r@1"] == 25.0 and got["r@5"] == 50.0 and got["r@10"] == 75.0
+    assert got["mean_rank"] == 7.75
+    assert got["mrr"] == pytest.approx((1 + 1 / 3 + 1 / 7 + 1 / 20) / 4)
+
+
+def test_scores_to_ranks_and_gt_rank():
+    scores = np.array([[0.1, 0.9, 0.5, 0.5]])  # ties keep option order: option 2 before option 3
+    ranks = scores_to_ranks(scores)
+    assert ranks.tolist() == [[4, 1, 2, 3]]
+    assert gt_ranks(ranks, np.array([2])).tolist() == [2]
+
+
+def test_ndcg_hand_computed():
+    """relevance (0, 1, 0.5, 0, 0) -> k = 2; predicted order 0, 2, 1, 3, 4: DCG = 0 + 0.5 / log2(3),
+    ideal = 1 + 0.5 / log2(3)."""
+    ranks = np.array([[1, 3, 2, 4, 5]])
+    got = ndcg(ranks, np.array([[0.0, 1.0, 0.5, 0.0, 0.0]]))[0]
+    expected = (0.5 / math.log2(3)) / (1 + 0.5 / math.log2(3))
+    assert got == pytest.approx(expected)
+    # order 2, 0, 1, ...: the top k = 2 hold 0.5 and 0; option 1 (relevance 1) at position 3 is beyond k
+    assert ndcg(np.array([[2, 3, 1, 4, 5]]), np.array([[0.0, 1.0, 0.5, 0.0, 0.0]]))[0] == pytest.approx(
+        0.5 / (1 + 0.5 / math.log2(3)))
+
+
+def test_ndcg_equals_sklearn_with_k_nonzero_per_row():
+    from sklearn.metrics import ndcg_score
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        relevance = np.where(rng.random(100) < 0.15, rng.choice([0.2, 0.4, 0.6, 0.8, 1.0], 100), 0.0)
+        relevance[rng.integers(100)] = 1.0
+        scores = rng.permutation(100).astype(float)  # no ties
+        k = int((relevance != 0).sum())
+        ours = ndcg(scores_to_ranks(scores[None, :]), relevance[None, :])[0]
+        assert ours == pytest.approx(ndcg_score(relevance[None, :], scores[None, :], k=k), abs=1e-12)
+
+
+def test_all_zero_relevance_is_nan_not_a_division_error():
+    with np.errstate(all="raise"):
+        values = ndcg(np.array([[1, 2, 3], [1, 2, 3]]), np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]))
+    assert math.isnan(values[0]) and values[1] == 1.0
+
+
+@pytest.fixture
+def source(tmp_path):
+    write_visdial(tmp_path / "src", {"val": 6}, seed=4)
+    return tmp_path / "src"
+
+
+@pytest.mark.parametrize("breakage, needles", [
+    (lambda d: d["data"]["dialogs"][2]["dialog"][3].update(gt_index=(d["data"]["dialogs"][2]["dialog"][3]["gt_index"] + 1) % 100),
+     ["round 4", "gt_index"]),
+    (lambda d: d["data"]["dialogs"][1]["dialog"][0]["answer_options"].pop(), ["round 1", "answer_options"]),
+    (lambda d: d["data"]["dialogs"][0]["dialog"][5].update(question=10 ** 6), ["round 6", "question index"]),
+    (lambda d: d["data"]["dialogs"][3].pop("caption"), ["caption", "record"]),
+])
+def test_malformed_dialogs_name_image_round_and_field(source, breakage, needles):
+    path = source / "visdial_1.0_val.json"
+    data = json.loads(path.read_text())
+    breakage(data)
+    path.write_text(json.dumps(data))
+    with pytest.raises(SourceError) as err:
+        visdial.read_dialogs(path)
+    for needle in needles:
+        assert needle in str(err.value)
+
+
+def test_dense_annotation_errors(cli, source, tmp_path):
+    path = source / "visdial_1.0_val_dense_annotations.json"
+    dense = json.loads(path.read_text())
+    dense[1]["gt_relevance"][5] = 1.5
+    path.write_text(json.dumps(dense))
+    code, _, err = cli("build", "visdial", "--source", source, "--out", tmp_path / "out")
+    assert code == 2 and "gt_relevance" in err and f"image {dense[1]['image_id']}" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_end_to_end_perfect_and_reversed_rankings(cli, source, tmp_path):
+    from evaluator.data import load_table
+
+    out = tmp_path / "visdial"
+    assert cli("build", "visdial", "--source", source, "--out", out)[0] == 0
+    table = load_table(out, "default", "val").to_pylist()
+    assert len(table) == 60 and table[3]["history"][0].endswith(table[0]["answer"])
+    perfect, reversed_ = [], []
+    for row in table:
+        relevance = np.array(row["relevance"] if row["relevance"] is not None else np.zeros(100))
+        key = relevance + 10.0 * (np.arange(100) == row["gt_index"])  # ground truth first, then by relevance
+        ranks = scores_to_ranks(key[None, :])[0].tolist()
+        perfect.append({"image_id": row["image_id"], "round_id": row["round_id"], "ranks": ranks})
+        reversed_.append({**perfect[-1], "ranks": [101 - r for r in ranks]})
+    sub = tmp_path / "perfect.json"
+    sub.write_text(json.dumps(perfect))
+    code, stdout, err = cli("evaluate", "visdial", "--data", out, "--predictions", sub)
+    metrics = json.loads(stdout)
+    assert code == 0, err
+    assert metrics["mrr"] == 1.0 and metrics["r@1"] == 100.0 and metrics["mean_rank"] == 1.0
+    assert metrics["ndcg"] == 100.0 and metrics["ndcg_rounds"] == 6
+    sub.write_text(json.dumps(reversed_))
+    metrics = json.loads(cli("evaluate", "visdial", "--data", out, "--predictions", sub)[1])
+    assert metrics["mean_rank"] == 100.0 and metrics["r@10"] == 0.0 and metrics["mrr"] == 0.01
+    bad = [dict(p) for p in perfect]
+    bad[7]["ranks"] = [1] * 100
+    sub.write_text(json.dumps(bad))
+    code, _, err = cli("evaluate", "visdial", "--data", out, "--predictions", sub)
+    assert code == 2 and "permutations of 1..100" in err and f"({bad[7]['image_id']}, {bad[7]['round_id']})" in err
+    sub.write_text(json.dumps(perfect[:-1]))
+    code, _, err = cli("evaluate", "visdial", "--data", out, "--predictions", sub)
+    assert code == 2 and "image_id/round_id" in err and "have no prediction" in err
