@@ -8,6 +8,7 @@ from builders.errors import ParamsError
 
 BUILDERS = {
     "gqa-ood": "builders.gqa_ood:GQAOODBuilder",
+    "socialiq": "builders.socialiq:SocialIQBuilder",
     "vcr-visor": "builders.vcr_visor:VCRVisorBuilder",
     "visdial": "builders.visdial:VisDialBuilder",
     "vqa-cp": "builders.vqa_cp:VQACPBuilder",

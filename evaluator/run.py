@@ -16,6 +16,7 @@ from evaluator.submission import load_predictions, match_ids
 
 TASKS = {
     "gqa-ood": "evaluator.gqa_ood:GQAOODTask",
+    "socialiq": "evaluator.socialiq:SocialIQTask",
     "vcr-visor": "evaluator.vcr_visor:VCRVisorTask",
     "visdial": "evaluator.visdial:VisDialTask",
     "vqa-cp": "evaluator.vqa:vqa_cp_task",

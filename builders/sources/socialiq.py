@@ -1,0 +1,78 @@
+"""Readers for Social-IQ 1.0 (Zadeh et al., CVPR 2019): per-video QA text files and the standard folds.
+
+QA files are `<video_id>.txt` with lines `q<k>: question`, `a<k>: correct answer` (4 per question) and
+`i<k>: incorrect answer` (3 per question), split on the first ':' (the format the CMU-MultimodalSDK
+feature files were made from). The folds file is `{"standard_train_fold": [ids], "standard_valid_fold":
+[ids]}` (CMU-MultimodalSDK socialiq_std_folds; there is no public test fold).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from builders.errors import SourceError
+
+CORRECT, INCORRECT = 4, 3
+FOLD_KEYS = {"train": "standard_train_fold", "validation": "standard_valid_fold"}
+_LINE = re.compile(r"^([qai])(\d*)\s*:(.*)$")
+
+
+@dataclass(frozen=True)
+class QAItem:
+    question: str
+    correct: tuple[str, ...]
+    incorrect: tuple[str, ...]
+
+
+def read_qa(path: Path) -> list[QAItem]:
+    """The questions of one video, each with its 4 correct and 3 incorrect answers."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise SourceError(path, f"not UTF-8 text ({exc})") from None
+    items: list[list] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        m = _LINE.match(line.strip())
+        if m is None:
+            raise SourceError(path, "expected 'q<k>: ...', 'a<k>: ...' or 'i<k>: ...'", record=f"line {number}")
+        kind, text = m.group(1), m.group(3).strip()
+        if not text:
+            raise SourceError(path, "empty text", record=f"line {number}", field=kind)
+        if kind == "q":
+            items.append([text, [], [], number])
+        elif not items:
+            raise SourceError(path, "answer before any question", record=f"line {number}", field=kind)
+        else:
+            items[-1][1 if kind == "a" else 2].append(text)
+    if not items:
+        raise SourceError(path, "no questions")
+    out = []
+    for question, correct, incorrect, number in items:
+        if len(correct) != CORRECT or len(incorrect) != INCORRECT:
+            raise SourceError(path, f"{len(correct)} correct and {len(incorrect)} incorrect answers, expected "
+                                    f"{CORRECT} and {INCORRECT}", record=f"question at line {number}")
+        out.append(QAItem(question, tuple(correct), tuple(incorrect)))
+    return out
+
+
+def read_folds(path: Path) -> dict[str, list[str]]:
+    """{"train": [video ids], "validation": [video ids]}, disjoint."""
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SourceError(path, f"not valid JSON ({exc})") from None
+    folds = {}
+    for split, key in FOLD_KEYS.items():
+        ids = data.get(key) if isinstance(data, dict) else None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise SourceError(path, "expected a list of video id strings", field=key)
+        folds[split] = ids
+    common = set(folds["train"]) & set(folds["validation"])
+    if common:
+        raise SourceError(path, "video in both folds", record=sorted(common)[0])
+    return folds

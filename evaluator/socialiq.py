@@ -1,0 +1,96 @@
+"""Social-IQ scoring: submissions `[{"id": "<video>/q<k>/<a|i><j>", "score": float}]`, one score per
+answer candidate; score > 0 means "this answer is correct", and higher means more likely correct."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from builders.errors import ModelError, SubmissionError
+from builders.result import FigureSpec
+from evaluator.metrics.socialiq import binary_correct, pair_correct
+from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.report import markdown_table
+from evaluator.submission import Coverage
+
+
+def is_finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
+
+
+class AnswerSentiment:
+    """Seed 000 Table 3's NLTK-Sentiment row, no training: the VADER compound polarity of the answer
+    text (in [-1, 1]; > 0 reads as 'correct'). vaderSentiment ships the VADER lexicon NLTK downloads."""
+
+    def __init__(self):
+        from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+        self.analyzer = SentimentIntensityAnalyzer()
+
+    def predict(self, table: pa.Table) -> list[float]:
+        return [self.analyzer.polarity_scores(a)["compound"] for a in table.column("answer").to_pylist()]
+
+
+class AlwaysCorrect:
+    """The majority vote: every answer is called correct (4 of 7 are: 57.14 %, Table 3's Acc_D)."""
+
+    def predict(self, table: pa.Table) -> list[float]:
+        return [1.0] * table.num_rows
+
+
+class SocialIQTask:
+    name = "socialiq"
+    config = "answers"
+    default_split = "validation"
+    id_field, value_field, id_type = "id", "score", str
+    value_check, value_desc = staticmethod(is_finite_number), "finite numbers"
+    models_help = "baseline:answer-sentiment, baseline:majority, py:<module>:<factory>"
+
+    def ids(self, table: pa.Table) -> list[str]:
+        return table.column("id").to_pylist()
+
+    def make_model(self, spec: str, options: ModelOptions):
+        kind, name = parse_spec(spec)
+        if kind == "baseline" and name == "answer-sentiment":
+            return AnswerSentiment()
+        if kind == "baseline" and name == "majority":
+            return AlwaysCorrect()
+        if kind == "py":
+            return load_py_model(name)
+        raise ModelError(f"--model {spec}: socialiq predictions come from {self.models_help}")
+
+    def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
+        return [{"id": i, "score": float(s)} for i, s in zip(self.ids(table), predictions)]
+
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage) -> dict:
+        """Answer-level accuracy over scored answers; A2 over the pairs whose two answers are scored."""
+        rows = table.select(["id", "video_id", "question_index", "label"]).to_pylist()
+        scored = [r for r in rows if r["id"] in predictions]
+        answer_acc = binary_correct(np.array([predictions[r["id"]] for r in scored]),
+                                    np.array([r["label"] for r in scored]))
+        by_question: dict[tuple, dict[int, list[float]]] = {}
+        for r in scored:
+            by_question.setdefault((r["video_id"], r["question_index"]), {0: [], 1: []})[r["label"]].append(
+                predictions[r["id"]])
+        c = [x for q in by_question.values() for x in q[1] for _ in q[0]]
+        i = [y for q in by_question.values() for _ in q[1] for y in q[0]]
+        if not c:
+            raise SubmissionError("no question has scores for both a correct and an incorrect answer")
+        pairs = pair_correct(np.array(c), np.array(i))
+        return {"accuracy": round(100 * float(answer_acc.mean()), 4), "a2": round(100 * float(pairs.mean()), 4),
+                "answers": len(scored), "pairs": int(pairs.size), "tied_pairs": int((pairs == 0.5).sum()),
+                "coverage": coverage.as_dict()}
+
+    def report(self, metrics: dict, title: str):
+        cov = metrics["coverage"]
+        md = [f"# Social-IQ evaluation: {title}", "",
+              f"{cov['scored']:,} of {cov['expected']:,} answers scored; {metrics['pairs']:,} correct/incorrect "
+              f"pairs ({metrics['tied_pairs']:,} ties, counted as 0.5).", "",
+              markdown_table(["Answer accuracy (score > 0 = correct)", "A2 (pair accuracy)"],
+                             [[metrics["accuracy"], metrics["a2"]]]),
+              "", "The majority vote (every answer correct) scores 57.14 % answer accuracy, A2 chance is 50 %.", "",
+              "![Accuracy](socialiq_accuracy.png)", ""]
+        plot = FigureSpec(filename="socialiq_accuracy.png", title=f"{title}: Social-IQ",
+                          categories=["answer accuracy", "A2"], series={"%": [metrics["accuracy"], metrics["a2"]]},
+                          ylabel="%")
+        return "\n".join(md), [plot]
