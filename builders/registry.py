@@ -7,6 +7,7 @@ import importlib
 from builders.errors import ParamsError
 
 BUILDERS = {
+    "disco": "builders.disco:DiscoBuilder",
     "gqa-ood": "builders.gqa_ood:GQAOODBuilder",
     "socialiq": "builders.socialiq:SocialIQBuilder",
     "vcr-visor": "builders.vcr_visor:VCRVisorBuilder",

@@ -15,6 +15,7 @@ from evaluator.report import write_report
 from evaluator.submission import load_predictions, match_ids
 
 TASKS = {
+    "disco": "evaluator.disco:DiscoTask",
     "gqa-ood": "evaluator.gqa_ood:GQAOODTask",
     "socialiq": "evaluator.socialiq:SocialIQTask",
     "vcr-visor": "evaluator.vcr_visor:VCRVisorTask",

@@ -11,11 +11,7 @@ from builders.result import FigureSpec
 from evaluator.metrics.socialiq import binary_correct, pair_correct
 from evaluator.models import ModelOptions, load_py_model, parse_spec
 from evaluator.report import markdown_table
-from evaluator.submission import Coverage
-
-
-def is_finite_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and bool(np.isfinite(value))
+from evaluator.submission import Coverage, is_finite_number
 
 
 class AnswerSentiment:

@@ -35,6 +35,10 @@ def is_string(value) -> bool:
     return isinstance(value, str)
 
 
+def is_finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def is_rank_permutation(length: int):
     """Checker for a list holding each rank 1..length once (VisDial's EvalAI format)."""
     target = list(range(1, length + 1))

@@ -11,41 +11,44 @@ from pipelines.build import run_build
 from pipelines.samples import write_samples
 from pipelines.verify import verify
 
+# benchmark, build overrides (offline: packaged MiniLM, no NLI filter; VQA-CP re-split from VQA v2),
+# blind baselines, and the headline metrics printed for each.
+PLAN = [
+    ("gqa-ood", [], ["baseline:prior", "baseline:random"], [("acc-all", "acc_all"), ("acc-tail", "acc_tail"),
+                                                           ("acc-head", "acc_head")]),
+    ("vcr-visor", [f"sbert_model={PACKAGED_MINILM}", "nli_model=none"], ["baseline:random"],
+     [("APQ", "apq"), ("HPQ", "hpq"), ("accuracy", "accuracy")]),
+    ("vqa-v2", [], ["baseline:prior"], [("VQA accuracy", "accuracy")]),
+    ("vqa-cp", ["mode=regenerate"], ["baseline:prior"], [("VQA accuracy", "accuracy")]),
+    ("socialiq", [], ["baseline:majority", "baseline:answer-sentiment"], [("accuracy", "accuracy"), ("A2", "a2")]),
+    ("visdial", [], ["baseline:random"], [("MRR", "mrr"), ("R@10", "r@10"), ("NDCG", "ndcg")]),
+    ("disco", [], ["baseline:mean"], [("1 - MAPE", "one_minus_mape"), ("MAE", "mae")]),
+]
+
 
 def run_demo(out: Path, echo=print) -> dict:
     out = Path(out)
     sources = out / "sources"
     write_samples(sources)
     echo(f"sample sources: {sources}")
-    dataset = out / "gqa-ood"
-    run_build("gqa-ood", sources, dataset, legacy_json=True)
-    problems = verify(dataset).problems
-    echo(f"dataset:        {dataset} (card: {dataset / 'README.md'}; verify: "
-         f"{'ok' if not problems else problems[0]})")
+    options = ModelOptions(train_file=sources / "gqa" / "train_balanced_questions.json")
     results: dict = {}
-    for name, spec in (("prior", "baseline:prior"), ("random", "baseline:random")):
-        predictions = out / "predictions" / f"gqa-ood-{name}.json"
-        predict("gqa-ood", str(dataset), spec, predictions, split="testdev",
-                options=ModelOptions(train_file=sources / "gqa" / "train_balanced_questions.json"))
-        report = out / "reports" / f"gqa-ood-{name}"
-        metrics = evaluate("gqa-ood", str(dataset), predictions, split="testdev", report=report)
-        results[name] = metrics
-        echo(f"{spec:16s} testdev acc-all {metrics['acc_all']:.1f}  acc-tail {metrics['acc_tail']:.1f}  "
-             f"acc-head {metrics['acc_head']:.1f}   report: {report / 'report.md'}")
-    results["vcr-visor"] = _vcr_visor(sources, out, echo)
+    for bench, assignments, models, headline in PLAN:
+        dataset = out / bench
+        run_build(bench, sources, dataset, assignments=assignments, legacy_json=bench == "gqa-ood")
+        problems = verify(dataset).problems
+        echo(f"{bench:10s} {dataset} (card: README.md; verify: {'ok' if not problems else problems[0]})")
+        for spec in models:
+            name = spec.split(":", 1)[1]
+            predictions = out / "predictions" / f"{bench}-{name}.json"
+            split, _ = predict(bench, str(dataset), spec, predictions, options=options)
+            report = out / "reports" / f"{bench}-{name}"
+            metrics = evaluate(bench, str(dataset), predictions, split=split, report=report)
+            results[f"{bench}:{name}"] = metrics
+            shown = "  ".join(f"{label} {_fmt(metrics[key])}" for label, key in headline)
+            echo(f"  {spec:26s} {split:10s} {shown}   report: {report / 'report.md'}")
     return results
 
 
-def _vcr_visor(sources: Path, out: Path, echo) -> dict:
-    """Offline: the packaged all-MiniLM-L6-v2 embeds, and the NLI filter is skipped (the card says so)."""
-    dataset = out / "vcr-visor"
-    run_build("vcr-visor", sources, dataset, assignments=[f"sbert_model={PACKAGED_MINILM}", "nli_model=none"])
-    problems = verify(dataset).problems
-    echo(f"dataset:        {dataset} (card: {dataset / 'README.md'}; verify: {'ok' if not problems else problems[0]})")
-    predictions = out / "predictions" / "vcr-visor-random.json"
-    predict("vcr-visor", str(dataset), "baseline:random", predictions)
-    report = out / "reports" / "vcr-visor-random"
-    metrics = evaluate("vcr-visor", str(dataset), predictions, report=report)
-    echo(f"{'baseline:random':16s} val APQ {metrics['apq']:.1f}  HPQ {metrics['hpq']:.1f}  "
-         f"accuracy {metrics['accuracy']:.1f}   report: {report / 'report.md'}")
-    return metrics
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.3f}" if abs(value) < 1 else f"{value:.1f}"

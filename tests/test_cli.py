@@ -21,7 +21,7 @@ def test_help_imports_no_heavy_module():
 def test_list(cli, sample_sources, tmp_path):
     code, stdout, _ = cli("list")
     assert code == 0 and "gqa-ood:" in stdout and "configs: all, head, tail" in stdout
-    assert cli("list", "--sources-present", sample_sources, "--names")[1].split() == ["gqa-ood", "socialiq", "vcr-visor", "visdial", "vqa-cp", "vqa-v2"]
+    assert cli("list", "--sources-present", sample_sources, "--names")[1].split() == ["disco", "gqa-ood", "socialiq", "vcr-visor", "visdial", "vqa-cp", "vqa-v2"]
     assert cli("list", "--sources-present", tmp_path, "--names")[1].split() == []
 
 
@@ -33,11 +33,19 @@ def test_unknown_benchmark(cli, tmp_path):
 def test_demo_end_to_end(cli, tmp_path):
     code, stdout, err = cli("demo", "--out", tmp_path / "demo")
     assert code == 0, err
-    assert stdout.count("verify: ok") == 2 and "baseline:prior" in stdout and "val APQ" in stdout
-    metrics = json.loads((tmp_path / "demo" / "reports" / "gqa-ood-prior" / "metrics.json").read_text())
+    from pipelines.demo import PLAN
+
+    assert stdout.count("verify: ok") == len(PLAN) == 7 and "baseline:prior" in stdout and "APQ" in stdout
+    reports = tmp_path / "demo" / "reports"
+    metrics = json.loads((reports / "gqa-ood-prior" / "metrics.json").read_text())
     assert metrics["coverage"]["fraction"] == 1.0
     # A blind prior does worse on rare answers than on frequent ones (the paper's Table 3a pattern).
     assert metrics["acc_tail"] < metrics["acc_head"]
+    # ... and loses its prior on the VQA-CP re-split; calling every Social-IQ answer correct scores 4/7.
+    vqa = {b: json.loads((reports / f"{b}-prior" / "metrics.json").read_text())["accuracy"] for b in ("vqa-v2", "vqa-cp")}
+    assert vqa["vqa-cp"] < vqa["vqa-v2"]
+    siq = json.loads((reports / "socialiq-majority" / "metrics.json").read_text())
+    assert abs(siq["accuracy"] - 100 * 4 / 7) < 1e-3
 
 
 def test_regenerate_all_builds_what_is_present(sample_sources, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipelines.samples.disco import write_disco_samples
 from pipelines.samples.gqa import write_gqa_samples
 from pipelines.samples.socialiq import write_socialiq_samples
 from pipelines.samples.vcr import write_vcr_samples
@@ -12,6 +13,7 @@ from pipelines.samples.vqa import write_vqa_samples
 
 # name -> writer(root, scale) -> written paths, under ROOT/<source_dir>/ of the builders it serves
 SAMPLE_WRITERS = {
+    "disco": write_disco_samples,
     "gqa": write_gqa_samples,
     "socialiq": write_socialiq_samples,
     "vcr": write_vcr_samples,

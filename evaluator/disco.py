@@ -1,0 +1,81 @@
+"""DISCO scoring: submissions `[{"id": "<image_id>/<quality>", "count": float}]`; MAE, RMSE, MAPE and
+1 - MAPE overall and per image quality (Table 5 compares low- and high-quality images)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from builders.errors import ModelError
+from builders.result import FigureSpec
+from evaluator.metrics.disco import counting_metrics
+from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.report import markdown_table
+from evaluator.submission import Coverage, is_finite_number
+
+
+class TrainMeanCount:
+    """The blind regression baseline: the mean count of the dataset's train split for every image."""
+
+    def __init__(self, train: pa.Table):
+        per_image = dict(zip(train.column("image_id").to_pylist(), train.column("count").to_pylist()))
+        self.mean = float(np.mean(list(per_image.values())))
+
+    def predict(self, table: pa.Table) -> list[float]:
+        return [self.mean] * table.num_rows
+
+
+def _rounded(metrics: dict) -> dict:
+    return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in metrics.items()}
+
+
+class DiscoTask:
+    name = "disco"
+    config = "default"
+    default_split = "test"
+    id_field, value_field, id_type = "id", "count", str
+    value_check, value_desc = staticmethod(is_finite_number), "finite numbers"
+    models_help = "baseline:mean (train-split mean count), py:<module>:<factory>"
+
+    def ids(self, table: pa.Table) -> list[str]:
+        return table.column("id").to_pylist()
+
+    def make_model(self, spec: str, options: ModelOptions):
+        kind, name = parse_spec(spec)
+        if kind == "baseline" and name in ("mean", "majority"):
+            from evaluator.data import load_table
+
+            if options.data is None:
+                raise ModelError(f"baseline:{name} is fitted on the dataset's train split; none was given")
+            return TrainMeanCount(load_table(options.data, self.config, "train"))
+        if kind == "py":
+            return load_py_model(name)
+        raise ModelError(f"--model {spec}: disco predictions come from {self.models_help}")
+
+    def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
+        return [{"id": i, "count": float(c)} for i, c in zip(self.ids(table), predictions)]
+
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage) -> dict:
+        ids = self.ids(table)
+        keep = [i for i, k in enumerate(ids) if k in predictions]
+        predicted = np.array([predictions[ids[i]] for i in keep])
+        truth = table.column("count").to_numpy()[keep]
+        quality = np.array(table.column("quality").to_pylist(), dtype=object)[keep]
+        out = _rounded(counting_metrics(predicted, truth))
+        out["by_quality"] = {q: _rounded(counting_metrics(predicted[quality == q], truth[quality == q]))
+                             for q in sorted(set(quality.tolist()))}
+        return {**out, "coverage": coverage.as_dict()}
+
+    def report(self, metrics: dict, title: str):
+        cov = metrics["coverage"]
+        rows = [[name, m["mae"], m["rmse"], m["mape"], m["one_minus_mape"]]
+                for name, m in [("all", metrics), *metrics["by_quality"].items()]]
+        md = [f"# DISCO evaluation: {title}", "", f"{cov['scored']:,} of {cov['expected']:,} images counted.", "",
+              markdown_table(["Images", "MAE", "RMSE", "MAPE", "1 - MAPE"], rows), "",
+              "MAPE is a fraction; images with a zero count have no relative error and are left out of it.", "",
+              "![1 - MAPE per image quality](disco_quality.png)", ""]
+        names = ["all", *metrics["by_quality"]]
+        plot = FigureSpec(filename="disco_quality.png", title=f"{title}: DISCO 1 - MAPE", categories=names,
+                          series={"1 - MAPE": [(m["one_minus_mape"] or 0.0) for m in
+                                               [metrics, *metrics["by_quality"].values()]]})
+        return "\n".join(md), [plot]
