@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from builders.errors import ParamsError, SourceError
+from builders.params import check_splits
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import disco
@@ -92,9 +93,7 @@ class DiscoBuilder:
     sources_help = "imgs/<id>.jpg, auds/<id>.wav, density/{train,val,test}/<id>.mat"
 
     def locate_sources(self, source: Path, splits: list[str], params=None) -> dict:
-        for split in splits:
-            if split not in self.splits:
-                raise ParamsError(f"--split {split}: disco has splits {', '.join(self.splits)}")
+        check_splits(self.name, splits, self.splits)
         if not (source / "density").is_dir():
             raise SourceError(source / "density", "DISCO density folder not found")
         found = {split: samples for split, samples in disco.locate(source, list(splits or self.splits)).items()

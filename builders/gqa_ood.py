@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from builders import gqa_ood_card
 from builders.errors import ParamsError, SourceError
+from builders.params import check_splits
 from builders.gqa_ood_rules import (PUBLISHED_ALPHAS, entropy_threshold, normalized_entropy, tail_flags_authors_float,
                                     tail_mask)
 from builders.result import BuildResult, RunStage, run_uncached
@@ -89,9 +90,7 @@ class GQAOODBuilder:
 
     def locate_sources(self, source: Path, splits: list[str], params=None) -> dict[str, Path]:
         """Map each split to its raw file: SOURCE is a folder of GQA files or one such file."""
-        for split in splits:
-            if split not in self.splits:
-                raise ParamsError(f"--split {split}: gqa-ood has splits {', '.join(self.splits)}")
+        check_splits(self.name, splits, self.splits)
         if source.is_file():
             split = next((s for s, f in gqa.SPLIT_FILES.items() if f == source.name), None)
             if split is None and len(splits) == 1:

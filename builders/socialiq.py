@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from builders.errors import ParamsError, SourceError
+from builders.errors import SourceError
+from builders.params import check_splits
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import socialiq
@@ -70,9 +71,7 @@ class SocialIQBuilder:
 
     def locate_sources(self, source: Path, splits: list[str], params=None) -> dict:
         """{"folds": file, <split>: QA files of the fold's videos, "unassigned": QA files in no fold}."""
-        for split in splits:
-            if split not in self.splits:
-                raise ParamsError(f"--split {split}: socialiq has splits {', '.join(self.splits)}")
+        check_splits(self.name, splits, self.splits)
         folds_path = source / FOLDS_FILE
         if not folds_path.is_file():
             raise SourceError(folds_path, "Social-IQ folds file not found")

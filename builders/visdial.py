@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from builders.errors import ParamsError, SourceError
+from builders.errors import SourceError
+from builders.params import check_splits
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import visdial
@@ -69,9 +70,7 @@ class VisDialBuilder:
     sources_help = "visdial_1.0_{train,val}.json (+ visdial_1.0_val_dense_annotations.json for NDCG)"
 
     def locate_sources(self, source: Path, splits: list[str], params=None) -> dict:
-        for split in splits:
-            if split not in self.splits:
-                raise ParamsError(f"--split {split}: visdial has splits {', '.join(self.splits)}")
+        check_splits(self.name, splits, self.splits)
         if not source.is_dir():
             raise SourceError(source, "visdial reads a folder of VisDial v1.0 JSON files; this is not a folder")
         found = {}

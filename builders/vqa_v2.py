@@ -11,7 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from builders import vqa_card
-from builders.errors import ParamsError, SourceError
+from builders.errors import SourceError
+from builders.params import check_splits
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import vqa
 
@@ -46,13 +47,6 @@ def locate_pairs(source: Path, wanted: dict[str, tuple[str, str]], bench: str) -
                 raise SourceError(path, f"{bench} source file not found (expected {', '.join(names)} in {source})")
         found[key] = paths
     return found
-
-
-def check_splits(bench: str, splits: list[str], known: tuple[str, ...]) -> list[str]:
-    for split in splits:
-        if split not in known:
-            raise ParamsError(f"--split {split}: {bench} has splits {', '.join(known)}")
-    return list(splits) or list(known)
 
 
 def check_invariants(tables: dict[str, dict[str, pa.Table]], params: dict) -> list[str]:

@@ -9,7 +9,7 @@ import pyarrow as pa
 from builders.errors import ModelError
 from builders.result import FigureSpec
 from evaluator.metrics.disco import counting_metrics
-from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.models import ModelOptions, load_py_model, parse_spec, train_split
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_finite_number
 
@@ -43,11 +43,7 @@ class DiscoTask:
     def make_model(self, spec: str, options: ModelOptions):
         kind, name = parse_spec(spec)
         if kind == "baseline" and name in ("mean", "majority"):
-            from evaluator.data import load_table
-
-            if options.data is None:
-                raise ModelError(f"baseline:{name} is fitted on the dataset's train split; none was given")
-            return TrainMeanCount(load_table(options.data, self.config, "train"))
+            return TrainMeanCount(train_split(options, self.config, spec))
         if kind == "py":
             return load_py_model(name)
         raise ModelError(f"--model {spec}: disco predictions come from {self.models_help}")

@@ -13,7 +13,7 @@ import pyarrow as pa
 from builders.errors import ModelError
 from builders.result import FigureSpec
 from evaluator.metrics.vqa import vqa_accuracy
-from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.models import ModelOptions, load_py_model, parse_spec, train_split
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_string
 
@@ -76,11 +76,7 @@ class VQATask:
     def make_model(self, spec: str, options: ModelOptions):
         kind, name = parse_spec(spec)
         if kind == "baseline" and name in ("prior", "majority"):
-            from evaluator.data import load_table
-
-            if options.data is None:
-                raise ModelError(f"baseline:{name} is fitted on the dataset's train split; none was given")
-            return TrainPrior(load_table(options.data, self.config, "train"), per_type=name == "prior")
+            return TrainPrior(train_split(options, self.config, spec), per_type=name == "prior")
         if kind == "py":
             return load_py_model(name)
         raise ModelError(f"--model {spec}: {self.name} predictions come from {self.models_help}")

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchlib import measure, report
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO, TARGET_RSS_MB = 0.5, 700
@@ -45,14 +45,7 @@ def _child(mode: str, source: Path, out: Path) -> None:
         start = time.perf_counter()
         run_build("gqa-ood", source, out / "val", ["val"], use_cache=False)
         seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "peak_rss_mb": peak}))
-
-
-def _measure(mode: str, source: Path, out: Path) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", mode, str(source), str(out)],
-                          check=True, capture_output=True, text=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    report(seconds)
 
 
 def main() -> int:
@@ -82,8 +75,8 @@ def main() -> int:
               f"{path.stat().st_size / 1e6:.1f} MB (compact JSON, every GQA field)")
         json_runs, build_runs = [], []
         for k in range(args.repeats):
-            json_runs.append(_measure("json", source, Path(tmp)))
-            build_runs.append(_measure("build", source, Path(tmp) / f"out{k}"))
+            json_runs.append(measure(__file__, "json", source, Path(tmp)))
+            build_runs.append(measure(__file__, "build", source, Path(tmp) / f"out{k}"))
         t_json = statistics.median(r["seconds"] for r in json_runs)
         t_build = statistics.median(r["seconds"] for r in build_runs)
         rss = max(r["peak_rss_mb"] for r in build_runs)

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchlib import measure, report
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 5.0
@@ -49,14 +49,7 @@ def _child(mode: str, source: Path, out: Path) -> None:
         start = time.perf_counter()
         run_build("vqa-cp", source, out / "vqa-cp", assignments=["mode=regenerate"], use_cache=False)
         seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"seconds": seconds, "peak_rss_mb": peak}))
-
-
-def _measure(mode: str, source: Path, out: Path) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--child", mode, str(source), str(out)],
-                          check=True, capture_output=True, text=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    report(seconds)
 
 
 def main() -> int:
@@ -78,8 +71,8 @@ def main() -> int:
         size = sum(f.stat().st_size for f in files) / 1e6
         print(f"input: {args.questions:,} questions ({n_train:,} train2014 + {args.questions - n_train:,} val2014), "
               f"4 files, {size:.0f} MB")
-        loaded = _measure("json", source, Path(tmp))
-        built = _measure("build", source, Path(tmp))
+        loaded = measure(__file__, "json", source, Path(tmp))
+        built = measure(__file__, "build", source, Path(tmp))
         ratio = built["seconds"] / loaded["seconds"]
         manifest = json.loads((Path(tmp) / "vqa-cp" / "manifest.json").read_text())
         sizes = {s: v["questions"] for s, v in manifest["statistics"]["splits"].items()}

@@ -40,3 +40,12 @@ def load_py_model(target: str):
     if not callable(getattr(model, "predict", None)):
         raise ModelError(f"--model py:{target}: the factory's object has no predict(table) method")
     return model
+
+
+def train_split(options: ModelOptions, config: str, spec: str):
+    """The train split of the dataset being predicted, for baselines fitted on it."""
+    from evaluator.data import load_table
+
+    if options.data is None:
+        raise ModelError(f"{spec} is fitted on the dataset's train split; no dataset folder was given")
+    return load_table(options.data, config, "train")
