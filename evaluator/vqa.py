@@ -87,7 +87,7 @@ class VQATask:
     def score(self, table: pa.Table, predictions: dict, coverage: Coverage, options: VQAOptions = VQAOptions()) -> dict:
         keep = pa.array([q in predictions for q in self.ids(table)])
         scored = table.filter(keep)
-        scores = vqa_accuracy([predictions[q] for q in self.ids(scored)], scored.column("answers").to_pylist(),
+        scores = vqa_accuracy([predictions[q] for q in self.ids(scored)], scored.column("answers"),
                               options.rule)
         return {"accuracy": _pct(scores), "rule": options.rule,
                 "per_answer_type": _by(scored.column("answer_type").to_pylist(), scores),
