@@ -19,11 +19,11 @@ import pyarrow.compute as pc
 
 from builders import gqa_ood_card
 from builders.errors import ParamsError, SourceError
-from builders.params import check_splits
 from builders.gqa_ood_rules import (PUBLISHED_ALPHAS, entropy_threshold, normalized_entropy, tail_flags_authors_float,
                                     tail_mask)
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import gqa
+from builders.splits import check_disjoint_ids, check_splits
 
 NAME = "gqa-ood"
 
@@ -118,7 +118,7 @@ class GQAOODBuilder:
 
         indexes = {s: run_stage(f"index-{s}", {}, [p], lambda p=p: {"index": gqa.read_index(p, read(p))})["index"]
                    for s, p in sorted(sources.items())}
-        _check_disjoint(sources, indexes)
+        check_disjoint_ids(sources, indexes)
         key = {"alpha": params.alpha, "group_threshold": params.group_threshold,
                "tail_comparison": params.tail_comparison}
         tables: dict[str, dict[str, pa.Table]] = {c: {} for c in self.configs}
@@ -138,16 +138,6 @@ class GQAOODBuilder:
             figures=gqa_ood_card.figures(tables, stats),
             legacy_files=legacy_files(tables, params),
         )
-
-
-def _check_disjoint(sources: dict[str, Path], indexes: dict[str, pa.Table]) -> None:
-    splits = sorted(indexes)
-    for i, a in enumerate(splits):
-        for b in splits[i + 1:]:
-            common = pc.is_in(indexes[a].column("question_id"), indexes[b].column("question_id"))
-            if pc.any(common).as_py():
-                qid = indexes[a].column("question_id").filter(common)[0].as_py()
-                raise SourceError(sources[b], f"question id also in {sources[a]} (split {a})", record=qid)
 
 
 def select(index: pa.Table, params: GQAOODParams) -> dict[str, pa.Table]:

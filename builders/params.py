@@ -68,10 +68,3 @@ def params_to_dict(params) -> dict:
     """JSON-ready view of a params dataclass (tuples become lists)."""
     return json.loads(json.dumps(dataclasses.asdict(params)))
 
-
-def check_splits(bench: str, splits: list[str], known: tuple[str, ...]) -> list[str]:
-    """The `--split` values, each checked against the benchmark's splits; all of them when none is given."""
-    for split in splits:
-        if split not in known:
-            raise ParamsError(f"--split {split}: {bench} has splits {', '.join(known)}")
-    return list(splits) or list(known)

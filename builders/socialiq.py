@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from builders.errors import SourceError
-from builders.params import check_splits
+from builders.splits import check_splits
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import socialiq

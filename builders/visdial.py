@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from builders.errors import SourceError
-from builders.params import check_splits
+from builders.splits import check_splits
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import visdial

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from builders import vqa_card
 from builders.errors import ParamsError
-from builders.params import check_splits
+from builders.splits import check_disjoint_ids, check_splits
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import vqa
 from builders.vqa_cp_split import concept_coverage, concept_matrix, resplit
@@ -84,11 +84,13 @@ class VQACPBuilder:
                 coverage = float(run_stage("coverage", {}, inputs, lambda: {"summary": published_coverage(tables)})[
                     "summary"].column("concept_coverage")[0].as_py())
         else:
-            parts = [run_stage(f"read-{subtype}", {}, list(files), lambda f=files: {"rows": vqa.read_v2(*f)})["rows"]
-                     for subtype, files in sorted(sources.items())]
+            parts = {subtype: run_stage(f"read-{subtype}", {}, list(files),
+                                        lambda f=files: {"rows": vqa.read_v2(*f)})["rows"]
+                     for subtype, files in sorted(sources.items())}
+            check_disjoint_ids(sources, parts)
             inputs = [p for files in sorted(sources.values()) for p in files]
             key = {"test_fraction": params.test_fraction, "seed": params.seed}
-            tables = run_stage("resplit", key, inputs, lambda: regenerate(parts, params))
+            tables = run_stage("resplit", key, inputs, lambda: regenerate(list(parts.values()), params))
             coverage = float(tables.pop("summary").column("concept_coverage")[0].as_py())
         stats = vqa_card.statistics(tables)
         stats["mode"] = params.mode
@@ -110,9 +112,6 @@ class VQACPBuilder:
 def regenerate(parts: list[pa.Table], params: VQACPParams) -> dict[str, pa.Table]:
     """VQA v2 train + val -> VQA-CP train / test, plus the concept coverage of the result."""
     rows = pa.concat_tables(parts).sort_by("question_id")
-    ids = rows.column("question_id").to_numpy()
-    if len(ids) > 1 and (ids[1:] == ids[:-1]).any():
-        raise ParamsError("mode=regenerate: train2014 and val2014 share question ids")
     qtypes = rows.column("question_type").to_pylist()
     answers = rows.column("multiple_choice_answer").to_pylist()
     concept = concept_matrix(rows.column("question").to_pylist(), answers, qtypes)

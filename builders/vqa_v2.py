@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from builders import vqa_card
 from builders.errors import SourceError
-from builders.params import check_splits
+from builders.splits import check_splits
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import vqa
 

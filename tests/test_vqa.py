@@ -126,6 +126,24 @@ def test_bad_vqa_source_exits_2_without_output(cli, tmp_path, sample_sources):
 
 # -- VQA-CP --------------------------------------------------------------------------------------------------------
 
+def test_regenerate_rejects_a_question_in_train_and_val(cli, tmp_path):
+    src = tmp_path / "src"
+    write_vqa_v2(src, 30, 20)
+    names = {s: vqa.v2_files(s) for s in vqa.V2_SUBTYPES}
+    train_q = json.loads((src / names["train2014"][0]).read_text())
+    train_a = json.loads((src / names["train2014"][1]).read_text())
+    val_q = json.loads((src / names["val2014"][0]).read_text())
+    val_a = json.loads((src / names["val2014"][1]).read_text())
+    val_q["questions"].append(train_q["questions"][3])
+    val_a["annotations"].append(train_a["annotations"][3])
+    (src / names["val2014"][0]).write_text(json.dumps(val_q))
+    (src / names["val2014"][1]).write_text(json.dumps(val_a))
+    code, _, err = cli("build", "vqa-cp", "--source", src, "--out", tmp_path / "out", "--set", "mode=regenerate")
+    qid = train_q["questions"][3]["question_id"]
+    assert code == 2 and names["val2014"][0] in err and f"record {qid}" in err and "also in" in err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.fixture(scope="module")
 def v2_tables(tmp_path_factory):
     folder = tmp_path_factory.mktemp("v2")
