@@ -8,14 +8,17 @@ import pyarrow as pa
 
 from builders.errors import ModelError
 from builders.result import FigureSpec
-from evaluator.metrics.disco import counting_metrics
+from evaluator.metrics.disco import counting_errors, counting_metrics
 from evaluator.models import ModelOptions, load_py_model, parse_spec, train_split
+from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_finite_number
 
 
 class TrainMeanCount:
     """The blind regression baseline: the mean count of the dataset's train split for every image."""
+
+    input_columns = ()
 
     def __init__(self, train: pa.Table):
         per_image = dict(zip(train.column("image_id").to_pylist(), train.column("count").to_pylist()))
@@ -35,7 +38,13 @@ class DiscoTask:
     default_split = "test"
     id_field, value_field, id_type = "id", "count", str
     value_check, value_desc = staticmethod(is_finite_number), "finite numbers"
-    models_help = "baseline:mean (train-split mean count), py:<module>:<factory>"
+    models_help = "baseline:mean (train-split mean count), features:<folder>, py:<module>:<factory>"
+    # Seed 000 §4.4 / Table 5: image and audio. An image's content is named by the row id (the same
+    # image_id has a high- and a low-quality version); the audio clip is named by image_id.
+    modalities = (Modality("image", ("id", "image")), Modality("audio", ("image_id", "audio", "sample_rate", "audio_frames")))
+    metric_labels = {"one_minus_mape": "1 - MAPE"}
+    layout = "by-subset"  # Table 5: rows are image qualities
+    head_target, head_kind = "count", "regression"
 
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("id").to_pylist()
@@ -46,10 +55,22 @@ class DiscoTask:
             return TrainMeanCount(train_split(options, self.config, spec))
         if kind == "py":
             return load_py_model(name)
+        if kind == "features":
+            from evaluator.models.features import FeatureHead
+
+            return FeatureHead(name, self, train_split(options, self.config, spec), options)
         raise ModelError(f"--model {spec}: disco predictions come from {self.models_help}")
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"id": i, "count": float(c)} for i, c in zip(self.ids(table), predictions)]
+
+    def per_sample(self, table: pa.Table, predictions: list) -> dict:
+        """1 - APE per image (MAPE's complement); NaN for a zero count, which has no relative error."""
+        return {"one_minus_mape": 1.0 - counting_errors(np.asarray(predictions), table.column("count").to_numpy())["ape"]}
+
+    def majority(self, train: pa.Table) -> TrainMeanCount:
+        """The regression analogue of the majority vote: the training mean count."""
+        return TrainMeanCount(train)
 
     def score(self, table: pa.Table, predictions: dict, coverage: Coverage) -> dict:
         ids = self.ids(table)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 
@@ -9,7 +11,8 @@ from builders.errors import ModelError
 from builders.gqa_ood_rules import PUBLISHED_ALPHAS
 from evaluator.metrics import gqa_ood as m
 from evaluator.models import ModelOptions, load_py_model, parse_spec
-from evaluator.models.baselines import QuestionPrior, RandomGroupAnswer
+from evaluator.models.baselines import MostFrequentAnswer, QuestionPrior, RandomGroupAnswer
+from evaluator.perceptual import Modality
 from evaluator.report import LinePlot, markdown_table
 from evaluator.submission import Coverage, is_string
 
@@ -20,7 +23,24 @@ class GQAOODTask:
     default_split = "testdev"
     id_field, value_field, id_type = "questionId", "prediction", str
     value_check, value_desc = staticmethod(is_string), "strings"
-    models_help = "baseline:prior (needs --train-file), baseline:random, py:<module>:<factory>"
+    models_help = ("baseline:prior (needs --train-file), baseline:random, hf:<ViltForQuestionAnswering> "
+                   "(needs --images), py:<module>:<factory>")
+    # Image and question; the question's program, types and groups are read off the question.
+    modalities = (Modality("image", ("imageId",)), Modality("question", ("question", "semantic", "types", "groups")))
+    metric_labels = {"accuracy": "Acc"}
+    layout = "by-subset"
+
+    def training_table(self, options: ModelOptions) -> pa.Table | None:
+        """GQA-OOD has no training split of its own: the GQA training questions of --train-file."""
+        from builders.sources import gqa
+
+        return None if options.train_file is None else gqa.read_index(Path(options.train_file))
+
+    def majority(self, train: pa.Table) -> MostFrequentAnswer:
+        return MostFrequentAnswer(train.column("answer").to_pylist())
+
+    def per_sample(self, table: pa.Table, predictions: list[str]) -> dict:
+        return {"accuracy": m.exact_match(predictions, table.column("answer").to_pylist()).astype(np.float64)}
 
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("question_id").to_pylist()
@@ -36,6 +56,10 @@ class GQAOODTask:
             return RandomGroupAnswer(options.seed)
         if kind == "py":
             return load_py_model(name)
+        if kind == "hf":
+            from evaluator.models.hf_vqa import load_vqa_model
+
+            return load_vqa_model(name, options, None, image_key="imageId")
         raise ModelError(f"--model {spec}: gqa-ood predictions come from {self.models_help}")
 
     def predictions_file(self, table: pa.Table, predictions: list[str]) -> list[dict]:

@@ -63,7 +63,8 @@ def draw_bars(spec: FigureSpec, path: Path) -> None:
     width = 0.8 / max(1, len(spec.series))
     for k, (name, values) in enumerate(spec.series.items()):
         xs = [i + (k - (len(spec.series) - 1) / 2) * width for i in range(n)]
-        ax.bar(xs, values, width=width, label=name, color=spec.bar_colors if len(spec.series) == 1 else None)
+        ax.bar(xs, values, width=width, label=name, color=spec.bar_colors if len(spec.series) == 1 else None,
+               yerr=(spec.errors or {}).get(name), capsize=3)
     ax.set_xticks(range(n), spec.categories, rotation=60 if n > 6 else 0, ha="right" if n > 6 else "center")
     ax.set_title(spec.title)
     ax.set_xlabel(spec.xlabel)

@@ -7,6 +7,8 @@ import importlib
 import json
 from pathlib import Path
 
+import pyarrow as pa
+
 from builders.errors import ParamsError
 from builders.params import apply_overrides
 from evaluator.data import load_table, pick_split, resolve_data
@@ -74,4 +76,72 @@ def evaluate(bench: str, data: str, predictions: Path, split: str | None = None,
     if report is not None:
         markdown, plots = task.report(metrics, Path(predictions).stem)
         write_report(report, metrics, markdown, plots)
+    return metrics
+
+
+def _training_table(task, folder: Path, options: ModelOptions):
+    """The rows Eq. 4's majority vote is fitted on: the task's own source, else the train split."""
+    from evaluator.data import available_splits
+
+    if getattr(task, "majority", None) is None:
+        return None
+    if hasattr(task, "training_table"):
+        return task.training_table(options)
+    return load_table(folder, task.config, "train") if "train" in available_splits(folder, task.config) else None
+
+
+def _where(table, condition: str | None):
+    """`--where COLUMN=VALUE`: evaluate on the matching rows only (e.g. one DISCO image quality)."""
+    if condition is None:
+        return table
+    import pyarrow.compute as pc
+
+    column, sep, value = condition.partition("=")
+    if not sep or column not in table.column_names:
+        raise ParamsError(f"--where {condition}: expected COLUMN=VALUE with a column of the table")
+    values = table.column(column)
+    target = pa.scalar(value).cast(values.type) if not pa.types.is_string(values.type) else value
+    return table.filter(pc.equal(values, target))
+
+
+def perceptual_score(bench: str, data: str, model: str, options, split: str | None = None,
+                     model_options: ModelOptions = ModelOptions(), report: Path | None = None,
+                     assignments: list[str] | None = None, where: str | None = None, progress=None) -> dict | None:
+    """`vlbench perceptual`: the perceptual score of a model on a built split (seed 000, Eq. 1-5).
+    Under a distributed launch every rank computes its rows; rank 0 returns the metrics and writes
+    the report, the other ranks return None."""
+    from evaluator import perceptual as p
+    from evaluator import perceptual_report as r
+    from evaluator.distributed import world_from_env
+
+    task = get_task(bench)
+    score_options = task_options(task, list(assignments or []))
+    folder, split, table = _open(task, data, split)
+    table = _where(table, where)
+    p.resolve_modalities(task, table, options.modalities)  # bad usage fails before a model is loaded
+    if table.num_rows == 0:
+        raise ParamsError(f"{bench} {split}: no rows to score" + (f" where {where}" if where else ""))
+    model_options = dataclasses.replace(model_options, data=folder)
+    world = world_from_env()
+    adapter = task.make_model(model, model_options)
+    train = _training_table(task, folder, model_options)
+    result = p.perceptual(task, adapter, table, options, score_options, train, world, progress)
+    if not world.is_main:
+        return None
+    metrics = {"benchmark": bench, "split": split, "model": model, "rows": table.num_rows, "where": where,
+               "options": dataclasses.asdict(options), "world_size": world.size,
+               "modalities": {m: list(c) for m, c in result.modalities.items()},
+               "all": p.summarise(result), "notes": result.notes}
+    if options.by is not None:
+        metrics["by"] = {"column": options.by, "groups": p.decompose(result, table.column(options.by).to_pylist())}
+    p_image = p.sample_scores(result).get("image", {}).get("vqa_accuracy")
+    if "multiple_choice_answer" in table.column_names and train is not None:
+        metrics["token_analysis"] = r.token_analysis(table, train, result.predictions, p_image)
+    if report is not None:
+        labels = task.metric_labels
+        first = next(iter(labels))
+        plot = r.bar_plot(f"{model} on {bench}: perceptual score", metrics["all"], first, labels[first])
+        write_report(report, metrics, r.render(metrics, labels, task.layout), [plot])
+        ids = ["/".join(map(str, i)) if isinstance(i, tuple) else str(i) for i in task.ids(table)]
+        r.write_sample_scores(report / "per_sample.parquet", ids, table, options.by, result)
     return metrics

@@ -9,7 +9,8 @@ import pyarrow as pa
 from builders.errors import ModelError, SubmissionError
 from builders.result import FigureSpec
 from evaluator.metrics.socialiq import binary_correct, pair_correct
-from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.models import ModelOptions, load_py_model, parse_spec, train_split
+from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_finite_number
 
@@ -17,6 +18,8 @@ from evaluator.submission import Coverage, is_finite_number
 class AnswerSentiment:
     """Seed 000 Table 3's NLTK-Sentiment row, no training: the VADER compound polarity of the answer
     text (in [-1, 1]; > 0 reads as 'correct'). vaderSentiment ships the VADER lexicon NLTK downloads."""
+
+    input_columns = ("answer",)
 
     def __init__(self):
         from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
@@ -27,11 +30,18 @@ class AnswerSentiment:
         return [self.analyzer.polarity_scores(a)["compound"] for a in table.column("answer").to_pylist()]
 
 
-class AlwaysCorrect:
-    """The majority vote: every answer is called correct (4 of 7 are: 57.14 %, Table 3's Acc_D)."""
+class MajorityLabel:
+    """The majority vote: every answer gets the most frequent training label; Social-IQ has 4 correct
+    and 3 incorrect answers per question, so every answer is called correct (57.14 %, Table 3's Acc_D)."""
+
+    input_columns = ()
+
+    def __init__(self, train: pa.Table | None = None):
+        labels = [1] if train is None else train.column("label").to_pylist()
+        self.score = 1.0 if 2 * sum(labels) >= len(labels) else -1.0
 
     def predict(self, table: pa.Table) -> list[float]:
-        return [1.0] * table.num_rows
+        return [self.score] * table.num_rows
 
 
 class SocialIQTask:
@@ -40,7 +50,12 @@ class SocialIQTask:
     default_split = "validation"
     id_field, value_field, id_type = "id", "score", str
     value_check, value_desc = staticmethod(is_finite_number), "finite numbers"
-    models_help = "baseline:answer-sentiment, baseline:majority, py:<module>:<factory>"
+    models_help = "baseline:answer-sentiment, baseline:majority, features:<folder>, py:<module>:<factory>"
+    # Seed 000 §4.2 / Table 3: video, question and answer; the label stays with its sample.
+    modalities = (Modality("video", ("video_id",)), Modality("question", ("question",)), Modality("answer", ("answer",)))
+    metric_labels = {"accuracy": "Acc"}
+    layout = "by-modality"  # Table 3
+    head_target, head_kind = "label", "binary"
 
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("id").to_pylist()
@@ -50,13 +65,23 @@ class SocialIQTask:
         if kind == "baseline" and name == "answer-sentiment":
             return AnswerSentiment()
         if kind == "baseline" and name == "majority":
-            return AlwaysCorrect()
+            return MajorityLabel()
         if kind == "py":
             return load_py_model(name)
+        if kind == "features":
+            from evaluator.models.features import FeatureHead
+
+            return FeatureHead(name, self, train_split(options, self.config, spec), options)
         raise ModelError(f"--model {spec}: socialiq predictions come from {self.models_help}")
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"id": i, "score": float(s)} for i, s in zip(self.ids(table), predictions)]
+
+    def per_sample(self, table: pa.Table, predictions: list) -> dict:
+        return {"accuracy": binary_correct(np.asarray(predictions, dtype=np.float64), table.column("label").to_numpy())}
+
+    def majority(self, train: pa.Table) -> MajorityLabel:
+        return MajorityLabel(train)
 
     def score(self, table: pa.Table, predictions: dict, coverage: Coverage) -> dict:
         """Answer-level accuracy over scored answers; A2 over the pairs whose two answers are scored."""

@@ -9,6 +9,7 @@ from builders.errors import SubmissionError
 from builders.result import FigureSpec
 from evaluator.metrics import vcr_visor as m
 from evaluator.models import ModelOptions, parse_spec
+from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_score_list
 
@@ -26,6 +27,13 @@ class VCRVisorTask:
     id_field, value_field, id_type = "id", "scores", str
     value_check, value_desc = staticmethod(is_score_list(2)), "lists of 2 finite numbers"
     models_help = "hf:<CLIP dual encoder>, hf:<sequence-classification cross-encoder>, baseline:random"
+    # Image (file names, or the embedded image of a build with --images), query, and the two
+    # responses; the label (which response is right) stays with its sample.
+    modalities = (Modality("image", ("img_fn", "metadata_fn", "image")), Modality("query", ("query",)),
+                  Modality("response", ("choices", "rewritten")))
+    metric_labels = {"accuracy": "Acc"}
+    layout = "by-modality"
+    majority = None  # VCR-Visor is built from VCR val only: no training split for Z_D
 
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("id").to_pylist()
@@ -38,6 +46,12 @@ class VCRVisorTask:
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"id": i, "scores": [float(s) for s in scores]} for i, scores in zip(self.ids(table), predictions)]
+
+    def per_sample(self, table: pa.Table, predictions: list) -> dict:
+        """Sub-question accuracy: the correct response has the larger score (Eq. 2's P > 0.5)."""
+        scores = np.asarray(predictions, dtype=np.float64).reshape(-1, 2)
+        labels = table.column("label").to_numpy().astype(np.int64)
+        return {"accuracy": m.sub_question_accuracy(m.correct_probability(scores, labels))}
 
     def score(self, table: pa.Table, predictions: dict, coverage: Coverage) -> dict:
         """APQ and HPQ per pair (both sub-questions must be scored), accuracy per sub-question."""

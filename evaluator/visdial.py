@@ -10,6 +10,7 @@ from builders.errors import ModelError
 from builders.result import FigureSpec
 from evaluator.metrics import visdial as m
 from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_rank_permutation
 
@@ -19,11 +20,30 @@ OPTIONS = 100
 class RandomRanks:
     """Uniformly random option order per round (chance: MRR about 0.052, mean rank 50.5)."""
 
+    input_columns = ()
+
     def __init__(self, seed: int = 0):
         self.seed = seed
 
     def predict(self, table: pa.Table) -> list[list[int]]:
         scores = np.random.default_rng(self.seed).random((table.num_rows, OPTIONS))
+        return m.scores_to_ranks(scores).tolist()
+
+
+class AnswerFrequencyRanks:
+    """Seed 000 §4.3's majority ranking: options ordered by how often they are the answer in the
+    training split (ties keep option order)."""
+
+    input_columns = ("options",)
+
+    def __init__(self, train: pa.Table):
+        self.counts: dict[str, int] = {}
+        for a in train.column("answer").to_pylist():
+            self.counts[a] = self.counts.get(a, 0) + 1
+
+    def predict(self, table: pa.Table) -> list[list[int]]:
+        scores = np.array([[self.counts.get(o, 0) for o in options] for options in table.column("options").to_pylist()],
+                          dtype=np.float64).reshape(-1, OPTIONS)
         return m.scores_to_ranks(scores).tolist()
 
 
@@ -33,7 +53,12 @@ class VisDialTask:
     default_split = "val"
     id_field, value_field, id_type = ("image_id", "round_id"), "ranks", int
     value_check, value_desc = staticmethod(is_rank_permutation(OPTIONS)), "permutations of 1..100"
-    models_help = "baseline:random, py:<module>:<factory> (predict(table) -> ranks per row)"
+    models_help = "baseline:random, baseline:majority, py:<module>:<factory> (predict(table) -> ranks per row)"
+    # Seed 000 §4.3 / Table 4: image, question, caption and dialog history; options and labels stay.
+    modalities = (Modality("image", ("image_id",)), Modality("question", ("question",)),
+                  Modality("caption", ("caption",)), Modality("history", ("history",)))
+    metric_labels = {"mrr": "MRR", "ndcg": "NDCG"}
+    layout = "by-modality"  # Table 4
 
     def ids(self, table: pa.Table) -> list[tuple[int, int]]:
         return list(zip(table.column("image_id").to_pylist(), table.column("round_id").to_pylist()))
@@ -42,6 +67,10 @@ class VisDialTask:
         kind, name = parse_spec(spec)
         if kind == "baseline" and name == "random":
             return RandomRanks(options.seed)
+        if kind == "baseline" and name == "majority":
+            from evaluator.models import train_split
+
+            return AnswerFrequencyRanks(train_split(options, self.config, spec))
         if kind == "py":
             return load_py_model(name)
         raise ModelError(f"--model {spec}: visdial predictions come from {self.models_help}")
@@ -49,6 +78,20 @@ class VisDialTask:
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"image_id": i, "round_id": r, "ranks": [int(x) for x in ranks]}
                 for (i, r), ranks in zip(self.ids(table), predictions)]
+
+    def per_sample(self, table: pa.Table, predictions: list) -> dict:
+        """MRR (1 / rank of the ground truth) per round; NDCG per densely annotated round, NaN elsewhere."""
+        ranks = np.asarray(predictions, dtype=np.int64).reshape(-1, OPTIONS)
+        mrr = 1.0 / m.gt_ranks(ranks, table.column("gt_index").to_numpy())
+        relevance = table.column("relevance").to_pylist()
+        dense = [i for i, r in enumerate(relevance) if r is not None]
+        ndcg = np.full(len(ranks), np.nan)
+        if dense:
+            ndcg[dense] = m.ndcg(ranks[dense], np.array([relevance[i] for i in dense]))
+        return {"mrr": mrr.astype(np.float64), "ndcg": ndcg}
+
+    def majority(self, train: pa.Table) -> AnswerFrequencyRanks:
+        return AnswerFrequencyRanks(train)
 
     def score(self, table: pa.Table, predictions: dict, coverage: Coverage) -> dict:
         """R@k, mean rank and MRR over every scored round; NDCG over the densely annotated ones."""

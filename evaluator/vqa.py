@@ -14,6 +14,7 @@ from builders.errors import ModelError
 from builders.result import FigureSpec
 from evaluator.metrics.vqa import vqa_accuracy
 from evaluator.models import ModelOptions, load_py_model, parse_spec, train_split
+from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_string
 
@@ -34,6 +35,7 @@ class TrainPrior:
     training answer of the question's type, `majority` the most frequent training answer overall."""
 
     def __init__(self, train: pa.Table, per_type: bool):
+        self.input_columns = ("question_type",) if per_type else ()
         answers = train.column("multiple_choice_answer").to_pylist()
         self.fallback = _most_frequent(Counter(answers))
         self.prior: dict[str, str] = {}
@@ -65,7 +67,12 @@ class VQATask:
     id_field, value_field, id_type = "question_id", "answer", int
     value_check, value_desc = staticmethod(is_string), "strings"
     options_class = VQAOptions
-    models_help = "baseline:prior, baseline:majority (fitted on the dataset's train split), py:<module>:<factory>"
+    models_help = ("baseline:prior, baseline:majority (fitted on the dataset's train split), "
+                   "hf:<ViltForQuestionAnswering>, hf:<CLIP dual encoder>, features:<folder>, py:<module>:<factory>")
+    # Seed 000 §4.1: image and question; the question type is read off the question, so it moves with it.
+    modalities = (Modality("image", ("image_id", "coco_split")), Modality("question", ("question", "question_type")))
+    metric_labels = {"vqa_accuracy": "Acc"}
+    layout = "by-subset"  # Table 1: rows are question (answer) types
 
     def __init__(self, name: str = "vqa-v2", default_split: str = "validation"):
         self.name, self.default_split = name, default_split
@@ -79,7 +86,26 @@ class VQATask:
             return TrainPrior(train_split(options, self.config, spec), per_type=name == "prior")
         if kind == "py":
             return load_py_model(name)
+        if kind == "hf":
+            from evaluator.models.hf_vqa import load_vqa_model
+
+            return load_vqa_model(name, options, lambda: train_split(options, self.config, spec))
+        if kind == "features":
+            from evaluator.models.features import FeatureHead
+
+            return FeatureHead(name, self, train_split(options, self.config, spec), options)
         raise ModelError(f"--model {spec}: {self.name} predictions come from {self.models_help}")
+
+    def per_sample(self, table: pa.Table, predictions: list[str], options: VQAOptions = VQAOptions()) -> dict:
+        return {"vqa_accuracy": vqa_accuracy(predictions, table.column("answers"), options.rule)}
+
+    def majority(self, train: pa.Table) -> TrainPrior:
+        """Eq. 4's majority vote: the most frequent training answer."""
+        return TrainPrior(train, per_type=False)
+
+    # The feature-level head (evaluator/models/features.py): one class per training answer.
+    head_target = "multiple_choice_answer"
+    head_kind = "classification"
 
     def predictions_file(self, table: pa.Table, predictions: list[str]) -> list[dict]:
         return [{"question_id": q, "answer": a} for q, a in zip(self.ids(table), predictions)]

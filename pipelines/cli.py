@@ -127,12 +127,15 @@ def predict(
     device: str = typer.Option("auto", "--device", help="torch device for hf: models (auto: CUDA when present)."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Batch size for hf: models."),
     images: Optional[Path] = typer.Option(None, "--images", help="Image folder for models that read images."),
+    bf16: bool = typer.Option(False, "--bf16", help="Run hf: models in bfloat16 autocast."),
+    workers: int = typer.Option(0, "--workers", min=0, help="DataLoader workers decoding images."),
 ):
     """Write a model's predictions for a built split in the benchmark's submission format."""
     from evaluator.models import ModelOptions
     from evaluator.run import predict as run_predict
 
-    options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size, images=images)
+    options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size, images=images,
+                           bf16=bf16, workers=workers)
     split, n = run_predict(bench, data, model, out, split, options)
     typer.echo(f"wrote {n:,} predictions for {bench}/{split} to {out}")
 
@@ -158,6 +161,59 @@ def evaluate(
     typer.echo(json.dumps({**headline, "coverage": metrics["coverage"]}, indent=2))
     if report is not None:
         typer.echo(f"report: {report / 'report.md'}")
+
+
+@app.command()
+def perceptual(
+    bench: str = typer.Argument(..., help="Benchmark name."),
+    data: str = typer.Option(..., "--data", help="Built folder or hub dataset repo id."),
+    model: str = typer.Option(..., "--model", help="baseline:<name>, hf:<id>, features:<folder> or py:<module>:<factory>."),
+    modalities: list[str] = typer.Option([], "--modalities", help="Modality to score (repeat; default: all)."),
+    permutations: int = typer.Option(5, "--permutations", help="Draws per sample (Eq. 3)."),
+    repeats: int = typer.Option(5, "--repeats", help="Repeats of the whole computation (mean ± std)."),
+    seed: int = typer.Option(0, "--seed", help="Seed the draws of every repeat derive from."),
+    sampling: str = typer.Option("uniform", "--sampling", help="uniform (Eq. 3: j ~ U(1, |D|)) or permutation."),
+    by: Optional[str] = typer.Option(None, "--by", help="Decompose by this column (e.g. answer_type, quality)."),
+    where: Optional[str] = typer.Option(None, "--where", help="Evaluate the rows with COLUMN=VALUE only."),
+    split: Optional[str] = typer.Option(None, "--split", help="Split to score (default: the test split)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write metrics.json, report.md, plot, per-sample scores."),
+    no_encoder_cache: bool = typer.Option(False, "--no-encoder-cache", help="Re-encode permuted inputs of late-fusion models."),
+    train_file: Optional[Path] = typer.Option(None, "--train-file", help="Training source (gqa-ood: GQA train questions)."),
+    device: str = typer.Option("auto", "--device", help="torch device (auto: this rank's GPU, else CUDA, else CPU)."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Inference batch size."),
+    bf16: bool = typer.Option(False, "--bf16", help="Run hf: models in bfloat16 autocast."),
+    workers: int = typer.Option(0, "--workers", min=0, help="DataLoader workers decoding images."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Image folder for models that read images."),
+    assignments: list[str] = typer.Option([], "--set", help="Scoring option KEY=VALUE (e.g. rule=pre-2021 for VQA)."),
+):
+    """Perceptual score of a model towards each modality (seed 000, Eq. 1-5), with normalisations."""
+    from tqdm import tqdm
+
+    from evaluator.models import ModelOptions
+    from evaluator.perceptual import PerceptualOptions
+    from evaluator.run import perceptual_score
+
+    options = PerceptualOptions(modalities=tuple(modalities), permutations=permutations, repeats=repeats, seed=seed,
+                                sampling=sampling, by=by, encoder_cache=not no_encoder_cache)
+    model_options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size,
+                                 images=images, bf16=bf16, workers=workers)
+    with tqdm(desc="perceptual passes", unit="pass", disable=None) as bar:
+        metrics = perceptual_score(bench, data, model, options, split, model_options, report, assignments, where,
+                                   progress=bar.update)
+    if metrics is None:  # a non-zero rank of a distributed launch
+        return
+    for metric, s in metrics["all"].items():
+        typer.echo(f"{bench}/{metrics['split']} {model}: {metric} {_fmt(s['acc'])} "
+                   f"(majority {_fmt(s['acc_majority'])}, {s['samples']:,} samples)")
+        for m, v in s["modalities"].items():
+            typer.echo(f"  {m:10s} without {_fmt(v['acc_without']['mean'])}  P {_fmt(v['p']['mean'])}  "
+                       f"P/Z_D {_fmt(v['p_zd']['mean'])}  P/Z_D,f {_fmt(v['p_zdf']['mean'])}")
+    if report is not None:
+        typer.echo(f"report: {report / 'report.md'}")
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 @app.command()

@@ -238,7 +238,7 @@ def test_tiny_clip_and_cross_encoder_predict(sample_sources, tmp_path, cli):
 def test_clip_without_images_is_one_clear_error(sample_build, tmp_path, cli):
     model = tiny_clip(tmp_path / "clip")
     code, _, err = cli("predict", "vcr-visor", "--data", sample_build, "--model", f"hf:{model}", "--out", tmp_path / "p")
-    assert code == 2 and "needs the images" in err
+    assert code == 2 and "pass --images DIR" in err
 
 
 def _vcr_lines(reference_dir):

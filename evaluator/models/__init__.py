@@ -1,4 +1,13 @@
-"""Model specs (DESIGN §3): `baseline:<name>`, `py:<module>:<factory>`, `hf:<hub id or path>`."""
+"""Model specs (DESIGN §3) and the adapter protocol (DESIGN §6).
+
+Specs: `baseline:<name>`, `py:<module>:<factory>`, `hf:<hub id or path>`, `features:<folder>`.
+
+A model has `predict(table) -> list` (one prediction per row, in the task's prediction format) and
+may declare `input_columns`, the columns it reads (the perceptual score checks them; a model without
+the attribute is assumed to read every column). A late-fusion model (subclass `LateFusion`) also
+declares `encoders = {name: columns}` with `encode(name, table)` returning one encoding per row and
+`fuse(encodings, table)`; the perceptual score then permutes cached encodings instead of re-encoding.
+"""
 
 from __future__ import annotations
 
@@ -19,12 +28,44 @@ class ModelOptions:
     batch_size: int = 32
     images: Path | None = None
     data: Path | None = None  # the built folder being predicted (fitted baselines read its train split)
+    bf16: bool = False  # autocast to bfloat16 (CUDA, or CPU where supported)
+    workers: int = 0  # DataLoader workers decoding images
+
+
+class LateFusion:
+    """Base of late-fusion adapters: `predict` encodes every modality of the rows and fuses."""
+
+    encoders: dict[str, tuple[str, ...]] = {}
+
+    @property
+    def input_columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c for cols in self.encoders.values() for c in cols))
+
+    def encode(self, name: str, table):
+        raise NotImplementedError
+
+    def fuse(self, encodings: dict, table) -> list:
+        raise NotImplementedError
+
+    def predict(self, table) -> list:
+        return self.fuse({name: self.encode(name, table) for name in self.encoders}, table)
+
+
+def is_late_fusion(model) -> bool:
+    return isinstance(model, LateFusion)
+
+
+def input_columns(model, table) -> tuple[str, ...]:
+    """The columns a model reads: its declaration, else every column of the table."""
+    columns = getattr(model, "input_columns", None)
+    return tuple(table.column_names) if columns is None else tuple(columns)
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
     kind, sep, name = spec.partition(":")
-    if not sep or kind not in ("baseline", "py", "hf") or not name:
-        raise ModelError(f"--model {spec}: expected baseline:<name>, py:<module>:<factory> or hf:<hub id or path>")
+    if not sep or kind not in ("baseline", "py", "hf", "features") or not name:
+        raise ModelError(f"--model {spec}: expected baseline:<name>, py:<module>:<factory>, hf:<hub id or path> "
+                         "or features:<folder>")
     return kind, name
 
 

@@ -16,11 +16,25 @@ def _most_frequent(counter: Counter) -> str:
     return min(counter, key=lambda a: (-counter[a], a))
 
 
+class MostFrequentAnswer:
+    """The majority vote (seed 000 Eq. 4): the most frequent training answer for every question."""
+
+    input_columns = ()
+
+    def __init__(self, answers: list[str]):
+        self.answer = _most_frequent(Counter(answers))
+
+    def predict(self, table: pa.Table) -> list[str]:
+        return [self.answer] * table.num_rows
+
+
 class QuestionPrior:
     """Most frequent training answer of the question's GQA global group (null groups form 'none').
 
     A global group unseen in training falls back to the most frequent training answer overall.
     """
+
+    input_columns = ("groups",)
 
     def __init__(self, train_file: Path):
         index = gqa.read_index(Path(train_file))
@@ -37,6 +51,8 @@ class QuestionPrior:
 
 class RandomGroupAnswer:
     """Uniform guess among the distinct answers of the question's local group (chance level 1/d)."""
+
+    input_columns = ("groups", "answer")
 
     def __init__(self, seed: int = 0):
         self.seed = seed

@@ -1,16 +1,13 @@
 """Scorers for two-choice benchmarks (VCR-Visor): each returns one score per choice.
 
-* `hf:` CLIP-style dual encoders (`CLIPModel`): score = CLIP's image-text logit of the image with
-  "query response" (the paper's CLIP baseline);
+* `hf:` CLIP-style dual encoders (`CLIPModel`, evaluator/models/clip.py): score = CLIP's image-text
+  logit of the image with "query response" (the paper's CLIP baseline);
 * `hf:` sequence-classification cross-encoders over (query, response), a text-only "blind" scorer:
   score = the single logit, or the logit of the label named entailment/positive, else the last one;
 * `baseline:random`: uniform random scores.
 """
 
 from __future__ import annotations
-
-import io
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +18,8 @@ from evaluator.models import ModelOptions, load_py_model
 
 
 class RandomScores:
+    input_columns = ()
+
     def __init__(self, seed: int):
         self.seed = seed
 
@@ -34,6 +33,8 @@ def _texts(table: pa.Table) -> list[tuple[str, str]]:
 
 
 class CrossEncoderScorer:
+    input_columns = ("query", "choices")
+
     def __init__(self, path: str, options: ModelOptions):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -57,47 +58,6 @@ class CrossEncoderScorer:
         return np.array(scores).reshape(-1, 2).tolist()
 
 
-class ClipScorer:
-    def __init__(self, path: str, options: ModelOptions):
-        from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel
-
-        self.device, self.batch_size, self.images = torch_device(options.device), options.batch_size, options.images
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.processor = AutoImageProcessor.from_pretrained(path)
-        self.model = CLIPModel.from_pretrained(path).to(self.device).eval()
-
-    def _image(self, row: dict):
-        from PIL import Image
-
-        if row.get("image"):
-            data = row["image"]["bytes"]
-            return Image.open(io.BytesIO(data)).convert("RGB")
-        if self.images is None:
-            raise ModelError("CLIP scoring needs the images: build with --images, or pass --images DIR to predict")
-        path = Path(self.images) / row["img_fn"]
-        if not path.is_file():
-            raise ModelError(f"{path}: image not found")
-        return Image.open(path).convert("RGB")
-
-    def predict(self, table: pa.Table) -> list:
-        import torch
-
-        columns = ["query", "choices", "img_fn"] + (["image"] if "image" in table.column_names else [])
-        rows, scores = table.select(columns).to_pylist(), []
-        with torch.inference_mode():
-            for b in range(0, len(rows), self.batch_size):
-                batch = rows[b:b + self.batch_size]
-                pixels = self.processor(images=[self._image(r) for r in batch], return_tensors="pt")["pixel_values"]
-                text = self.tokenizer([f"{r['query']} {c}" for r in batch for c in r["choices"]], padding=True,
-                                      truncation=True, max_length=77, return_tensors="pt")
-                out = self.model(input_ids=text["input_ids"].to(self.device),
-                                 attention_mask=text["attention_mask"].to(self.device),
-                                 pixel_values=pixels.to(self.device))
-                logits = out.logits_per_image.float().cpu().numpy()  # (images, 2 x images)
-                scores += [logits[k, 2 * k:2 * k + 2].tolist() for k in range(len(batch))]
-        return scores
-
-
 def make_scorer(kind: str, name: str, options: ModelOptions, models_help: str):
     if kind == "baseline" and name == "random":
         return RandomScores(options.seed)
@@ -111,7 +71,9 @@ def make_scorer(kind: str, name: str, options: ModelOptions, models_help: str):
         except OSError as exc:
             raise ModelError(f"hf:{name}: cannot load ({str(exc).splitlines()[0]})") from None
         if config.model_type == "clip":
-            return ClipScorer(name, options)
+            from evaluator.models.clip import ClipChoiceScorer
+
+            return ClipChoiceScorer(name, options)
         if any(a.endswith("ForSequenceClassification") for a in (config.architectures or [])):
             return CrossEncoderScorer(name, options)
         raise ModelError(f"hf:{name}: a {config.model_type} model is neither a CLIP dual encoder nor a "

@@ -1,0 +1,74 @@
+"""Row sharding under `torchrun` / `accelerate launch` (DESIGN §6): rank r takes rows r, r + W, ...;
+per-row results are gathered so that every rank holds them in row order, identical to one process."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def shard(self, n: int) -> np.ndarray:
+        return np.arange(self.rank, n, self.size)
+
+    def all_rows(self, values, shard: np.ndarray, n: int):
+        """This rank's per-row values (numpy or torch, rows first) -> every row's, in row order."""
+        if self.size == 1:
+            return values
+        import torch
+        import torch.distributed as dist
+
+        local = values.detach().cpu() if isinstance(values, torch.Tensor) else np.asarray(values)
+        parts: list = [None] * self.size
+        dist.all_gather_object(parts, (shard, local))
+        first = parts[0][1]
+        if isinstance(first, torch.Tensor):
+            out = first.new_empty((n, *first.shape[1:]))
+            for idx, part in parts:
+                out[torch.as_tensor(idx)] = part
+            return out.to(values.device)
+        out = np.empty((n, *first.shape[1:]), dtype=first.dtype)
+        for idx, part in parts:
+            out[idx] = part
+        return out
+
+
+def single_process() -> World:
+    return World()
+
+
+def world_from_env() -> World:
+    """The launcher's process group (RANK / WORLD_SIZE set by torchrun and accelerate launch), joined
+    with NCCL when CUDA is present, else gloo; a plain run is a world of one."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size <= 1:
+        return World()
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        backend = os.environ.get("VLBENCH_DIST_BACKEND") or ("nccl" if torch.cuda.is_available() else "gloo")
+        dist.init_process_group(backend=backend)
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return World(rank=dist.get_rank(), size=dist.get_world_size())
+
+
+def local_device(name: str) -> str:
+    """`auto` under a multi-process launch is this process's GPU (LOCAL_RANK)."""
+    if name == "auto" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        import torch
+
+        if torch.cuda.is_available():
+            return f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    return name

@@ -1,0 +1,69 @@
+"""Images of a benchmark's rows: the embedded `image` column of a built table (struct with bytes), or
+files in an `--images` folder found by the row's image key (COCO/VisDial file names end in the
+zero-padded image id, GQA's are `<imageId>.jpg`, VCR's `img_fn` is a path inside the folder)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from pathlib import Path
+
+from builders.errors import ModelError
+
+_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+class ImageFolder:
+    """Finds an image file by key; the folder is indexed once, on first use."""
+
+    def __init__(self, root: Path | None):
+        self.root = None if root is None else Path(root)
+        self._index: dict[str, Path] | None = None
+
+    def _build_index(self) -> dict[str, Path]:
+        index: dict[str, Path] = {}
+        for folder, _, files in sorted(os.walk(self.root)):
+            for name in sorted(files):
+                stem, ext = os.path.splitext(name)
+                if ext.lower() not in _SUFFIXES:
+                    continue
+                path = Path(folder) / name
+                index.setdefault(stem, path)
+                digits = re.search(r"(\d+)$", stem)
+                if digits:
+                    index.setdefault(str(int(digits.group(1))), path)
+        return index
+
+    def path(self, key) -> Path:
+        if self.root is None:
+            raise ModelError("this model reads images: pass --images DIR (the benchmark's image folder)")
+        key = str(key)
+        if "/" in key or key.lower().endswith(_SUFFIXES):
+            path = self.root / key
+        else:
+            if self._index is None:
+                self._index = self._build_index()
+            path = self._index.get(key)
+        if path is None or not path.is_file():
+            raise ModelError(f"{self.root}: no image file for image '{key}'")
+        return path
+
+
+def open_image(source):
+    """A path or embedded bytes -> an RGB PIL image; an undecodable file is a ModelError naming it."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        image = Image.open(source if isinstance(source, Path) else io.BytesIO(source))
+        return image.convert("RGB")
+    except (UnidentifiedImageError, OSError) as exc:
+        name = source if isinstance(source, Path) else "embedded image"
+        raise ModelError(f"{name}: cannot decode image ({exc})") from None
+
+
+def image_sources(table, key_column: str, folder: ImageFolder) -> list:
+    """Per row what `open_image` reads: embedded bytes when the table has an `image` column."""
+    if "image" in table.column_names:
+        return [v["bytes"] for v in table.column("image").to_pylist()]
+    return [folder.path(k) for k in table.column(key_column).to_pylist()]
