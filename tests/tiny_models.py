@@ -52,3 +52,19 @@ def tiny_clip(path: Path) -> Path:
     _tokenizer().save_pretrained(path)
     CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(path)
     return path
+
+
+def tiny_vilt_vqa(path: Path, answers: list[str]) -> Path:
+    """A ViltForQuestionAnswering over `answers`, initialised with a large range so that its random
+    answers depend on both the question and the image."""
+    from transformers import ViltConfig, ViltForQuestionAnswering, ViltImageProcessorPil
+
+    torch.manual_seed(0)
+    config = ViltConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=37, image_size=32, patch_size=8, max_position_embeddings=40,
+                        max_image_length=-1, initializer_range=0.5, num_labels=len(answers),
+                        id2label=dict(enumerate(answers)), label2id={a: i for i, a in enumerate(answers)})
+    ViltForQuestionAnswering(config).eval().save_pretrained(path)
+    _tokenizer().save_pretrained(path)
+    ViltImageProcessorPil(size={"shortest_edge": 32}, size_divisor=8).save_pretrained(path)
+    return path

@@ -128,6 +128,27 @@ def write_vqa_cp(folder: Path, v2_folder: Path) -> list[Path]:
     return written
 
 
+def write_coco_images(folder: Path, v2_folder: Path) -> list[Path]:
+    """Small images in the COCO layout (`<subtype>/COCO_<subtype>_<image id:012d>.jpg`) for every image
+    of the v2 sample, so that models reading images (`--images`) run on the samples."""
+    from PIL import Image, ImageDraw
+
+    written = []
+    for subtype in ("train2014", "val2014"):
+        (folder / subtype).mkdir(parents=True, exist_ok=True)
+        questions = msgspec.json.decode((v2_folder / v2_files(subtype)[0]).read_bytes())["questions"]
+        for image_id in sorted({q["image_id"] for q in questions}):
+            rng = random.Random(image_id)
+            img = Image.new("RGB", (48, 40), tuple(rng.randint(0, 255) for _ in range(3)))
+            ImageDraw.Draw(img).ellipse([rng.randint(0, 20), rng.randint(0, 16), rng.randint(28, 47), rng.randint(24, 39)],
+                                        fill=tuple(rng.randint(0, 255) for _ in range(3)))
+            path = folder / subtype / f"COCO_{subtype}_{image_id:012d}.jpg"
+            img.save(path, format="JPEG", quality=90)
+            written.append(path)
+    return written
+
+
 def write_vqa_samples(root: Path, scale: int = 1) -> list[Path]:
     written = write_vqa_v2(root / "vqa_v2", 800 * scale, 400 * scale)
+    written += write_coco_images(root / "coco", root / "vqa_v2")
     return written + write_vqa_cp(root / "vqa_cp", root / "vqa_v2")
