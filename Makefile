@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(PY) scripts/bench_vcr_visor_build.py
 	$(PY) scripts/bench_vqa_accuracy.py
 	$(PY) scripts/bench_vqa_cp_regenerate.py
+	$(PY) scripts/bench_perceptual.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from builders.nlp import PACKAGED_MINILM
 from evaluator.models import ModelOptions
-from evaluator.run import evaluate, predict
+from evaluator.perceptual import PerceptualOptions
+from evaluator.run import evaluate, perceptual_score, predict
 from pipelines.build import run_build
 from pipelines.samples import write_samples
 from pipelines.verify import verify
@@ -24,6 +25,8 @@ PLAN = [
     ("visdial", [], ["baseline:random"], [("MRR", "mrr"), ("R@10", "r@10"), ("NDCG", "ndcg")]),
     ("disco", [], ["baseline:mean"], [("1 - MAPE", "one_minus_mape"), ("MAE", "mae")]),
 ]
+# Perceptual scores of blind baselines (seed 000): each reads one modality, so only that one scores.
+PERCEPTUAL = [("socialiq", "baseline:answer-sentiment", None), ("vqa-cp", "baseline:prior", "answer_type")]
 
 
 def run_demo(out: Path, echo=print) -> dict:
@@ -47,6 +50,13 @@ def run_demo(out: Path, echo=print) -> dict:
             results[f"{bench}:{name}"] = metrics
             shown = "  ".join(f"{label} {_fmt(metrics[key])}" for label, key in headline)
             echo(f"  {spec:26s} {split:10s} {shown}   report: {report / 'report.md'}")
+    for bench, spec, by in PERCEPTUAL:
+        report = out / "reports" / f"perceptual-{bench}-{spec.split(':', 1)[1]}"
+        metrics = perceptual_score(bench, str(out / bench), spec, PerceptualOptions(by=by), report=report)
+        results[f"perceptual:{bench}:{spec}"] = metrics
+        (metric, summary), = metrics["all"].items()
+        shown = "  ".join(f"P_{m}/Z_D {_fmt(v['p_zd']['mean'])}" for m, v in summary["modalities"].items())
+        echo(f"perceptual {bench} {spec}: {shown}   report: {report / 'report.md'}")
     return results
 
 

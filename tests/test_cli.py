@@ -14,7 +14,7 @@ def test_help_imports_no_heavy_module():
             "print('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "HEAVY []" in out
-    for command in ("list", "sample-sources", "build", "verify", "push", "predict", "evaluate", "demo"):
+    for command in ("list", "sample-sources", "build", "verify", "push", "predict", "evaluate", "perceptual", "demo"):
         assert command in out
 
 
@@ -36,6 +36,8 @@ def test_demo_end_to_end(cli, tmp_path):
     from pipelines.demo import PLAN
 
     assert stdout.count("verify: ok") == len(PLAN) == 7 and "baseline:prior" in stdout and "APQ" in stdout
+    # the answer-sentiment baseline reads the answer only: its video and question scores are exactly 0
+    assert "perceptual socialiq baseline:answer-sentiment: P_video/Z_D 0.000  P_question/Z_D 0.000" in stdout
     reports = tmp_path / "demo" / "reports"
     metrics = json.loads((reports / "gqa-ood-prior" / "metrics.json").read_text())
     assert metrics["coverage"]["fraction"] == 1.0
