@@ -27,7 +27,8 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(autouse=True)
 def _no_network(socket_disabled):
-    """pytest-socket: any attempt to open an internet socket fails the test."""
+    """pytest-socket: any attempt to open an internet socket fails the test (Unix sockets, which
+    DataLoader workers use to pass tensors, are allowed: pyproject addopts)."""
     yield
 
 
