@@ -9,7 +9,7 @@ import pyarrow as pa
 from builders.errors import ModelError
 from builders.result import FigureSpec
 from evaluator.metrics import visdial as m
-from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.models import ModelOptions, load_py_model, parse_spec, row_random
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_rank_permutation
@@ -18,16 +18,16 @@ OPTIONS = 100
 
 
 class RandomRanks:
-    """Uniformly random option order per round (chance: MRR about 0.052, mean rank 50.5)."""
+    """Uniformly random option order per round (chance: MRR about 0.052, mean rank 50.5), seeded by
+    the round's id so that a round's ranking does not depend on the other rows."""
 
-    input_columns = ()
+    input_columns = ("id",)
 
     def __init__(self, seed: int = 0):
         self.seed = seed
 
     def predict(self, table: pa.Table) -> list[list[int]]:
-        scores = np.random.default_rng(self.seed).random((table.num_rows, OPTIONS))
-        return m.scores_to_ranks(scores).tolist()
+        return m.scores_to_ranks(row_random(self.seed, table.column("id").to_pylist(), OPTIONS)).tolist()
 
 
 class AnswerFrequencyRanks:

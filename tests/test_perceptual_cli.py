@@ -24,7 +24,7 @@ def built(sample_sources, tmp_path_factory) -> dict[str, Path]:
     from pipelines.build import run_build
 
     out = tmp_path_factory.mktemp("perceptual-built")
-    plan = {"vqa-v2": [], "vqa-cp": ["mode=regenerate"], "socialiq": [], "disco": []}
+    plan = {"vqa-v2": [], "vqa-cp": ["mode=regenerate"], "socialiq": [], "disco": [], "visdial": []}
     for bench, assignments in plan.items():
         run_build(bench, sample_sources, out / bench, assignments=assignments)
     return {bench: out / bench for bench in plan}
@@ -39,6 +39,11 @@ def models(tmp_path_factory) -> dict[str, Path]:
 
 def _metrics(report: Path) -> dict:
     return json.loads((report / "metrics.json").read_text())
+
+
+def _same_per_sample(a: Path, b: Path) -> bool:
+    """Equal per-sample files, NaN (rows a metric does not score) equal to NaN."""
+    return pq.read_table(a / "per_sample.parquet").to_pandas().equals(pq.read_table(b / "per_sample.parquet").to_pandas())
 
 
 def test_tiny_vilt_end_to_end_with_report(cli, built, models, sample_sources, tmp_path):
@@ -89,8 +94,7 @@ def test_clip_encoder_cache_gives_identical_scores(cli, built, models, sample_so
         assert code == 0, err
         runs[name] = _metrics(tmp_path / name)
     assert runs["cached"]["all"] == runs["plain"]["all"]
-    assert pq.read_table(tmp_path / "cached" / "per_sample.parquet").equals(
-        pq.read_table(tmp_path / "plain" / "per_sample.parquet"))
+    assert _same_per_sample(tmp_path / "cached", tmp_path / "plain")
 
 
 def _write_features(path: Path, keys: list[str], vectors: list[list[float]]) -> None:
@@ -177,8 +181,10 @@ def _torchrun(args: list, processes: int) -> subprocess.CompletedProcess:
 
 def test_two_gloo_processes_give_the_numbers_of_one(built, models, sample_sources, tmp_path):
     """Rows sharded over two CPU processes (gloo) and merged: the same metrics and per-sample scores
-    as a single-process run, for a fitted baseline and for the tiny ViLT."""
+    as a single-process run, for a fitted baseline, a random ranking (seeded per row, gathered as
+    100 ranks per row) and the tiny ViLT."""
     for name, bench, extra in (("prior", "vqa-cp", ["--model", "baseline:prior", "--by", "answer_type"]),
+                               ("random", "visdial", ["--model", "baseline:random"]),
                                ("vilt", "vqa-v2", ["--model", f"hf:{models['vilt']}", "--images",
                                                    sample_sources / "coco", "--batch-size", 16])):
         runs = {}
@@ -191,5 +197,4 @@ def test_two_gloo_processes_give_the_numbers_of_one(built, models, sample_source
         assert runs[2]["world_size"] == 2 and runs[1]["world_size"] == 1
         for key in ("all", "by", "token_analysis"):
             assert runs[1].get(key) == runs[2].get(key), key
-        assert pq.read_table(tmp_path / f"{name}-1" / "per_sample.parquet").equals(
-            pq.read_table(tmp_path / f"{name}-2" / "per_sample.parquet"))
+        assert _same_per_sample(tmp_path / f"{name}-1", tmp_path / f"{name}-2")

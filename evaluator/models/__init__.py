@@ -51,6 +51,17 @@ class LateFusion:
         return self.fuse({name: self.encode(name, table) for name in self.encoders}, table)
 
 
+def row_random(seed: int, ids: list, size: int):
+    """Uniform [0, 1) values per row, seeded by (seed, row id): a random baseline's prediction for a row
+    does not depend on which other rows are predicted with it (sharding, subsets, order)."""
+    import zlib
+
+    import numpy as np
+
+    return np.stack([np.random.default_rng([seed, zlib.crc32(str(i).encode())]).random(size) for i in ids]) \
+        if ids else np.zeros((0, size))
+
+
 def is_late_fusion(model) -> bool:
     return isinstance(model, LateFusion)
 

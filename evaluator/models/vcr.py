@@ -14,17 +14,19 @@ import pyarrow as pa
 
 from builders.errors import ModelError
 from builders.nlp import torch_device
-from evaluator.models import ModelOptions, load_py_model
+from evaluator.models import ModelOptions, load_py_model, row_random
 
 
 class RandomScores:
-    input_columns = ()
+    """Uniform random scores, seeded by the sub-question's id (independent of the other rows)."""
+
+    input_columns = ("id",)
 
     def __init__(self, seed: int):
         self.seed = seed
 
     def predict(self, table: pa.Table) -> list:
-        return np.random.default_rng(self.seed).random((table.num_rows, 2)).tolist()
+        return row_random(self.seed, table.column("id").to_pylist(), 2).tolist()
 
 
 def _texts(table: pa.Table) -> list[tuple[str, str]]:
