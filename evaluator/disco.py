@@ -56,9 +56,9 @@ class DiscoTask:
         if kind == "py":
             return load_py_model(name)
         if kind == "features":
-            from evaluator.models.features import FeatureHead
+            from evaluator.models.features import feature_head
 
-            return FeatureHead(name, self, train_split(options, self.config, spec), options)
+            return feature_head(name, self, options, spec)
         raise ModelError(f"--model {spec}: disco predictions come from {self.models_help}")
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:

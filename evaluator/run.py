@@ -134,9 +134,8 @@ def perceptual_score(bench: str, data: str, model: str, options, split: str | No
                "all": p.summarise(result), "notes": result.notes}
     if options.by is not None:
         metrics["by"] = {"column": options.by, "groups": p.decompose(result, table.column(options.by).to_pylist())}
-    p_image = p.sample_scores(result).get("image", {}).get("vqa_accuracy")
-    if "multiple_choice_answer" in table.column_names and train is not None:
-        metrics["token_analysis"] = r.token_analysis(table, train, result.predictions, p_image)
+    if hasattr(task, "perceptual_extras"):  # benchmark-specific analyses (VQA: Table 2)
+        metrics.update(task.perceptual_extras(table, train, result))
     if report is not None:
         labels = task.metric_labels
         first = next(iter(labels))

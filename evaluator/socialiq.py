@@ -9,7 +9,7 @@ import pyarrow as pa
 from builders.errors import ModelError, SubmissionError
 from builders.result import FigureSpec
 from evaluator.metrics.socialiq import binary_correct, pair_correct
-from evaluator.models import ModelOptions, load_py_model, parse_spec, train_split
+from evaluator.models import ModelOptions, load_py_model, parse_spec
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_finite_number
@@ -69,9 +69,9 @@ class SocialIQTask:
         if kind == "py":
             return load_py_model(name)
         if kind == "features":
-            from evaluator.models.features import FeatureHead
+            from evaluator.models.features import feature_head
 
-            return FeatureHead(name, self, train_split(options, self.config, spec), options)
+            return feature_head(name, self, options, spec)
         raise ModelError(f"--model {spec}: socialiq predictions come from {self.models_help}")
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:

@@ -91,9 +91,9 @@ class VQATask:
 
             return load_vqa_model(name, options, lambda: train_split(options, self.config, spec))
         if kind == "features":
-            from evaluator.models.features import FeatureHead
+            from evaluator.models.features import feature_head
 
-            return FeatureHead(name, self, train_split(options, self.config, spec), options)
+            return feature_head(name, self, options, spec)
         raise ModelError(f"--model {spec}: {self.name} predictions come from {self.models_help}")
 
     def per_sample(self, table: pa.Table, predictions: list[str], options: VQAOptions = VQAOptions()) -> dict:
@@ -102,6 +102,16 @@ class VQATask:
     def majority(self, train: pa.Table) -> TrainPrior:
         """Eq. 4's majority vote: the most frequent training answer."""
         return TrainPrior(train, per_type=False)
+
+    def perceptual_extras(self, table: pa.Table, train: pa.Table | None, result) -> dict:
+        """Seed 000 Table 2: yes/no proportions by question start token, with the image's sample scores."""
+        from evaluator.perceptual import sample_scores
+        from evaluator.perceptual_report import token_analysis
+
+        if train is None:
+            return {}
+        p_image = sample_scores(result).get("image", {}).get("vqa_accuracy")
+        return {"token_analysis": token_analysis(table, train, result.predictions, p_image)}
 
     # The feature-level head (evaluator/models/features.py): one class per training answer.
     head_target = "multiple_choice_answer"

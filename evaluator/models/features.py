@@ -26,6 +26,13 @@ MAX_CLASSES = 3129  # the answer vocabulary size of the common VQA heads
 STEPS, LEARNING_RATE, WEIGHT_DECAY = 300, 0.05, 1e-4
 
 
+def feature_head(folder: str, task, options: ModelOptions, spec: str) -> "FeatureHead":
+    """`features:<folder>` for a task: the head is fitted on the dataset's train split."""
+    from evaluator.models import train_split
+
+    return FeatureHead(folder, task, train_split(options, task.config, spec), options)
+
+
 def _key(value) -> str:
     return "\n".join(map(str, value)) if isinstance(value, list) else str(value)
 
