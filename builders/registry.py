@@ -11,6 +11,7 @@ BUILDERS = {
     "gqa-ood": "builders.gqa_ood:GQAOODBuilder",
     "socialiq": "builders.socialiq:SocialIQBuilder",
     "vcr-visor": "builders.vcr_visor:VCRVisorBuilder",
+    "vl-bias": "builders.vl_bias:VLBiasBuilder",
     "visdial": "builders.visdial:VisDialBuilder",
     "vqa-cp": "builders.vqa_cp:VQACPBuilder",
     "vqa-v2": "builders.vqa_v2:VQAv2Builder",

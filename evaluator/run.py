@@ -28,6 +28,9 @@ TASKS = {
 
 
 def get_task(bench: str):
+    if bench == "vl-bias":
+        raise ParamsError("vl-bias has no prediction file or perceptual score: measure a model's social bias "
+                          "with `vlbench counterbias --data DIR --model SPEC`")
     if bench not in TASKS:
         raise ParamsError(f"unknown benchmark '{bench}' for evaluation; known: {', '.join(sorted(TASKS))}")
     module, _, cls = TASKS[bench].partition(":")

@@ -21,7 +21,7 @@ def test_help_imports_no_heavy_module():
 def test_list(cli, sample_sources, tmp_path):
     code, stdout, _ = cli("list")
     assert code == 0 and "gqa-ood:" in stdout and "configs: all, head, tail" in stdout
-    assert cli("list", "--sources-present", sample_sources, "--names")[1].split() == ["disco", "gqa-ood", "socialiq", "vcr-visor", "visdial", "vqa-cp", "vqa-v2"]
+    assert cli("list", "--sources-present", sample_sources, "--names")[1].split() == ["disco", "gqa-ood", "socialiq", "vcr-visor", "visdial", "vl-bias", "vqa-cp", "vqa-v2"]
     assert cli("list", "--sources-present", tmp_path, "--names")[1].split() == []
 
 

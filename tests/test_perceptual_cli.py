@@ -151,7 +151,7 @@ def test_bad_input_is_one_line_exit_2(cli, built, tmp_path):
     data = built["socialiq"]
     cases = [
         (("socialiq", "--modalities", "audio"), "--modalities audio: socialiq has modalities video, question, answer"),
-        (("vl-bias",), "unknown benchmark 'vl-bias'"),
+        (("vl-bias",), "measure a model's social bias with `vlbench counterbias"),
         (("socialiq", "--model", "py:perceptual_models:reads_missing_column"), "reads column 'transcript'"),
         (("socialiq", "--where", "video_id=nothing"), "no rows to score where video_id=nothing"),
         (("socialiq", "--by", "answer_mood"), "--by answer_mood: no such column"),

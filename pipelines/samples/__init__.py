@@ -9,6 +9,7 @@ from pipelines.samples.gqa import write_gqa_samples
 from pipelines.samples.socialiq import write_socialiq_samples
 from pipelines.samples.vcr import write_vcr_samples
 from pipelines.samples.visdial import write_visdial_samples
+from pipelines.samples.vl_bias import write_vl_bias_samples
 from pipelines.samples.vqa import write_vqa_samples
 
 # name -> writer(root, scale) -> written paths, under ROOT/<source_dir>/ of the builders it serves
@@ -18,6 +19,7 @@ SAMPLE_WRITERS = {
     "socialiq": write_socialiq_samples,
     "vcr": write_vcr_samples,
     "visdial": write_visdial_samples,
+    "vl_bias": write_vl_bias_samples,
     "vqa": write_vqa_samples,  # vqa_v2/ and vqa_cp/
 }
 
