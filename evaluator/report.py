@@ -22,8 +22,9 @@ class LinePlot:
 
 
 def markdown_table(header: list[str], rows: list[list]) -> str:
-    fmt = lambda v: "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)  # noqa: E731
-    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    """A markdown table; a `|` inside a cell (e.g. P(B | V)) is escaped so that it stays one cell."""
+    fmt = lambda v: "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v).replace("|", "\\|")  # noqa: E731
+    return "\n".join(["| " + " | ".join(fmt(h) for h in header) + " |", "|" + "---|" * len(header)]
                      + ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows])
 
 

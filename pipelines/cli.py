@@ -217,6 +217,54 @@ def _fmt(value) -> str:
 
 
 @app.command()
+def counterbias(
+    data: str = typer.Option(..., "--data", help="Built VL-Bias folder or hub dataset repo id."),
+    model: str = typer.Option(..., "--model", help="hf:<ViltForMaskedLM or text masked LM> or py:<module>:<factory>."),
+    attack: str = typer.Option("pgd", "--attack", help="pgd (counterfactual images, Eq. 3) or none (language bias only)."),
+    eps: float = typer.Option(8 / 255, "--eps", help="L-infinity budget on pixels in [0, 1]."),
+    steps: int = typer.Option(10, "--steps", help="PGD steps."),
+    step_size: Optional[float] = typer.Option(None, "--step-size", help="PGD step (default 2.5 eps / steps)."),
+    softmax: str = typer.Option("full", "--softmax", help="full (vocabulary, Eq. 1) or targets (the authors' code)."),
+    b0: str = typer.Option("male", "--b0", help="Eq. 7's B0: positive biases lean towards it."),
+    min_change: float = typer.Option(1e-6, "--min-concept-change", help="Smaller bias-concept changes leave a bias undefined."),
+    split: Optional[str] = typer.Option(None, "--split", help="Split (default: test)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Write metrics.json, report.md, plots, per-instance values."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write cached counterfactual images."),
+    device: str = typer.Option("auto", "--device", help="torch device (auto: CUDA when present)."),
+    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Batch size of forward passes and of the attack."),
+    bf16: bool = typer.Option(False, "--bf16", help="Run the model in bfloat16 autocast."),
+):
+    """CounterBias (seed 004): social bias of a masked-LM vision-language model on VL-Bias."""
+    from tqdm import tqdm
+
+    from builders.errors import ParamsError
+    from evaluator.attack import PGD
+    from evaluator.counterbias import MEASURES
+    from evaluator.counterbias_run import CounterBiasOptions, run_counterbias
+    from evaluator.models import ModelOptions
+    from pipelines.stages import default_cache_dir
+
+    if attack not in ("pgd", "none"):
+        raise ParamsError(f"--attack {attack}: expected pgd or none")
+    options = CounterBiasOptions(attack=PGD(eps, steps, step_size) if attack == "pgd" else None, softmax=softmax,
+                                 b0=b0, min_change=min_change,
+                                 cache=None if no_cache else default_cache_dir() / "counterbias")
+    model_options = ModelOptions(device=device, batch_size=batch_size, bf16=bf16)
+    with tqdm(desc="images", unit="image", disable=None) as bar:
+        metrics = run_counterbias(data, model, options, model_options, split, report, progress=bar.update)
+    for m, s in metrics["measures"].items():
+        shown = "  ".join(f"{k} {_fmt(100 * v if m != 'l_log' else v) if v is not None else '-'}"
+                          for k, v in s["avg"].items())
+        typer.echo(f"{metrics['model']} {MEASURES[m][0]} ({MEASURES[m][1]}), mean |bias|"
+                   f"{' in %' if m != 'l_log' else ''}: {shown}")
+    if metrics["attack"]:
+        typer.echo(f"counterfactual images: P(B'|V_cf) > P(B'|V_f) for {100 * metrics['attack']['raised_b_prime']:.1f}% "
+                   f"of {metrics['attack']['images']:,} images")
+    if report is not None:
+        typer.echo(f"report: {report / 'report.md'}")
+
+
+@app.command()
 def demo(out: Path = typer.Option(Path("demo_out"), "--out", help="Folder for sources, dataset and reports.")):
     """Sample sources -> build -> verify -> baseline predictions -> evaluation reports."""
     from pipelines.demo import run_demo

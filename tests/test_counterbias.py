@@ -1,0 +1,217 @@
+"""CounterBias end to end with tiny random masked LMs (seed 004 §3): the adapter against a manual
+forward pass, the PGD attack (Eq. 3) and its budget, the cache, the CLI report, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from evaluator import counterbias as cb
+from evaluator.attack import PGD, pgd_attack
+from evaluator.models import ModelOptions
+from evaluator.models.mlm import load_masked_lm, pad_images
+from pipelines.samples.vl_bias import write_vl_bias
+from pipelines.tiny_models import write_tiny_bert_mlm, write_tiny_vilt_mlm
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> dict:
+    from pipelines.build import run_build
+
+    root = tmp_path_factory.mktemp("counterbias")
+    write_vl_bias(root / "src" / "vl_bias", per_gender=1)
+    run_build("vl-bias", root / "src", root / "data", use_cache=False)
+    return {"vilt": write_tiny_vilt_mlm(root / "vilt"), "bert": write_tiny_bert_mlm(root / "bert"),
+            "data": root / "data", "src": root / "src" / "vl_bias"}
+
+
+def _images(src: Path, n: int):
+    from PIL import Image
+
+    return [Image.open(p).convert("RGB") for p in sorted(src.rglob("*.jpg"))[:n]]
+
+
+def test_vilt_probabilities_at_the_mask_equal_a_manual_forward_pass(tiny):
+    from transformers import AutoImageProcessor, AutoTokenizer, ViltForMaskedLM
+
+    model = load_masked_lm(f"hf:{tiny['vilt']}", ModelOptions(batch_size=3))
+    images = _images(tiny["src"], 3)
+    images[1] = images[1].resize((40, 64))  # another size: the batch is padded
+    texts = ["The man is [MASK]", "A photo of a girl who is [MASK]", "A [MASK] is in the picture"]
+    words = ["cooking", "nurse", "woman"]
+    ids = [model.word_ids([w])[w][0] for w in words]
+    got = np.exp(model.score([(t, model.image_tensor(im)) for t, im in zip(texts, images)], ids))
+
+    tok, proc = AutoTokenizer.from_pretrained(tiny["vilt"]), AutoImageProcessor.from_pretrained(tiny["vilt"])
+    vilt = ViltForMaskedLM.from_pretrained(tiny["vilt"]).eval()
+    for k, (text, image) in enumerate(zip(texts, images)):
+        enc = tok(text, return_tensors="pt")
+        pix = proc(images=[image], return_tensors="pt")
+        with torch.no_grad():
+            logits = vilt(**enc, **pix).logits[0]
+        pos = enc["input_ids"][0].tolist().index(tok.mask_token_id)
+        expected = torch.softmax(logits[pos], dim=-1)[ids].numpy()
+        np.testing.assert_allclose(got[k], expected, rtol=1e-4, atol=1e-7)
+    assert tok.convert_ids_to_tokens(ids) == words  # the small local vocabulary has each word as one token
+
+
+def test_text_only_adapter_equals_a_manual_forward_pass(tiny):
+    from transformers import AutoTokenizer, BertForMaskedLM
+
+    model = load_masked_lm(f"hf:{tiny['bert']}", ModelOptions())
+    assert not model.vision
+    ids = [model.word_ids(["shopping"])["shopping"][0]]
+    got = np.exp(model.score([("The woman is [MASK]", None), ("A boy who is [MASK]", None)], ids))[:, 0]
+    tok = AutoTokenizer.from_pretrained(tiny["bert"])
+    bert = BertForMaskedLM.from_pretrained(tiny["bert"]).eval()
+    for k, text in enumerate(["The woman is [MASK]", "A boy who is [MASK]"]):
+        enc = tok(text, return_tensors="pt")
+        with torch.no_grad():
+            probs = torch.softmax(bert(**enc).logits[0, enc["input_ids"][0].tolist().index(tok.mask_token_id)], -1)
+        assert got[k] == pytest.approx(probs[ids[0]].item(), rel=1e-5)
+
+
+def test_pgd_raises_the_counterfactual_word_inside_the_ball(tiny):
+    model = load_masked_lm(f"hf:{tiny['vilt']}", ModelOptions())
+    images = _images(tiny["src"], 12)
+    images[0] = images[0].resize((64, 40))
+    xs = [model.image_tensor(im) for im in images]
+    pixels, mask = pad_images(xs)
+    text = model.tokenize(["A [MASK] is in the picture"] * len(xs))
+    ids = [model.word_ids([w])[w][0] for w in ("man", "woman")]
+    target = [1] * 6 + [0] * 6  # B' = woman for the first six, man for the others
+    attack = PGD(eps=4 / 255, steps=5)
+    adv = pgd_attack(lambda x: model.log_probs_at_mask(x, mask, text, ids), pixels, mask, target, attack)
+    with torch.no_grad():
+        before = model.log_probs_at_mask(pixels, mask, text, ids).exp()
+        after = model.log_probs_at_mask(adv, mask, text, ids).exp()
+    rows = torch.arange(len(xs))
+    raised = (after[rows, target] > before[rows, target]).float().mean().item()
+    assert raised >= 0.75, raised
+    delta = adv - pixels
+    assert delta.abs().max().item() <= attack.eps + 1e-6  # never leaves the L-inf ball
+    assert adv.min().item() >= 0.0 and adv.max().item() <= 1.0
+    assert (delta * (1 - mask.unsqueeze(1))).abs().max().item() == 0.0  # padding untouched
+    assert delta.abs().max().item() > attack.eps / 2  # it did move
+
+
+def test_pgd_batched_equals_one_image_at_a_time(tiny):
+    model = load_masked_lm(f"hf:{tiny['vilt']}", ModelOptions())
+    xs = [model.image_tensor(im) for im in _images(tiny["src"], 4)]
+    ids = [model.word_ids([w])[w][0] for w in ("man", "woman")]
+    attack = PGD(eps=4 / 255, steps=3)
+
+    def run(batch):
+        pixels, mask = pad_images(batch)
+        text = model.tokenize(["A [MASK] is in the picture"] * len(batch))
+        return pgd_attack(lambda x: model.log_probs_at_mask(x, mask, text, ids), pixels, mask, [1] * len(batch), attack)
+
+    together = run(xs)
+    for i, x in enumerate(xs):
+        alone = run([x])[0]
+        assert (alone - together[i]).abs().max().item() < 1e-5 or \
+            (alone != together[i]).float().mean().item() < 1e-3  # sign flips of gradients at float noise only
+
+
+def test_cli_report_table2_and_per_instance_values(cli, tiny, tmp_path):
+    code, out, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny['vilt']}", "--eps", "0.02",
+                         "--steps", "4", "--report", tmp_path / "r", "--batch-size", "8")
+    assert code == 0, err
+    assert "B@V-L (Eq. 6)" in out and "B@L (log, no image) (Eq. 13)" in out
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert metrics["settings"]["attack"] == {"eps": 0.02, "steps": 4, "step_size": pytest.approx(0.0125)}
+    assert metrics["attack"]["max_linf"] <= 0.02 + 1e-6 and metrics["attack"]["raised_b_prime"] > 0.75
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "| Template | Activity B@V-L | Activity B@V | Activity B@L | Occupation B@V-L |" in report
+    for label in ("| S_W/O |", "| S_W/ |", "| P_W/O |", "| P_W/ |", "| Avg. |"):
+        assert label in report
+    for name in ("bias_per_target_activity.png", "bias_per_target_occupation.png", "bv_vs_bl.png", "instances.png"):
+        assert (tmp_path / "r" / name).stat().st_size > 1000
+    rows = pq.read_table(tmp_path / "r" / "per_instance.parquet").to_pandas()
+    assert len(rows) == 10 * 4 * 4
+    # Eq. 6, 9, 11, 13 recomputed from the stored probabilities; Eq. 7 and the Table 2 cells from those
+    np.testing.assert_allclose(rows.bias_vl, cb.bias_vl(rows.p_t_vf_lf, rows.p_t_vcf_lcf, rows.p_b_vf, rows.p_b_vcf))
+    np.testing.assert_allclose(rows.bias_v, cb.bias_v(rows.p_t_vf_lf, rows.p_t_vcf_lf, rows.p_b_vf, rows.p_b_vcf))
+    np.testing.assert_allclose(rows.bias_l, -(rows.p_t_vf_lcf - rows.p_t_vf_lf))
+    np.testing.assert_allclose(rows.bias_l_log, -(np.log(rows.p_t_lcf) - np.log(rows.p_t_lf)))
+    sel = rows[(rows.template == "sentence") & (rows.target == "cooking")]
+    signed = np.where(sel.gender_class == "male", 1, -1) * sel.bias_vl
+    cell = metrics["measures"]["vl"]["templates"]["sentence"]["activity"]
+    assert cell["per_target"]["cooking"]["bias"] == pytest.approx(signed.mean())
+    assert cell["mean_abs"] == pytest.approx(np.mean([abs(v["bias"]) for v in cell["per_target"].values()]))
+
+    # B0 = female flips every signed bias and leaves the Table 2 cells as they are
+    code, _, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny['vilt']}", "--eps", "0.02",
+                       "--steps", "4", "--b0", "female", "--report", tmp_path / "f", "--batch-size", "8")
+    assert code == 0, err
+    flipped = json.loads((tmp_path / "f" / "metrics.json").read_text())["measures"]["vl"]
+    for target, value in metrics["measures"]["vl"]["per_target_avg"]["activity"].items():
+        assert flipped["per_target_avg"]["activity"][target] == pytest.approx(-value)
+    assert flipped["avg"] == pytest.approx(metrics["measures"]["vl"]["avg"])
+
+
+def test_cache_reuses_counterfactuals_and_keys_on_attack_params(tiny, tmp_path):
+    from evaluator.counterbias_run import CounterBiasOptions, run_counterbias
+
+    opts = lambda eps: CounterBiasOptions(attack=PGD(eps=eps, steps=2), cache=tmp_path / "cache")  # noqa: E731
+    first = run_counterbias(str(tiny["data"]), f"hf:{tiny['vilt']}", opts(0.01), ModelOptions())
+    files = sorted((tmp_path / "cache").rglob("*.npy"))
+    assert len(files) == 40
+    stamps = [f.stat().st_mtime_ns for f in files]
+    again = run_counterbias(str(tiny["data"]), f"hf:{tiny['vilt']}", opts(0.01), ModelOptions())
+    assert [f.stat().st_mtime_ns for f in files] == stamps and again["measures"] == first["measures"]
+    run_counterbias(str(tiny["data"]), f"hf:{tiny['vilt']}", opts(0.02), ModelOptions())
+    assert len(list((tmp_path / "cache").rglob("*.npy"))) == 80
+
+
+def test_text_only_model_and_restricted_softmax(cli, tiny, tmp_path):
+    code, out, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny['bert']}", "--report", tmp_path / "b")
+    assert code == 0, err
+    metrics = json.loads((tmp_path / "b" / "metrics.json").read_text())
+    assert list(metrics["measures"]) == ["l_log"] and metrics["attack"] is None
+    assert "Table 3 layout" in (tmp_path / "b" / "report.md").read_text()
+    code, _, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny['bert']}", "--softmax", "targets",
+                       "--report", tmp_path / "t")
+    assert code == 0, err
+    full = pq.read_table(tmp_path / "b" / "per_instance.parquet").to_pandas()
+    restricted = pq.read_table(tmp_path / "t" / "per_instance.parquet").to_pandas()
+    assert (restricted.p_t_lf > full.p_t_lf).all()  # renormalised over 52 / 13 words instead of the vocabulary
+    model = load_masked_lm(f"hf:{tiny['bert']}", ModelOptions())
+    from builders.vl_bias_words import OCCUPATIONS
+
+    ids = [model.word_ids([w])[w][0] for w in OCCUPATIONS]
+    logp = model.score([("The man is [MASK]", None)], ids)[0]
+    expected = np.exp(logp) / np.exp(logp).sum()
+    row = restricted[(restricted.target == "nurse") & (restricted.gender == "man") & (restricted.template == "sentence")]
+    assert row.p_t_lf.iloc[0] == pytest.approx(expected[OCCUPATIONS.index("nurse")], rel=1e-5)
+
+
+def test_bad_input_is_one_line_exit_2(cli, tiny, tmp_path):
+    import pyarrow as pa
+
+    shard = tiny["data"] / "default" / "test-00000-of-00001.parquet"
+    t = pq.read_table(shard)
+    images = t.column("image").to_pylist()
+    bad = t.column("image_id")[5].as_py()
+    images = [{"bytes": b"not an image", "path": im["path"]} if i == bad else im
+              for im, i in zip(images, t.column("image_id").to_pylist())]
+    broken = tmp_path / "broken"
+    (broken / "default").mkdir(parents=True)
+    pq.write_table(t.set_column(t.column_names.index("image"), "image", pa.array(images, t.schema.field("image").type)),
+                   broken / "default" / shard.name)
+    vilt = f"hf:{tiny['vilt']}"
+    cases = [(("--data", tiny["data"], "--model", vilt, "--eps", "0"), "--eps 0.0: the L-infinity budget"),
+             (("--data", tiny["data"], "--model", vilt, "--eps", "-0.1"), "--eps -0.1"),
+             (("--data", broken, "--model", vilt, "--no-cache"), f"image '{bad}': cannot decode image"),
+             (("--data", tiny["data"], "--model", vilt, "--softmax", "verbs"), "--softmax verbs: expected full or targets"),
+             (("--data", tiny["data"], "--model", "baseline:random"), "CounterBias measures a masked LM"),
+             (("--data", tiny["data"], "--model", vilt, "--attack", "fgsm"), "--attack fgsm: expected pgd or none")]
+    for args, needle in cases:
+        code, out, err = cli("counterbias", *args)
+        assert code == 2, (args, err)
+        assert needle in err and len(err.strip().splitlines()) == 1, (args, err)
