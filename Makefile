@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(PY) scripts/bench_vqa_accuracy.py
 	$(PY) scripts/bench_vqa_cp_regenerate.py
 	$(PY) scripts/bench_perceptual.py
+	$(PY) scripts/bench_counterbias_attack.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT)

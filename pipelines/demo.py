@@ -24,6 +24,7 @@ PLAN = [
     ("socialiq", [], ["baseline:majority", "baseline:answer-sentiment"], [("accuracy", "accuracy"), ("A2", "a2")]),
     ("visdial", [], ["baseline:random"], [("MRR", "mrr"), ("R@10", "r@10"), ("NDCG", "ndcg")]),
     ("disco", [], ["baseline:mean"], [("1 - MAPE", "one_minus_mape"), ("MAE", "mae")]),
+    ("vl-bias", [], [], []),  # measured with CounterBias below
 ]
 # Perceptual scores of blind baselines (seed 000): each reads one modality, so only that one scores.
 PERCEPTUAL = [("socialiq", "baseline:answer-sentiment", None), ("vqa-cp", "baseline:prior", "answer_type")]
@@ -57,7 +58,24 @@ def run_demo(out: Path, echo=print) -> dict:
         (metric, summary), = metrics["all"].items()
         shown = "  ".join(f"P_{m}/Z_D {_fmt(v['p_zd']['mean'])}" for m, v in summary["modalities"].items())
         echo(f"perceptual {bench} {spec}: {shown}   report: {report / 'report.md'}")
+    results["counterbias"] = _counterbias(out, echo)
     return results
+
+
+def _counterbias(out: Path, echo) -> dict:
+    """CounterBias (seed 004) of a tiny random ViLT masked LM, written under OUT/models (offline)."""
+    from evaluator.counterbias import MEASURES
+    from evaluator.counterbias_run import CounterBiasOptions, run_counterbias
+    from pipelines.tiny_models import write_tiny_vilt_mlm
+
+    model = write_tiny_vilt_mlm(out / "models" / "tiny-vilt-mlm")
+    report = out / "reports" / "counterbias-tiny-vilt-mlm"
+    metrics = run_counterbias(str(out / "vl-bias"), f"hf:{model}", CounterBiasOptions(), ModelOptions(), report=report)
+    shown = "  ".join(f"{MEASURES[m][0]} {_fmt(100 * metrics['measures'][m]['avg']['activity'])}%"
+                      for m in ("vl", "v", "l"))
+    echo(f"counterbias vl-bias hf:tiny-vilt-mlm (random weights): activities {shown}; counterfactual images raise "
+         f"P(B') on {100 * metrics['attack']['raised_b_prime']:.0f}% of images   report: {report / 'report.md'}")
+    return metrics
 
 
 def _fmt(value) -> str:

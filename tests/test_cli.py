@@ -14,7 +14,7 @@ def test_help_imports_no_heavy_module():
             "print('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "HEAVY []" in out
-    for command in ("list", "sample-sources", "build", "verify", "push", "predict", "evaluate", "perceptual", "demo"):
+    for command in ("list", "sample-sources", "build", "verify", "push", "predict", "evaluate", "perceptual", "counterbias", "demo"):
         assert command in out
 
 
@@ -35,7 +35,7 @@ def test_demo_end_to_end(cli, tmp_path):
     assert code == 0, err
     from pipelines.demo import PLAN
 
-    assert stdout.count("verify: ok") == len(PLAN) == 7 and "baseline:prior" in stdout and "APQ" in stdout
+    assert stdout.count("verify: ok") == len(PLAN) == 8 and "baseline:prior" in stdout and "APQ" in stdout
     # the answer-sentiment baseline reads the answer only: its video and question scores are exactly 0
     assert "perceptual socialiq baseline:answer-sentiment: P_video/Z_D 0.000  P_question/Z_D 0.000" in stdout
     reports = tmp_path / "demo" / "reports"
@@ -48,6 +48,10 @@ def test_demo_end_to_end(cli, tmp_path):
     assert vqa["vqa-cp"] < vqa["vqa-v2"]
     siq = json.loads((reports / "socialiq-majority" / "metrics.json").read_text())
     assert abs(siq["accuracy"] - 100 * 4 / 7) < 1e-3
+    # CounterBias of the tiny random ViLT: the attack moves the bias prompt towards B' inside its budget
+    assert "counterbias vl-bias hf:tiny-vilt-mlm" in stdout
+    cb = json.loads((reports / "counterbias-tiny-vilt-mlm" / "metrics.json").read_text())
+    assert cb["attack"]["raised_b_prime"] > 0.75 and cb["attack"]["max_linf"] <= 8 / 255 + 1e-6
 
 
 def test_regenerate_all_builds_what_is_present(sample_sources, tmp_path):
