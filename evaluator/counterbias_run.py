@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from builders.errors import ModelError, ParamsError
-from builders.vl_bias_words import TARGETS, TEMPLATES
+from builders.vl_bias_words import TARGETS
 from evaluator import counterbias as cb
 from evaluator.attack import PGD, CounterfactualCache, pgd_attack
 from evaluator.data import load_table, pick_split, resolve_data

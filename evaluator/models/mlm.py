@@ -115,8 +115,6 @@ class ViltMaskedLM(_MaskedLMBase):
     def blank_image(self):
         """V_none of Eq. 12: a square image of the processor's size at the mean pixel value (zero after
         normalisation), since ViLT needs image patches."""
-        import torch
-
         side = self.processor.size["shortest_edge"]
         return self.mean.view(3, 1, 1).expand(3, side, side).clone()
 
