@@ -182,7 +182,7 @@ def write_counterbias_report(folder: Path, metrics: dict, result: dict, table: p
                              [[f"{k} ({len(l_log['per_target_avg'][k])})", _num(v)] for k, v in l_log["avg"].items()])]
     header, rows = per_target_rows(metrics)
     lines += ["", "## Signed bias per target (template average; + = male-leaning)", "", markdown_table(header, rows)]
-    main = "vl" if "vl" in metrics["measures"] else "l_log"
+    main = next(m for m in ("vl", "l", "l_log") if m in metrics["measures"])
     for kind, values in sorted(metrics["measures"][main]["per_target_avg"].items()):
         names = [t for t in sorted(values, key=lambda t: (values[t] is None, -(values[t] or 0))) if values[t] is not None]
         scale = 100 if main != "l_log" else 1

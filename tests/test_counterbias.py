@@ -215,3 +215,12 @@ def test_bad_input_is_one_line_exit_2(cli, tiny, tmp_path):
         code, out, err = cli("counterbias", *args)
         assert code == 2, (args, err)
         assert needle in err and len(err.strip().splitlines()) == 1, (args, err)
+
+
+def test_attack_none_reports_the_language_measures_only(cli, tiny, tmp_path):
+    code, out, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny['vilt']}", "--attack", "none",
+                         "--report", tmp_path / "n")
+    assert code == 0, err
+    metrics = json.loads((tmp_path / "n" / "metrics.json").read_text())
+    assert list(metrics["measures"]) == ["l", "l_log"] and metrics["attack"] is None
+    assert "B@L (%)" in (tmp_path / "n" / "report.md").read_text() and "B@V-L" not in out
