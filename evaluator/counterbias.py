@@ -118,23 +118,19 @@ def summarise(columns: dict, measures: list[str], templates: list[str], b0: str 
     out = {}
     for m in measures:
         values = np.asarray(columns[f"bias_{m}"], dtype=np.float64)
-        by_template: dict[str, dict] = {}
-        for t in templates:
-            by_template[t] = {}
-            for kind in sorted(set(target_type.tolist())):
+        by_template: dict[str, dict] = {t: {} for t in templates}
+        avg, signed = {}, {}
+        for kind in sorted(set(target_type.tolist())):
+            across: dict[str, list] = {}  # target -> its Eq. 7 bias under each template
+            for t in templates:
                 sel = (template == t) & (target_type == kind)
                 per_target = dataset_bias(target[sel], values[sel], is_b0[sel])
                 by_template[t][kind] = {"mean_abs": mean_absolute(per_target),
                                         "per_target": {k: vars(v) for k, v in per_target.items()}}
-        kinds = sorted({k for cells in by_template.values() for k in cells})
-        avg = {k: template_average([by_template[t][k]["mean_abs"] for t in templates if k in by_template[t]])
-               for k in kinds}
-        signed: dict[str, dict[str, float | None]] = {}
-        for k in kinds:
-            names = sorted({n for t in templates for n in by_template[t].get(k, {}).get("per_target", {})})
-            signed[k] = {n: template_average([by_template[t][k]["per_target"][n]["bias"] for t in templates
-                                              if n in by_template[t].get(k, {}).get("per_target", {})])
-                         for n in names}
+                for name, bias in per_target.items():
+                    across.setdefault(name, []).append(bias.bias)
+            avg[kind] = template_average([by_template[t][kind]["mean_abs"] for t in templates])
+            signed[kind] = {name: template_average(biases) for name, biases in sorted(across.items())}
         out[m] = {"templates": by_template, "avg": avg, "per_target_avg": signed,
                   "undefined": int(np.isnan(values).sum()), "rows": int(values.size)}
     return out

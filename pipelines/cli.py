@@ -253,8 +253,7 @@ def counterbias(
     with tqdm(desc="images", unit="image", disable=None) as bar:
         metrics = run_counterbias(data, model, options, model_options, split, report, progress=bar.update)
     for m, s in metrics["measures"].items():
-        shown = "  ".join(f"{k} {_fmt(100 * v if m != 'l_log' else v) if v is not None else '-'}"
-                          for k, v in s["avg"].items())
+        shown = "  ".join(f"{k} {_fmt(v if v is None or m == 'l_log' else 100 * v)}" for k, v in s["avg"].items())
         typer.echo(f"{metrics['model']} {MEASURES[m][0]} ({MEASURES[m][1]}), mean |bias|"
                    f"{' in %' if m != 'l_log' else ''}: {shown}")
     if metrics["attack"]:

@@ -21,7 +21,7 @@ def vocabulary() -> dict[str, int]:
     return {w: i for i, w in enumerate(SPECIAL + sorted(words))}
 
 
-def _tokenizer():
+def tokenizer():
     from transformers import BertTokenizer
 
     return BertTokenizer(vocab=vocabulary())
@@ -38,7 +38,7 @@ def write_tiny_vilt_mlm(path: Path, seed: int = 0, initializer_range: float = 0.
                         max_image_length=-1, initializer_range=initializer_range, pad_token_id=0,
                         architectures=["ViltForMaskedLM"])
     ViltForMaskedLM(config).eval().save_pretrained(path)
-    _tokenizer().save_pretrained(path)
+    tokenizer().save_pretrained(path)
     ViltImageProcessorPil(size={"shortest_edge": 32}, size_divisor=8).save_pretrained(path)
     return Path(path)
 
@@ -52,5 +52,5 @@ def write_tiny_bert_mlm(path: Path, seed: int = 0) -> Path:
     config = BertConfig(vocab_size=len(vocabulary()), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                         intermediate_size=37, max_position_embeddings=64, initializer_range=0.2)
     BertForMaskedLM(config).eval().save_pretrained(path)
-    _tokenizer().save_pretrained(path)
+    tokenizer().save_pretrained(path)
     return Path(path)

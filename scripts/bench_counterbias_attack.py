@@ -29,12 +29,12 @@ def _model_folder(tmp: Path, config: str) -> Path:
     import torch
     from transformers import ViltConfig, ViltForMaskedLM, ViltImageProcessorPil
 
-    from pipelines.tiny_models import _tokenizer, vocabulary
+    from pipelines.tiny_models import tokenizer, vocabulary
 
     torch.manual_seed(0)
     ViltForMaskedLM(ViltConfig(vocab_size=len(vocabulary()), max_image_length=-1,
                                architectures=["ViltForMaskedLM"])).save_pretrained(tmp / "vilt-b32")
-    _tokenizer().save_pretrained(tmp / "vilt-b32")
+    tokenizer().save_pretrained(tmp / "vilt-b32")
     ViltImageProcessorPil().save_pretrained(tmp / "vilt-b32")
     return tmp / "vilt-b32"
 

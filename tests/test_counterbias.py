@@ -224,3 +224,27 @@ def test_attack_none_reports_the_language_measures_only(cli, tiny, tmp_path):
     metrics = json.loads((tmp_path / "n" / "metrics.json").read_text())
     assert list(metrics["measures"]) == ["l", "l_log"] and metrics["attack"] is None
     assert "B@L (%)" in (tmp_path / "n" / "report.md").read_text() and "B@V-L" not in out
+
+
+_PY_MODEL: dict = {}
+
+
+def tiny_text_model():
+    """`py:test_counterbias:tiny_text_model`: a library caller's own adapter object."""
+    return load_masked_lm(f"hf:{_PY_MODEL['path']}", ModelOptions())
+
+
+def not_a_masked_lm():
+    return object()
+
+
+def test_py_spec_gives_an_adapter_object(cli, tiny, tmp_path):
+    _PY_MODEL["path"] = tiny["bert"]
+    code, _, err = cli("counterbias", "--data", tiny["data"], "--model", "py:test_counterbias:tiny_text_model",
+                       "--report", tmp_path / "p")
+    assert code == 0, err
+    via_py = pq.read_table(tmp_path / "p" / "per_instance.parquet").column("bias_l_log").to_pylist()
+    code, _, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny['bert']}", "--report", tmp_path / "h")
+    assert via_py == pq.read_table(tmp_path / "h" / "per_instance.parquet").column("bias_l_log").to_pylist()
+    code, _, err = cli("counterbias", "--data", tiny["data"], "--model", "py:test_counterbias:not_a_masked_lm")
+    assert code == 2 and "has no score(queries, ids) method" in err and len(err.strip().splitlines()) == 1

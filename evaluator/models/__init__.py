@@ -80,8 +80,9 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return kind, name
 
 
-def load_py_model(target: str):
-    """`module:factory` -> factory(); the object must have `predict(table) -> list`."""
+def load_py_model(target: str, method: str = "predict", signature: str = "predict(table)"):
+    """`module:factory` -> factory(); the object must have the callable `method` (a task model's
+    `predict(table) -> list`, CounterBias's `score(queries, ids)`)."""
     module, sep, factory = target.partition(":")
     if not sep:
         raise ModelError(f"--model py:{target}: expected py:<module>:<factory>")
@@ -89,8 +90,8 @@ def load_py_model(target: str):
         model = getattr(importlib.import_module(module), factory)()
     except (ImportError, AttributeError) as exc:
         raise ModelError(f"--model py:{target}: {exc}") from None
-    if not callable(getattr(model, "predict", None)):
-        raise ModelError(f"--model py:{target}: the factory's object has no predict(table) method")
+    if not callable(getattr(model, method, None)):
+        raise ModelError(f"--model py:{target}: the factory's object has no {signature} method")
     return model
 
 

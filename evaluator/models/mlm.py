@@ -17,7 +17,7 @@ import numpy as np
 
 from builders.errors import ModelError
 from evaluator.inference import Runner
-from evaluator.models import ModelOptions, parse_spec
+from evaluator.models import ModelOptions, load_py_model, parse_spec
 
 MASK = "[MASK]"
 
@@ -179,11 +179,7 @@ def load_masked_lm(spec: str, options: ModelOptions):
     `blank_image`, `tokenize`, `log_probs_at_mask`)."""
     kind, name = parse_spec(spec)
     if kind == "py":
-        module, _, factory = name.partition(":")
-        try:
-            return getattr(__import__(module, fromlist=[factory]), factory)()
-        except (ImportError, AttributeError) as exc:
-            raise ModelError(f"--model {spec}: {exc}") from None
+        return load_py_model(name, "score", "score(queries, ids)")
     if kind != "hf":
         raise ModelError(f"--model {spec}: CounterBias measures a masked LM: hf:<hub id or path> or py:<module>:<factory>")
     from transformers import AutoConfig
