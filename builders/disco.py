@@ -20,6 +20,7 @@ from builders.splits import check_splits
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import disco
+from builders.sources.files import list_folder
 
 Quality = Literal["high", "low"]
 
@@ -67,10 +68,9 @@ def rows(samples: list[disco.Sample], params: DiscoParams) -> pa.Table:
     cols: dict[str, list] = {name: [] for name in features()}
     for s in sorted(samples, key=lambda s: s.image_id):
         count, _ = disco.read_count(s.density)
-        rate, frames = disco.read_audio_info(s.audio)
-        disco.check_image(s.image)
-        image = s.image.read_bytes()
-        audio = {"bytes": s.audio.read_bytes(), "path": s.audio.name}
+        sound, rate, frames = disco.read_audio(s.audio)
+        image = disco.read_image(s.image)
+        audio = {"bytes": sound, "path": s.audio.name}
         for quality in sorted(params.qualities):
             pixels = image if quality == "high" else degrade(
                 image, params.low_brightness, params.low_noise_sigma, params.seed * 1_000_003 + zlib.crc32(s.image_id.encode()))
@@ -94,6 +94,9 @@ class DiscoBuilder:
 
     def locate_sources(self, source: Path, splits: list[str], params=None) -> dict:
         check_splits(self.name, splits, self.splits)
+        list_folder(source) if source.exists() else None  # SOURCE itself must be a folder
+        if (source / "density").exists():
+            list_folder(source / "density")  # a file where the density/ folder belongs
         if not (source / "density").is_dir():
             raise SourceError(source / "density", "DISCO density folder not found")
         found = {split: samples for split, samples in disco.locate(source, list(splits or self.splits)).items()

@@ -23,6 +23,7 @@ from builders.gqa_ood_rules import (PUBLISHED_ALPHAS, entropy_threshold, normali
                                     tail_mask)
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import gqa
+from builders.sources.files import read_bytes
 from builders.splits import check_disjoint_ids, check_splits
 
 NAME = "gqa-ood"
@@ -100,9 +101,9 @@ class GQAOODBuilder:
             return {split: source}
         if not source.is_dir():
             raise SourceError(source, "no such file or folder")
-        wanted = splits or [s for s in self.splits if (source / gqa.SPLIT_FILES[s]).is_file()]
+        wanted = splits or [s for s in self.splits if (source / gqa.SPLIT_FILES[s]).exists()]
         found = {s: source / gqa.SPLIT_FILES[s] for s in wanted}
-        missing = [str(p) for p in found.values() if not p.is_file()]
+        missing = [str(p) for p in found.values() if not p.exists()]
         if missing or not found:
             expected = ", ".join(gqa.SPLIT_FILES[s] for s in (splits or self.splits))
             raise SourceError(missing[0] if missing else source, f"GQA source file not found (expected {expected})")
@@ -113,7 +114,7 @@ class GQAOODBuilder:
 
         def read(path: Path) -> bytes:
             if path not in contents:
-                contents[path] = path.read_bytes()
+                contents[path] = read_bytes(path)
             return contents[path]
 
         indexes = {s: run_stage(f"index-{s}", {}, [p], lambda p=p: {"index": gqa.read_index(p, read(p))})["index"]

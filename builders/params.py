@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 
@@ -40,9 +41,12 @@ def _convert(name: str, raw: str, annotation):
         raise ParamsError(f"--set {name}={raw}: expected true or false")
     if annotation in (int, float):
         try:
-            return annotation(raw)
+            value = annotation(raw)
         except ValueError:
             raise ParamsError(f"--set {name}={raw}: expected {annotation.__name__}") from None
+        if not math.isfinite(value):
+            raise ParamsError(f"--set {name}={raw}: expected a finite number")
+        return value
     if annotation is str:
         return raw
     raise ParamsError(f"--set {name}: unsupported parameter type {annotation!r}")

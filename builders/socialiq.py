@@ -14,6 +14,7 @@ from builders.splits import check_splits
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import socialiq
+from builders.sources.files import expect_file, list_folder
 
 FOLDS_FILE = "socialiq_std_folds.json"
 
@@ -58,6 +59,21 @@ def tables_of(videos: dict[str, list[socialiq.QAItem]]) -> dict[str, pa.Table]:
             "pairs": pa.table(pairs, schema=features("pairs").arrow_schema)}
 
 
+def qa_files(folder: Path) -> dict[str, Path]:
+    """{video id: QA file} of every `<video_id>.txt` under qa/ (sub-folders included); a video id
+    found twice is an error naming both files, never a silent replacement."""
+    if not folder.exists():
+        return {}
+    list_folder(folder)  # a file where the qa/ folder belongs is an error
+    files: dict[str, Path] = {}
+    for path in sorted(folder.rglob("*.txt")):
+        expect_file(path, "QA text file")
+        if path.stem in files:
+            raise SourceError(path, f"video '{path.stem}' also has {files[path.stem]}", record=path.stem)
+        files[path.stem] = path
+    return files
+
+
 class SocialIQBuilder:
     name = "socialiq"
     params_class = SocialIQParams
@@ -75,7 +91,7 @@ class SocialIQBuilder:
         folds_path = source / FOLDS_FILE
         if not folds_path.is_file():
             raise SourceError(folds_path, "Social-IQ folds file not found")
-        files = {p.stem: p for p in sorted((source / "qa").rglob("*.txt"))} if (source / "qa").is_dir() else {}
+        files = qa_files(source / "qa")
         if not files:
             raise SourceError(source / "qa", "no Social-IQ QA files (<video_id>.txt)")
         folds = socialiq.read_folds(folds_path)

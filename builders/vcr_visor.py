@@ -22,6 +22,7 @@ from builders.errors import ParamsError, SourceError
 from builders.nlp import NLIClassifier, SentenceEncoder
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.vcr import read_vcr
+from builders.sources.files import decode_image, inside, read_bytes
 from builders.text import person_tags, reasoning_types, render_tokens
 
 NAME = "vcr-visor"
@@ -239,12 +240,15 @@ def _directions(pair: dict, name: str, k: int) -> list[str]:
 
 
 def _embed_images(rows: list[dict], images: Path) -> None:
+    """Each row's `img_fn` from the --images folder (the path must stay inside it), decoded once."""
     for row in rows:
-        path = images / row["img_fn"]
+        path = inside(images, row["img_fn"], images, record=row["annot_id"], field="img_fn")
         if not path.is_file():
             raise SourceError(path, "image not found (--images must be the folder that holds VCR's img_fn paths)",
                               record=row["annot_id"])
-        row["image"] = {"bytes": path.read_bytes(), "path": row["img_fn"]}
+        data = read_bytes(path)
+        decode_image(path, data, record=row["annot_id"])
+        row["image"] = {"bytes": data, "path": row["img_fn"]}
 
 
 class VCRVisorBuilder:

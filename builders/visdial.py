@@ -15,6 +15,7 @@ from builders.splits import check_splits
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import visdial
+from builders.sources.files import expect_file
 
 DIALOG_FILE = "visdial_1.0_{}.json"
 DENSE_FILE = "visdial_1.0_{}_dense_annotations.json"
@@ -76,8 +77,10 @@ class VisDialBuilder:
         found = {}
         for split in splits or self.splits:
             dialogs, dense = source / DIALOG_FILE.format(split), source / DENSE_FILE.format(split)
-            if dialogs.is_file():
-                found[split] = (dialogs, dense) if dense.is_file() else (dialogs,)
+            if dialogs.exists() or dialogs.is_symlink():
+                found[split] = (expect_file(dialogs, "VisDial dialog file"),)
+                if dense.exists() or dense.is_symlink():
+                    found[split] += (expect_file(dense, "VisDial dense annotation file"),)
             elif splits:
                 raise SourceError(dialogs, "VisDial dialog file not found")
         if not found:

@@ -78,6 +78,7 @@ class VQACPBuilder:
             tables = {split: run_stage(f"import-{split}", {}, list(files),
                                        lambda f=files: {"rows": vqa.read_cp(*f)})["rows"]
                       for split, files in sorted(sources.items())}
+            check_disjoint_ids(sources, tables)
             coverage = None
             if {"train", "test"} <= tables.keys():  # the published split, measured with the same rule
                 inputs = [p for files in sorted(sources.values()) for p in files]

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from builders import vqa_card
 from builders.errors import SourceError
-from builders.splits import check_splits
+from builders.splits import check_disjoint_ids, check_splits
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import vqa
 
@@ -95,6 +95,7 @@ class VQAv2Builder:
                 raise SourceError(questions, f"data_subtype is '{table.column('coco_split')[0]}', expected "
                                              f"'{subtype}' for split {split}", field="data_subtype")
             tables[split] = table
+        check_disjoint_ids(sources, tables)
         stats = vqa_card.statistics(tables)
         return BuildResult(tables={"default": tables}, features=features(), statistics=stats,
                            card_fields=vqa_card.card_fields(stats), figures=vqa_card.figures(stats))

@@ -7,19 +7,34 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from builders.errors import ParamsError
+from builders.errors import ParamsError, VlbenchError
+
+
+def hub_errors() -> tuple[type[BaseException], ...]:
+    """What a hub call raises for a bad repo id, a missing repo, no network or offline mode."""
+    from huggingface_hub.errors import HFValidationError, HTTPError
+
+    return (OSError, HTTPError, HFValidationError)
 
 
 def resolve_data(data: str) -> Path:
-    """A local built folder as is; anything else is downloaded as a hub dataset repo."""
+    """A local built folder as is; ORG/NAME whose ORG is not a local folder is a hub dataset repo,
+    downloaded; anything else (a missing local path, a file) is a one-line error."""
     path = Path(data)
     if path.is_dir():
         return path
-    if path.exists() or data.count("/") != 1:
-        raise ParamsError(f"--data {data}: not a built folder nor a hub dataset repo id (ORG/NAME)")
+    if path.exists():
+        raise ParamsError(f"--data {data}: is a file, expected a built folder or a hub dataset repo id (ORG/NAME)")
+    if data.count("/") != 1 or data.startswith((".", "/", "~")) or path.parent.is_dir():
+        raise ParamsError(f"--data {data}: no such folder (and not a hub dataset repo id ORG/NAME)")
     from huggingface_hub import snapshot_download
 
-    return Path(snapshot_download(repo_id=data, repo_type="dataset"))
+    try:
+        return Path(snapshot_download(repo_id=data, repo_type="dataset"))
+    except hub_errors() as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ParamsError(f"--data {data}: not a local folder, and the hub dataset could not be fetched ({reason})") \
+            from None
 
 
 def available_splits(folder: Path, config: str) -> list[str]:
@@ -42,4 +57,14 @@ def load_table(folder: Path, config: str, split: str) -> pa.Table:
     shards = sorted((folder / config).glob(f"{split}-*.parquet"))
     if not shards:
         raise ParamsError(f"{folder}: no {config}/{split} tables")
-    return pa.concat_tables(pq.read_table(p) for p in shards)
+    tables = []
+    for shard in shards:
+        try:
+            tables.append(pq.read_table(shard))
+        except (OSError, pa.ArrowException) as exc:
+            raise VlbenchError(f"{shard}: not a readable parquet file ({str(exc).splitlines()[0][:160]}); "
+                               "rebuild the folder or check it with `vlbench verify`") from None
+    try:
+        return pa.concat_tables(tables)
+    except pa.ArrowException:
+        raise VlbenchError(f"{folder / config}: the {split} shards do not share one schema") from None

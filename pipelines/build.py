@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import gc
+import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from builders.errors import ParamsError
+from builders.errors import ParamsError, SourceError, VlbenchError
 from builders.params import apply_overrides, params_to_dict
 from builders.registry import get_builder
+from builders.sources.files import expect_file
 from pipelines.export import export
 from pipelines.manifest import library_versions
+from pipelines.outdir import check_out
 from pipelines.stages import StageRunner, default_cache_dir
+from pipelines.verify import table_problems
 
 
 def build_command(bench: str, splits: list[str], assignments: list[str], legacy_json: bool,
@@ -50,40 +54,93 @@ def input_files(sources: dict) -> list[tuple[str, Path]]:
             for path in (paths if isinstance(paths, tuple) else (paths,))]
 
 
+def _relative(path: Path, root: Path) -> str:
+    """PATH relative to the source ROOT as the user laid it out (symlinks not resolved, so a source
+    file that links outside the folder is recorded under its name in the folder)."""
+    path, root = Path(os.path.abspath(path)), Path(os.path.abspath(root))
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.name
+
+
+def _signature(path: Path) -> tuple:
+    st = Path(path).stat()
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def check_inputs(files: list[tuple[str, Path]]) -> dict[Path, tuple]:
+    """Every raw file must be a readable regular file; returns their (size, mtime, inode)."""
+    signatures = {}
+    for _, path in files:
+        expect_file(path, "source file")
+        signatures[path] = _signature(path)
+    return signatures
+
+
+def check_unchanged(signatures: dict[Path, tuple]) -> None:
+    """The manifest hashes what was read: a source file changed while the build ran is an error."""
+    for path, before in signatures.items():
+        try:
+            now = _signature(path)
+        except OSError:
+            now = None
+        if now != before:
+            raise SourceError(path, "changed while the build was reading it; nothing was written, build again")
+
+
 def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = None,
               assignments: list[str] | None = None, legacy_json: bool = False, use_cache: bool = True,
-              images: Path | None = None) -> dict:
-    """Build one benchmark into OUT; returns the manifest. Nothing is written when it fails."""
+              images: Path | None = None, overwrite: bool = False) -> dict:
+    """Build one benchmark into OUT; returns the manifest. Nothing is written when it fails.
+
+    OUT is checked before any work (pipelines.outdir.check_out) and again before it is replaced;
+    the built tables pass the same checks as `vlbench verify` before they are published."""
     started = time.perf_counter()
     builder = get_builder(bench)
     assignments = list(assignments or [])
     params = apply_overrides(builder.params_class(), assignments)
-    source = source_folder(builder, Path(source), params)
-    sources = builder.locate_sources(source, list(splits or []), params)
-    runner = StageRunner(default_cache_dir() if use_cache else None)
+    given = Path(source)
+    if not given.exists():
+        raise SourceError(given, "no such file or folder")
+    source = source_folder(builder, given, params)
     extra = {}
     if images is not None:
         if not getattr(builder, "supports_images", False):
             raise ParamsError(f"--images: {bench} has no images to embed")
         if not Path(images).is_dir():
-            raise ParamsError(f"--images {images}: not a folder")
+            raise ParamsError(f"--images {images}: " + ("is a file, expected a folder" if Path(images).exists()
+                                                         else "no such folder"))
         extra["images"] = Path(images)
+    root = source if source.is_dir() else source.parent
+    protected = {"--source": [given, root], **({"--images": [Path(images)]} if images is not None else {})}
+    check_out(out, protected, overwrite)
+    sources = builder.locate_sources(source, list(splits or []), params)
+    files = input_files(sources)
+    protected["--source"] += [path for _, path in files]
+    check_out(out, protected, overwrite)
+    signatures = check_inputs(files)
+    runner = StageRunner(default_cache_dir() if use_cache else None)
     with gc_paused():
         result = builder.build(sources, params, runner, **extra)
-    root = Path(source) if Path(source).is_dir() else Path(source).parent
+    params_dict = params_to_dict(params)
+    problems = table_problems(builder, result.tables, params_dict)
+    if problems:
+        raise VlbenchError(f"{bench}: the built tables fail `vlbench verify`'s checks, nothing was written: "
+                           f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     manifest = {
         "benchmark": bench,
         "command": build_command(bench, sorted(splits or []), assignments, legacy_json, images is not None),
-        "params": params_to_dict(params),
+        "params": params_dict,
         "splits": sorted({split for by_split in result.tables.values() for split in by_split}),
         "legacy_json": legacy_json,
-        "inputs": [{"source": key, "path": path.resolve().relative_to(root.resolve()).as_posix(),
-                    "bytes": path.stat().st_size, "sha256": runner.digest(path)}
-                   for key, path in input_files(sources)],
+        "inputs": [{"source": key, "path": _relative(path, root), "bytes": signatures[path][0],
+                    "sha256": runner.digest(path)} for key, path in files],
         "versions": library_versions(),
         "code_version": runner.code,
         "statistics": result.statistics,
     }
+    check_unchanged(signatures)
     manifest["run"] = {**result.run_info, "stage_seconds": runner.timings, "stage_cached": runner.cached,
                        "build_seconds": round(time.perf_counter() - started, 3)}
-    return export(result, builder, out, manifest, legacy_json)
+    return export(result, builder, out, manifest, legacy_json, recheck=lambda: check_out(out, protected, overwrite))

@@ -62,11 +62,19 @@ def build(
     legacy_json: bool = typer.Option(False, "--legacy-json", help="Also write the benchmark's original files."),
     images: Optional[Path] = typer.Option(None, "--images", help="Embed the benchmark's images from this folder."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute every stage."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUT that vlbench did not write."),
 ):
-    """Build one benchmark from its raw sources."""
+    """Build one benchmark from its raw sources.
+
+    OUT is written atomically: the build is staged beside it and replaces it only when complete. An
+    existing OUT written by `vlbench build` is replaced; any other existing file or non-empty folder
+    is left alone unless --overwrite is given. OUT may never be, contain or lie inside the source or
+    images folder.
+    """
     from pipelines.build import run_build
 
-    manifest = run_build(bench, source, out, split, set_, legacy_json, use_cache=not no_cache, images=images)
+    manifest = run_build(bench, source, out, split, set_, legacy_json, use_cache=not no_cache, images=images,
+                         overwrite=overwrite)
     for item in manifest["outputs"]:
         if "rows" in item:
             typer.echo(f"{item['path']}: {item['rows']:,} rows")
@@ -271,14 +279,38 @@ def demo(out: Path = typer.Option(Path("demo_out"), "--out", help="Folder for so
     run_demo(out, echo=typer.echo)
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that every `finally` (staging folders, partial files)
+    runs as it does for Ctrl-C."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> None:
+    import signal
+    import threading
+
     from builders.errors import VlbenchError
 
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         app(args=argv, prog_name="vlbench")
     except VlbenchError as exc:
         _echo_err(f"error: {exc}")
         sys.exit(2)
+    except KeyboardInterrupt:
+        _echo_err("error: interrupted; nothing half-written was left behind")
+        sys.exit(130)
+    except Terminated:
+        _echo_err("error: terminated; nothing half-written was left behind")
+        sys.exit(143)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,9 @@
-"""Write a BuildResult in the hub layout (DESIGN §4), atomically: stage beside OUT, then rename."""
+"""Write a BuildResult in the hub layout, atomically (pipelines.outdir): stage beside OUT, then rename."""
 
 from __future__ import annotations
 
 import math
-import os
-import shutil
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
@@ -16,28 +13,9 @@ from builders.result import BuildResult
 from evaluator.report import draw_bars
 from pipelines.cards import render_card
 from pipelines.manifest import describe_outputs, write_manifest
+from pipelines.outdir import atomic_folder
 
 MAX_SHARD_BYTES = 500 << 20  # as datasets' push_to_hub
-
-
-@contextmanager
-def atomic_folder(out: Path):
-    """Yield a staging folder that replaces `out` only when the block finishes without error."""
-    out = out.resolve()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    for stale in out.parent.glob(f".{out.name}.partial-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    staging = out.parent / f".{out.name}.partial-{os.getpid()}"
-    staging.mkdir()
-    try:
-        yield staging
-        backup = out.parent / f".{out.name}.old-{os.getpid()}"
-        if out.exists():
-            out.rename(backup)
-        staging.rename(out)
-        shutil.rmtree(backup, ignore_errors=True)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _write_shard(table, path: Path) -> int:
@@ -75,9 +53,10 @@ def write_tables(result: BuildResult, folder: Path, pool: ThreadPoolExecutor) ->
     return finish
 
 
-def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json: bool) -> dict:
-    """Tables, legacy files, figures, card and manifest, all or nothing. Returns the manifest."""
-    with atomic_folder(out) as folder, ThreadPoolExecutor(max_workers=2) as pool:
+def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json: bool, recheck=None) -> dict:
+    """Tables, legacy files, figures, card and manifest, all or nothing. Returns the manifest.
+    `recheck` runs under the publish lock, just before OUT is replaced."""
+    with atomic_folder(out, recheck) as folder, ThreadPoolExecutor(max_workers=2) as pool:
         tables_written = write_tables(result, folder, pool)
         if legacy_json:
             for rel, produce in sorted(result.legacy_files.items()):

@@ -38,4 +38,17 @@ def write_manifest(folder: Path, manifest: dict) -> None:
 
 
 def read_manifest(folder: Path) -> dict:
-    return json.loads((folder / MANIFEST).read_text())
+    """The manifest of a built folder; an unreadable or corrupt one is a one-line error."""
+    from builders.errors import VlbenchError
+    from builders.sources.files import os_problem
+
+    path = Path(folder) / MANIFEST
+    try:
+        manifest = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise VlbenchError(f"{path}: {os_problem(exc)}") from None
+    except (ValueError, RecursionError) as exc:
+        raise VlbenchError(f"{path}: corrupt manifest (not valid JSON: {str(exc)[:120]})") from None
+    if not isinstance(manifest, dict):
+        raise VlbenchError(f"{path}: corrupt manifest (expected a JSON object)")
+    return manifest

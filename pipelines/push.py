@@ -22,9 +22,19 @@ def push(folder: Path, repo_id: str, private: bool = False, revision: str | None
 
     The token comes from HF_TOKEN or the user's `hf auth login`; it is never printed or stored.
     """
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete, get_token
+    from huggingface_hub import get_token
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    from evaluator.data import hub_errors
 
     folder = Path(folder)
+    try:
+        validate_repo_id(repo_id)
+        if repo_id.count("/") != 1:
+            raise HFValidationError("expected ORG/NAME")
+    except HFValidationError as exc:
+        raise VlbenchError(f"--repo-id {repo_id}: not a valid hub repo id ({str(exc).splitlines()[0]})") from None
     check = verify(folder)
     if check.problems:
         raise VlbenchError(f"{folder}: refusing to push, verification failed: {check.problems[0]}")
@@ -34,6 +44,17 @@ def push(folder: Path, repo_id: str, private: bool = False, revision: str | None
     manifest = read_manifest(folder)
     files = sorted([item["path"] for item in manifest["outputs"]] + [MANIFEST])
     api = (api_factory or _api)(token)
+    try:
+        return _upload(api, folder, manifest, files, repo_id, private, revision)
+    except hub_errors() as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise VlbenchError(f"push to datasets/{repo_id} failed ({reason}); no commit was made") from None
+
+
+def _upload(api, folder: Path, manifest: dict, files: list[str], repo_id: str, private: bool,
+            revision: str | None) -> dict:
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
     api.create_repo(repo_id=repo_id, repo_type="dataset", private=private, exist_ok=True)
     if revision:
         api.create_branch(repo_id=repo_id, repo_type="dataset", branch=revision, exist_ok=True)

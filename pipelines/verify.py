@@ -6,8 +6,12 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from builders.errors import VlbenchError
 from builders.registry import get_builder
+from builders.sources.files import check_relative
 from evaluator.data import load_table
 from pipelines.manifest import MANIFEST, read_manifest
 from pipelines.stages import sha256_file
@@ -26,13 +30,50 @@ class Verification:
     published: dict[str, bool] = field(default_factory=dict)  # legacy file -> identical to the published one
 
 
+def non_finite_columns(tables: dict[str, dict[str, pa.Table]]) -> list[str]:
+    """`config/split: column` of every floating-point value that is NaN or infinite (counts, scores,
+    probabilities and entropies are finite numbers in every benchmark), nested lists and structs included."""
+    def floats(array):
+        kind = array.type
+        if pa.types.is_floating(kind):
+            yield array
+        elif pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+            yield from floats(array.flatten())
+        elif pa.types.is_struct(kind):
+            for i in range(kind.num_fields):
+                yield from floats(array.field(i))
+
+    found = []
+    for config, by_split in sorted(tables.items()):
+        for split, table in sorted(by_split.items()):
+            for name in table.column_names:
+                column = table.column(name).combine_chunks()
+                if any(pc.all(pc.is_finite(a)).as_py() is False for a in floats(column)):
+                    found.append(f"{config}/{split}: column '{name}' holds NaN or infinite values")
+    return found
+
+
+def table_problems(builder, tables: dict[str, dict[str, pa.Table]], params: dict) -> list[str]:
+    """The one validation path of a benchmark's tables: `build` runs it before publishing OUT and
+    `verify` runs it on the published parquet."""
+    return builder.check_invariants(tables, params) + non_finite_columns(tables)
+
+
 def verify(folder: Path) -> Verification:
     folder = Path(folder)
     if not (folder / MANIFEST).is_file():
         raise VlbenchError(f"{folder}: no {MANIFEST} (not a folder written by `vlbench build`)")
     manifest = read_manifest(folder)
     report = Verification()
+    if not isinstance(manifest.get("outputs"), list) or not all(
+            isinstance(i, dict) and isinstance(i.get("path"), str) and isinstance(i.get("sha256"), str)
+            for i in manifest["outputs"]) or not isinstance(manifest.get("splits"), list):
+        raise VlbenchError(f"{folder / MANIFEST}: not a vlbench manifest (outputs, splits)")
+    if not isinstance(manifest.get("benchmark"), str):
+        raise VlbenchError(f"{folder / MANIFEST}: field 'benchmark' missing")
     listed = {item["path"]: item for item in manifest["outputs"]}
+    for rel in listed:
+        check_relative(rel, folder / MANIFEST, field="outputs")
     for rel, item in sorted(listed.items()):
         path = folder / rel
         if not path.is_file():
@@ -46,8 +87,8 @@ def verify(folder: Path) -> Verification:
     builder = get_builder(manifest["benchmark"])
     if not report.problems:
         tables = {c: {s: load_table(folder, c, s) for s in manifest["splits"]} for c in builder.configs}
-        report.problems += builder.check_invariants(tables, manifest["params"])
-        report.checked.append("invariants of " + manifest["benchmark"])
+        report.problems += table_problems(builder, tables, manifest["params"])
+        report.checked.append("invariants of " + manifest["benchmark"] + " and finite numbers in every table")
     published = getattr(builder, "published_blob_ids", {})
     for rel in sorted(listed):
         if rel in published:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from builders.errors import SourceError
+from builders.sources.files import decode_image, expect_file, list_folder, read_bytes
 
 SPLITS = ("train", "val", "test")
 
@@ -28,13 +29,18 @@ def locate(root: Path, splits: list[str]) -> dict[str, list[Sample]]:
     """Every density map of the wanted splits with its image and audio file (a missing one is an error)."""
     out = {}
     for split in splits:
-        maps = sorted((root / "density" / split).glob("*.mat"))
+        folder = root / "density" / split
+        maps = [p for p in list_folder(folder) if p.suffix == ".mat"] if folder.exists() else []
         samples = []
         for density in maps:
+            expect_file(density, "MATLAB density map")
             image, audio = root / "imgs" / f"{density.stem}.jpg", root / "auds" / f"{density.stem}.wav"
             for path, what in ((image, "image"), (audio, "audio clip")):
-                if not path.is_file():
+                if not path.parent.is_dir():
+                    list_folder(path.parent)  # names a file standing where the folder belongs
+                if not path.exists():
                     raise SourceError(path, f"{what} of density map {density.name} not found", record=density.stem)
+                expect_file(path, what)
             samples.append(Sample(density.stem, image, audio, density))
         out[split] = samples
     return out
@@ -44,8 +50,11 @@ def read_count(path: Path) -> tuple[float, tuple[int, int]]:
     """People count (sum of the density map) and the map's shape."""
     from scipy.io import loadmat
 
+    expect_file(path, "MATLAB density map")
     try:
         content = loadmat(path)
+    except OSError as exc:
+        raise SourceError(path, f"not a readable MATLAB file ({exc.strerror or exc})") from None
     except Exception as exc:  # scipy raises several types for a file that is not a .mat
         raise SourceError(path, f"not a readable MATLAB file ({exc})") from None
     if "map" not in content:
@@ -53,29 +62,33 @@ def read_count(path: Path) -> tuple[float, tuple[int, int]]:
     density = np.asarray(content["map"], dtype=np.float64)
     if density.ndim != 2 or not np.isfinite(density).all() or (density < 0).any():
         raise SourceError(path, "the density map must be a 2-D array of finite, non-negative values", field="map")
-    return float(density.sum()), density.shape
+    count = float(density.sum())
+    if not np.isfinite(count):
+        raise SourceError(path, f"the density map sums to {count} (values too large)", field="map")
+    return count, density.shape
 
 
-def read_audio_info(path: Path) -> tuple[int, int]:
-    """(sample rate, frames) of a readable, non-empty audio clip."""
+def read_audio(path: Path) -> tuple[bytes, int, int]:
+    """(bytes, sample rate, frames) of a readable, complete, non-empty audio clip. A RIFF/WAVE file
+    whose size differs from its header's (cut short in a copy) is damaged, not a shorter clip."""
     import soundfile
 
+    data = read_bytes(path)
+    if data[:4] == b"RIFF" and data[8:12] == b"WAVE" and int.from_bytes(data[4:8], "little") + 8 != len(data):
+        raise SourceError(path, f"damaged WAV file: its header says {int.from_bytes(data[4:8], 'little') + 8} bytes, "
+                                f"the file has {len(data)}")
     try:
-        info = soundfile.info(str(path))
+        info = soundfile.info(io.BytesIO(data))
     except Exception as exc:  # soundfile.LibsndfileError and RuntimeError for unreadable files
-        raise SourceError(path, f"not a readable audio file ({exc})") from None
+        reason = str(exc).splitlines()[0].rpartition(": ")[2] if str(exc).strip() else type(exc).__name__
+        raise SourceError(path, f"not a readable audio file ({reason[:160]})") from None
     if info.frames == 0:
         raise SourceError(path, "the audio clip is empty")
-    return info.samplerate, info.frames
+    return data, info.samplerate, info.frames
 
 
-def check_image(path: Path) -> tuple[int, int]:
-    from PIL import Image, UnidentifiedImageError
-
-    data = path.read_bytes()
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            img.verify()
-            return img.size
-    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
-        raise SourceError(path, f"not a readable image ({exc})") from None
+def read_image(path: Path) -> bytes:
+    """The image's bytes, fully decoded once so that a damaged file is caught here."""
+    data = read_bytes(path)
+    decode_image(path, data)
+    return data

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from builders.errors import SourceError
+from builders.sources.files import read_bytes
 
 SPLIT_FILES = {
     "train": "train_balanced_questions.json",
@@ -178,6 +179,10 @@ def read_raw_records(path: Path, data: bytes) -> tuple[list[str], list[msgspec.R
         raise SourceError(path, f"expected a JSON object keyed by question id ({exc})") from None
     except msgspec.DecodeError as exc:
         raise _decode_error(path, data, exc) from None
+    except RecursionError:
+        raise SourceError(path, "JSON nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise SourceError(path, f"not UTF-8 text (byte offset {exc.start})") from None
     qids = list(top)
     raws = list(top.values())
     return qids, raws, _tiles_walk(path, data, qids, raws)
@@ -185,8 +190,10 @@ def read_raw_records(path: Path, data: bytes) -> tuple[list[str], list[msgspec.R
 
 def read_index(path: Path, data: bytes | None = None) -> pa.Table:
     """One row per question: id, byte span in the file, and the fields the grouping reads."""
-    data = path.read_bytes() if data is None else data
+    data = read_bytes(path) if data is None else data
     qids, raws, offsets = read_raw_records(path, data)
+    if not qids:
+        raise SourceError(path, "no questions (an empty JSON object)")
     decode = msgspec.json.Decoder(_IndexRecord).decode
     try:
         recs = [decode(raw) for raw in raws]

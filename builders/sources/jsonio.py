@@ -4,12 +4,31 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
 from builders.errors import SourceError
 
 _PATH = re.compile(r"at `\$((?:\.\w+)*)\[(\d+)\]\.?([^`]*)`")  # at `$.annotations[4].answers[0].answer`
+_TOP_FIELD = re.compile(r"at `\$\.([\w.]+)`")  # at `$.data.dialogs`
+
+# An id stored in an int64 Arrow column: larger values (2**63, 5000-digit integers) are source errors.
+Id = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
+def _record_of(data: bytes, prefix: str, index: int, record_key: str):
+    """The `record_key` value of the item at `$prefix[index]`, decoded lazily (the rest of the file
+    may hold numbers no decoder accepts); None when it cannot be told."""
+    try:
+        node = msgspec.json.decode(data, type=msgspec.Raw)
+        for key in prefix.split(".")[1:]:
+            node = msgspec.json.decode(node, type=dict[str, msgspec.Raw])[key]
+        item = msgspec.json.decode(node, type=list[msgspec.Raw])[index]
+        value = msgspec.json.decode(item, type=dict[str, msgspec.Raw]).get(record_key)
+        return None if value is None else msgspec.json.decode(value, type=int)
+    except (msgspec.MsgspecError, KeyError, IndexError, RecursionError):
+        return None
 
 
 def decode_typed(path: Path, data: bytes, kind, record_key: str = "question_id"):
@@ -21,16 +40,17 @@ def decode_typed(path: Path, data: bytes, kind, record_key: str = "question_id")
         message = str(exc)
         m = _PATH.search(message)
         if m is None:
-            raise SourceError(path, message.split(" - at ")[0]) from None
+            top = _TOP_FIELD.search(message)
+            raise SourceError(path, message.split(" - at ")[0], field=top.group(1) if top else None) from None
         prefix, index, field = m.groups()
-        items = msgspec.json.decode(data)
-        for key in prefix.split(".")[1:]:
-            items = items[key]
-        item = items[int(index)]
-        record = item.get(record_key) if isinstance(item, dict) else None
-        record = record if isinstance(record, int) else f"#{index}"
-        raise SourceError(path, message.split(" - at ")[0], record=record, field=field or None) from None
+        record = _record_of(data, prefix, int(index), record_key)
+        raise SourceError(path, message.split(" - at ")[0], record=record if record is not None else f"#{index}",
+                          field=field or None) from None
     except msgspec.DecodeError as exc:
         m = re.search(r"byte (\d+)", str(exc))
         line = data.count(b"\n", 0, int(m.group(1)) if m else len(data)) + 1  # truncated: the last line
         raise SourceError(path, f"not valid JSON ({exc}) at line {line}") from None
+    except RecursionError:
+        raise SourceError(path, "JSON nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise SourceError(path, f"not UTF-8 text (byte offset {exc.start})") from None

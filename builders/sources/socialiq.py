@@ -8,16 +8,17 @@ feature files were made from). The folds file is `{"standard_train_fold": [ids],
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from builders.errors import SourceError
+from builders.sources.files import decode_utf8, load_json, read_bytes, read_text
 
 CORRECT, INCORRECT = 4, 3
 FOLD_KEYS = {"train": "standard_train_fold", "validation": "standard_valid_fold"}
 _LINE = re.compile(r"^([qai])(\d*)\s*:(.*)$")
+_VIDEO_ID = re.compile(r"[^/\\\0]{1,255}")  # a file name: <video_id>.txt must stay inside qa/
 
 
 @dataclass(frozen=True)
@@ -29,10 +30,7 @@ class QAItem:
 
 def read_qa(path: Path) -> list[QAItem]:
     """The questions of one video, each with its 4 correct and 3 incorrect answers."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise SourceError(path, f"not UTF-8 text ({exc})") from None
+    lines = decode_utf8(path, read_bytes(path)).splitlines()
     items: list[list] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -62,15 +60,16 @@ def read_qa(path: Path) -> list[QAItem]:
 
 def read_folds(path: Path) -> dict[str, list[str]]:
     """{"train": [video ids], "validation": [video ids]}, disjoint."""
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SourceError(path, f"not valid JSON ({exc})") from None
+    data = load_json(path, read_text(path))
     folds = {}
     for split, key in FOLD_KEYS.items():
         ids = data.get(key) if isinstance(data, dict) else None
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise SourceError(path, "expected a list of video id strings", field=key)
+        for video in ids:
+            if not _VIDEO_ID.fullmatch(video) or video in (".", ".."):
+                raise SourceError(path, f"'{video[:80]}' is not a video id (a file name without folders)",
+                                  record=video[:80], field=key)
         folds[split] = ids
     common = set(folds["train"]) & set(folds["validation"])
     if common:

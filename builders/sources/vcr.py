@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from builders.errors import SourceError
+from builders.sources.files import check_relative, expect_file
 
 Token = str | list[int]
 
@@ -82,7 +83,7 @@ def read_vcr(path: Path, skip_invalid: bool = False) -> VCRSource:
     decode = msgspec.json.Decoder(VCRRecord).decode
     source = VCRSource(records=[])
     seen: dict[str, int] = {}
-    with open(path, "rb") as fh:
+    with open(expect_file(path, "VCR annotation file"), "rb") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -98,6 +99,11 @@ def read_vcr(path: Path, skip_invalid: bool = False) -> VCRSource:
                 raise SourceError(path, where[0], record=f"line {number}", field=fld) from None
             except msgspec.DecodeError as exc:
                 raise SourceError(path, f"malformed JSON ({exc})", record=f"line {number}") from None
+            except RecursionError:
+                raise SourceError(path, "JSON nested too deeply", record=f"line {number}") from None
+            except UnicodeDecodeError as exc:
+                raise SourceError(path, f"not UTF-8 text (byte offset {exc.start})", record=f"line {number}") from None
+            check_relative(rec.img_fn, path, record=f"line {number} ({rec.annot_id})", field="img_fn")
             problem = check_record(rec)
             if problem:
                 if skip_invalid:

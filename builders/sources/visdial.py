@@ -14,7 +14,8 @@ from pathlib import Path
 import msgspec
 
 from builders.errors import SourceError
-from builders.sources.jsonio import decode_typed
+from builders.sources.files import read_bytes
+from builders.sources.jsonio import Id, decode_typed
 
 OPTIONS = 100
 ROUNDS = 10
@@ -28,7 +29,7 @@ class Round(msgspec.Struct, gc=False):
 
 
 class Dialog(msgspec.Struct, gc=False):
-    image_id: int
+    image_id: Id
     caption: str
     dialog: list[Round]
 
@@ -46,14 +47,14 @@ class DialogFile(msgspec.Struct):
 
 
 class Dense(msgspec.Struct, gc=False):
-    image_id: int
+    image_id: Id
     round_id: int
     gt_relevance: list[float]
 
 
 def read_dialogs(path: Path) -> DialogFile:
     """Decode and check: pool indices in range, 100 distinct options, gt among them, unique images."""
-    content = decode_typed(path, path.read_bytes(), DialogFile, record_key="image_id")
+    content = decode_typed(path, read_bytes(path), DialogFile, record_key="image_id")
     nq, na = len(content.data.questions), len(content.data.answers)
     seen = set()
     for dialog in content.data.dialogs:
@@ -83,7 +84,7 @@ def read_dialogs(path: Path) -> DialogFile:
 
 def read_dense(path: Path) -> dict[tuple[int, int], list[float]]:
     """{(image_id, round_id): 100 relevance scores}; values must be finite and in [0, 1]."""
-    items = decode_typed(path, path.read_bytes(), list[Dense], record_key="image_id")
+    items = decode_typed(path, read_bytes(path), list[Dense], record_key="image_id")
     out = {}
     for item in items:
         where = f"image {item.image_id} round {item.round_id}"

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from builders.errors import SourceError
+from builders.sources.files import decode_image, decode_utf8, inside, list_folder, load_json, read_bytes
 from builders.vl_bias_words import TARGETS
 
 ANNOTATION_SUFFIXES = (".csv", ".jsonl")
@@ -50,16 +50,22 @@ def find_annotation_file(source: Path) -> Path | None:
     return found[0] if found else None
 
 
+def _visible(folder: Path) -> list[Path]:
+    return [p for p in list_folder(folder) if not p.name.startswith(".")]
+
+
 def scan_folders(root: Path, genders) -> list[Sample]:
     """Every file under ROOT/<type>/<target>/<gender>/ (hidden files left out), checked by name."""
     samples = []
-    for type_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        for target_dir in sorted(p for p in type_dir.iterdir() if not p.name.startswith(".")):
-            for gender_dir in sorted(p for p in target_dir.iterdir() if not p.name.startswith(".")):
+    for type_dir in [p for p in _visible(root) if p.is_dir()]:
+        for target_dir in _visible(type_dir):
+            for gender_dir in _visible(target_dir):
                 if not gender_dir.is_dir():
                     raise SourceError(gender_dir, "expected a gender folder (ROOT/<type>/<target>/<gender>/<image>)")
                 _check(gender_dir, target_dir.name.lower(), type_dir.name.lower(), gender_dir.name.lower(), genders)
-                for image in sorted(p for p in gender_dir.iterdir() if p.is_file() and not p.name.startswith(".")):
+                for image in _visible(gender_dir):
+                    if not image.is_file():
+                        raise SourceError(image, "expected an image file (ROOT/<type>/<target>/<gender>/<image>)")
                     samples.append(Sample(image.relative_to(root).as_posix(), image, target_dir.name.lower(),
                                           type_dir.name.lower(), gender_dir.name.lower()))
     return samples
@@ -67,21 +73,21 @@ def scan_folders(root: Path, genders) -> list[Sample]:
 
 def _records(path: Path) -> list[tuple[str, dict]]:
     """(record label, fields) of a CSV (header row) or JSONL annotation file."""
-    text = path.read_text(encoding="utf-8")
+    text = decode_utf8(path, read_bytes(path))
     if path.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))
-        missing = [f for f in FIELDS if f not in (reader.fieldnames or [])]
-        if missing:
-            raise SourceError(path, f"the header lacks the column(s) {', '.join(missing)}", field=missing[0])
-        return [(f"line {i}", row) for i, row in enumerate(reader, start=2)]
+        try:
+            missing = [f for f in FIELDS if f not in (reader.fieldnames or [])]
+            if missing:
+                raise SourceError(path, f"the header lacks the column(s) {', '.join(missing)}", field=missing[0])
+            return [(f"line {reader.line_num}", row) for row in reader]
+        except csv.Error as exc:
+            raise SourceError(path, f"not valid CSV ({exc})", record=f"line {reader.line_num + 1}") from None
     out = []
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SourceError(path, f"not valid JSON ({exc.msg})", record=f"line {i}") from None
+        record = load_json(path, line, record=f"line {i}")
         if not isinstance(record, dict):
             raise SourceError(path, "expected a JSON object", record=f"line {i}")
         out.append((f"line {i}", record))
@@ -97,10 +103,10 @@ def read_annotations(path: Path, genders) -> list[Sample]:
                 raise SourceError(path, "missing or empty", record=record, field=name)
         target, target_type, gender = (fields[k].strip().lower() for k in ("target", "target_type", "gender"))
         _check(path, target, target_type, gender, genders, record=record)
-        image = (path.parent / fields["image"].strip())
+        image = inside(path.parent, fields["image"].strip(), path, record=record, field="image")
         if not image.is_file():
             raise SourceError(path, f"image file {image} not found", record=record, field="image")
-        samples.append(Sample(Path(fields["image"].strip()).as_posix(), image, target, target_type, gender))
+        samples.append(Sample(image.relative_to(path.parent).as_posix(), image, target, target_type, gender))
     return samples
 
 
@@ -128,12 +134,6 @@ def locate(source: Path, genders) -> tuple[Path | None, list[Sample]]:
 
 def read_image(sample: Sample) -> bytes:
     """The image's bytes, fully decoded once to prove they are an image."""
-    from PIL import Image, UnidentifiedImageError
-
-    data = sample.path.read_bytes()
-    try:
-        with Image.open(io.BytesIO(data)) as img:
-            img.load()
-    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
-        raise SourceError(sample.path, f"not a readable image ({exc})") from None
+    data = read_bytes(sample.path)
+    decode_image(sample.path, data)
     return data

@@ -19,7 +19,8 @@ import msgspec
 import pyarrow as pa
 
 from builders.errors import SourceError
-from builders.sources.jsonio import decode_typed
+from builders.sources.files import read_bytes
+from builders.sources.jsonio import Id, decode_typed
 
 ANSWERS_PER_QUESTION = 10  # VQA v2: ten human answers per question
 V2_SUBTYPES = ("train2014", "val2014")
@@ -28,18 +29,18 @@ V2_SUBTYPES = ("train2014", "val2014")
 class Answer(msgspec.Struct, gc=False):
     answer: str
     answer_confidence: str
-    answer_id: int
+    answer_id: Id
 
 
 class Question(msgspec.Struct, gc=False):
-    question_id: int
-    image_id: int
+    question_id: Id
+    image_id: Id
     question: str
 
 
 class Annotation(msgspec.Struct, gc=False):
-    question_id: int
-    image_id: int
+    question_id: Id
+    image_id: Id
     question_type: str
     answer_type: str
     multiple_choice_answer: str
@@ -92,6 +93,8 @@ def _index_unique(path: Path, records: list, what: str) -> dict[int, object]:
 
 def _join(q_path: Path, questions: list, a_path: Path, annotations: list, coco_split) -> pa.Table:
     """One row per question with its annotation; ids, images and answer counts checked."""
+    if not questions:
+        raise SourceError(q_path, "no questions (an empty split cannot be built)", field="questions")
     by_id = _index_unique(q_path, questions, "question")
     annotated = _index_unique(a_path, annotations, "annotation")
     for qid in by_id.keys() - annotated.keys():
@@ -122,8 +125,8 @@ def _join(q_path: Path, questions: list, a_path: Path, annotations: list, coco_s
 
 def read_v2(questions: Path, annotations: Path) -> pa.Table:
     """A VQA v2 questions/annotations pair (one COCO subtype) -> rows sorted by question_id."""
-    qf = decode_typed(questions, questions.read_bytes(), QuestionsFile)
-    af = decode_typed(annotations, annotations.read_bytes(), AnnotationsFile)
+    qf = decode_typed(questions, read_bytes(questions), QuestionsFile)
+    af = decode_typed(annotations, read_bytes(annotations), AnnotationsFile)
     if qf.data_subtype != af.data_subtype:
         raise SourceError(annotations, f"data_subtype '{af.data_subtype}' differs from the questions file's "
                                        f"'{qf.data_subtype}'", field="data_subtype")
@@ -132,10 +135,13 @@ def read_v2(questions: Path, annotations: Path) -> pa.Table:
 
 def read_cp(questions: Path, annotations: Path) -> pa.Table:
     """A published VQA-CP v2 questions/annotations pair (flat lists with coco_split) -> rows."""
-    qs = decode_typed(questions, questions.read_bytes(), list[CPQuestion])
-    ans = decode_typed(annotations, annotations.read_bytes(), list[CPAnnotation])
+    qs = decode_typed(questions, read_bytes(questions), list[CPQuestion])
+    ans = decode_typed(annotations, read_bytes(annotations), list[CPAnnotation])
 
     def coco_split(q, a):
+        if q.coco_split not in V2_SUBTYPES:
+            raise SourceError(questions, f"coco_split '{q.coco_split}' is not one of {', '.join(V2_SUBTYPES)}",
+                              record=q.question_id, field="coco_split")
         if q.coco_split != a.coco_split:
             raise SourceError(annotations, f"coco_split '{a.coco_split}' differs from the question's "
                                            f"'{q.coco_split}'", record=q.question_id, field="coco_split")

@@ -1,0 +1,126 @@
+"""Reading raw files as a user's input: every failure is a `SourceError` naming the file (and the
+record and field where the caller knows them), never an OSError, a codec error or a recursion error.
+
+Also the one containment rule for paths and ids read from data (VCR `img_fn`, VL-Bias annotation
+`image`, Social-IQ video ids): a relative path that stays inside its root.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import os
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+from builders.errors import SourceError
+
+
+def os_problem(exc: OSError) -> str:
+    """A user-facing reason for an OSError (no Python class names, no addresses)."""
+    if isinstance(exc, IsADirectoryError):
+        return "is a folder, expected a file"
+    if isinstance(exc, NotADirectoryError):
+        return "is a file, expected a folder"
+    if isinstance(exc, FileNotFoundError):
+        return "not found"
+    if isinstance(exc, PermissionError):
+        return "cannot be read (permission denied)"
+    if exc.errno == errno.ENOSPC:
+        return "no space left on the device"
+    return f"cannot be read ({exc.strerror or exc})"
+
+
+def read_bytes(path: Path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise SourceError(path, os_problem(exc)) from None
+
+
+def decode_utf8(path: Path, data: bytes, record: str | None = None) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SourceError(path, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}; "
+                                "save the file as UTF-8)", record=record) from None
+
+
+def read_text(path: Path) -> str:
+    return decode_utf8(path, read_bytes(path))
+
+
+def load_json(path: Path, text: str | bytes, record: str | None = None):
+    """Python's JSON parser with its failures as one-line source errors (used for small files)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(path, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                          record=record) from None
+    except RecursionError:
+        raise SourceError(path, "JSON nested too deeply", record=record) from None
+    except UnicodeDecodeError:
+        raise SourceError(path, "not UTF-8 text", record=record) from None
+
+
+def list_folder(path: Path) -> list[Path]:
+    """The entries of a folder, sorted; a file or a missing path is a SourceError."""
+    try:
+        return sorted(Path(path).iterdir())
+    except OSError as exc:
+        raise SourceError(path, os_problem(exc) if not isinstance(exc, FileNotFoundError) else "folder not found") \
+            from None
+
+
+def expect_file(path: Path, what: str = "file") -> Path:
+    """PATH when it is a regular file (symlinks followed), else a SourceError saying what it is."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        raise SourceError(path, f"is a folder, expected a {what}")
+    if path.exists() or path.is_symlink():
+        raise SourceError(path, f"is not a regular file (expected a {what})")
+    raise SourceError(path, f"{what} not found")
+
+
+def check_relative(relative: str, file: Path, record=None, field: str | None = None) -> str:
+    """A path read from data must be relative and stay inside its folder: empty, absolute, drive,
+    NUL and '..' are refused, naming the file, record and field. Returns the normalised path."""
+    problem = None
+    if not isinstance(relative, str) or not relative.strip():
+        problem = "empty path"
+    elif "\0" in relative:
+        problem = "path contains a NUL character"
+    else:
+        posix, windows = PurePosixPath(relative), PureWindowsPath(relative)
+        if posix.is_absolute() or windows.is_absolute() or windows.drive or relative.startswith(("/", "\\")):
+            problem = f"absolute path '{relative[:200]}' (expected a path relative to its folder)"
+        elif ".." in posix.parts or ".." in windows.parts:
+            problem = f"path '{relative[:200]}' leaves its folder ('..')"
+    if problem:
+        raise SourceError(file, problem, record=record, field=field)
+    return PurePosixPath(os.path.normpath(relative)).as_posix()
+
+
+def inside(root: Path, relative: str, file: Path, record=None, field: str | None = None) -> Path:
+    """ROOT / RELATIVE for a path read from data, after `check_relative`. The check is on the
+    path's text, so symlinks the user placed inside ROOT are followed."""
+    return Path(root) / check_relative(relative, file, record, field)
+
+
+def decode_image(path: Path, data: bytes, record=None, field: str | None = None) -> tuple[int, int]:
+    """Fully decode image bytes once (a truncated JPEG fails here, not later); returns (width, height)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.load()
+            return img.size
+    except UnidentifiedImageError:
+        raise SourceError(path, "not an image file Pillow can read", record=record, field=field) from None
+    except Image.DecompressionBombError as exc:
+        raise SourceError(path, f"image too large to decode safely ({exc})", record=record, field=field) from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise SourceError(path, f"damaged image ({exc})", record=record, field=field) from None

@@ -1,0 +1,157 @@
+"""The OUT folder of `vlbench build`: never a source, replaced only when it is vlbench's own, written
+atomically, safe under concurrent builds and kills.
+
+* `check_out` refuses an OUT that is, contains or lies inside a protected folder (the sources, the
+  images) and an existing OUT that vlbench did not write, unless `--overwrite` (never a source).
+* `atomic_folder` stages the build beside OUT in `.OUT.partial-PID` and publishes it with two
+  renames under an exclusive lock on OUT's parent folder, so two builds into one OUT end with one
+  complete build. Staging and backup folders of dead processes are cleaned up (a backup whose
+  publish was cut short is put back), and SIGTERM unwinds like SIGINT (see `pipelines.cli`).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+from builders.errors import ParamsError, VlbenchError
+from builders.sources.files import os_problem
+from pipelines.manifest import MANIFEST
+
+
+
+
+def _same_or_inside(a: Path, b: Path) -> bool:
+    return a == b or b in a.parents
+
+
+def is_vlbench_output(path: Path) -> bool:
+    """A folder holding a manifest.json that vlbench wrote (benchmark, outputs, inputs)."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(manifest, dict) and {"benchmark", "outputs", "inputs"} <= manifest.keys()
+
+
+def check_out(out: Path, protected: dict[str, list[Path]], overwrite: bool) -> None:
+    """Refuse an unsafe OUT (exit 2): see the module docstring. `protected` maps an option name
+    (--source, --images) to the paths it covers (folders and files, symlinks resolved here)."""
+    target = Path(os.path.abspath(out))
+    resolved = target.resolve()
+    for option, paths in protected.items():
+        for path in paths:
+            real = Path(path).resolve()
+            for candidate in {target, resolved}:
+                if _same_or_inside(candidate, real):
+                    raise ParamsError(f"--out {out}: is or lies inside the {option} folder {path}; "
+                                      "choose an output folder outside it")
+                if _same_or_inside(real, candidate):
+                    raise ParamsError(f"--out {out}: contains the {option} {path}; replacing it would delete "
+                                      "your sources; choose another output folder")
+    if target.is_symlink():
+        if not overwrite:
+            raise ParamsError(f"--out {out}: is a symbolic link; pass --overwrite to replace the link "
+                              "(its target is left alone)")
+    elif target.is_dir():
+        if any(target.iterdir()) and not is_vlbench_output(target) and not overwrite:
+            raise ParamsError(f"--out {out}: exists and was not written by `vlbench build` (no vlbench manifest); "
+                              "pass --overwrite to replace it")
+    elif target.exists() and not overwrite:
+        raise ParamsError(f"--out {out}: a file with this name exists; pass --overwrite to replace it")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _owner(path: Path, marker: str) -> int | None:
+    """The PID in a `.OUT.<marker>-PID` name, or None."""
+    tail = path.name.rpartition(f".{marker}-")[2]
+    return int(tail) if tail.isdigit() else None
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def clean_stale(out: Path) -> None:
+    """Remove staging folders of dead builds of OUT; a dead build's backup is put back when OUT is
+    missing (it was killed between its two renames), else removed."""
+    for marker in ("partial", "old"):
+        for stale in sorted(out.parent.glob(f".{out.name}.{marker}-*")):
+            pid = _owner(stale, marker)
+            if pid is None or pid == os.getpid() or _pid_alive(pid):
+                continue
+            if marker == "old" and not (out.exists() or out.is_symlink()):
+                stale.rename(out)
+            else:
+                _remove(stale)
+
+
+@contextmanager
+def parent_lock(folder: Path):
+    """An exclusive flock on a folder (released when the process dies, leaves no file behind)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _make_parent(out: Path) -> None:
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        problem = "a file stands where a folder belongs" if isinstance(exc, (FileExistsError, NotADirectoryError)) \
+            else os_problem(exc)
+        raise VlbenchError(f"--out {out}: cannot create its parent folder {out.parent}: {problem}") from None
+    if not os.access(out.parent, os.W_OK):
+        raise VlbenchError(f"--out {out}: the folder {out.parent} is not writable")
+
+
+@contextmanager
+def atomic_folder(out: Path, recheck=None):
+    """Yield a staging folder that replaces OUT only when the block finishes without error.
+    `recheck()` runs under the publish lock (OUT may have changed while the build ran)."""
+    out = Path(os.path.abspath(out))
+    _make_parent(out)
+    with parent_lock(out.parent):
+        clean_stale(out)
+    staging = out.parent / f".{out.name}.partial-{os.getpid()}"
+    _remove(staging)
+    try:
+        staging.mkdir()
+        yield staging
+        with parent_lock(out.parent):
+            if recheck is not None:
+                recheck()
+            backup = out.parent / f".{out.name}.old-{os.getpid()}"
+            had_out = out.exists() or out.is_symlink()
+            if had_out:
+                out.rename(backup)
+            staging.rename(out)
+            if had_out:
+                _remove(backup)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise VlbenchError(f"--out {out}: no space left on the device (nothing was written)") from None
+        raise VlbenchError(f"--out {out}: cannot write ({exc.strerror or os_problem(exc)}; nothing was written)") \
+            from None
+    finally:
+        _remove(staging)

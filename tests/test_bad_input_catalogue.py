@@ -1,0 +1,485 @@
+"""The bad-input catalogue: every case is a user mistake or a damaged input, never a bug.
+
+Each case asserts what vlbench promises for bad input: exit code 2, exactly one `error:` line on
+stderr naming the file (and the record and field where there is one), no traceback, no OUT folder
+or staging folder left behind, and the source folder byte-for-byte untouched. Cases cover the eight
+source readers (generic damage to every raw file, and field-level damage per format), the six
+submission formats, builder parameters, and paths and environments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from builders.nlp import PACKAGED_MINILM
+
+SOURCE_DIRS = {"gqa-ood": "gqa", "vqa-v2": "vqa_v2", "vqa-cp": "vqa_cp", "visdial": "visdial",
+               "vcr-visor": "vcr", "socialiq": "socialiq", "disco": "disco", "vl-bias": "vl_bias"}
+# Offline builds: the packaged MiniLM stands in for the recipe's SBERT, no NLI model.
+BUILD_ARGS = {"vcr-visor": ("--set", f"sbert_model={PACKAGED_MINILM}", "--set", "nli_model=none")}
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every path under ROOT with the sha256 of its content (folders map to 'dir')."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        out[rel] = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def assert_one_error_line(code: int, stderr: str, needles) -> str:
+    assert code == 2, f"exit {code}: {stderr}"
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    assert "Traceback" not in stderr and not re.search(r"0x[0-9a-fA-F]{6,}|<[\w.]+ object", lines[0]), lines[0]
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Damage applied to a raw file
+
+def _bytes(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def truncated(path: Path) -> None:
+    path.write_bytes(_bytes(path)[: len(_bytes(path)) // 2])
+
+
+def non_utf8(path: Path) -> None:
+    """Latin-1 bytes inside the first string value after the start of the file."""
+    data = _bytes(path)
+    at = data.index(b'"', min(20, len(data) - 1)) + 1 if b'"' in data[20:] else len(data) // 2
+    path.write_bytes(data[:at] + b"caf\xe9 \xff" + data[at:])
+
+
+def folder_in_place(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+    (path / "stray.txt").write_text("a folder where a file belongs")
+
+
+def deeply_nested(path: Path) -> None:
+    path.write_bytes(b"[" * 100_000 + b"]" * 100_000)
+
+
+def json_null(path: Path) -> None:
+    path.write_bytes(b"null")
+
+
+def json_empty_object(path: Path) -> None:
+    path.write_bytes(b"{}")
+
+
+def binary(path: Path) -> None:
+    path.write_bytes(bytes(range(256)) * 4)
+
+
+JSON_DAMAGE = [empty, truncated, non_utf8, folder_in_place, deeply_nested, json_null, json_empty_object, binary]
+MEDIA_DAMAGE = [empty, truncated, folder_in_place, binary]
+
+# (benchmark, file relative to its source folder, extra build args)
+JSON_FILES = [
+    ("gqa-ood", "testdev_balanced_questions.json", ()),
+    ("gqa-ood", "val_balanced_questions.json", ()),
+    ("vqa-v2", "v2_OpenEnded_mscoco_val2014_questions.json", ()),
+    ("vqa-v2", "v2_mscoco_val2014_annotations.json", ()),
+    ("vqa-v2", "v2_OpenEnded_mscoco_train2014_questions.json", ()),
+    ("vqa-v2", "v2_mscoco_train2014_annotations.json", ()),
+    ("vqa-cp", "vqacp_v2_test_questions.json", ()),
+    ("vqa-cp", "vqacp_v2_test_annotations.json", ()),
+    ("vqa-cp", "vqacp_v2_train_questions.json", ()),
+    ("vqa-cp", "vqacp_v2_train_annotations.json", ()),
+    ("visdial", "visdial_1.0_val.json", ()),
+    ("visdial", "visdial_1.0_train.json", ()),
+    ("visdial", "visdial_1.0_val_dense_annotations.json", ()),
+    ("vcr-visor", "val.jsonl", ()),
+    ("socialiq", "socialiq_std_folds.json", ()),
+]
+MEDIA_FILES = [
+    ("disco", "density/train/0001.mat", ()),
+    ("disco", "auds/0013.wav", ()),
+    ("disco", "imgs/0017.jpg", ()),
+    ("vl-bias", "activity/cooking/man/{first}", ()),
+]
+
+
+@dataclass
+class SourceCase:
+    id: str
+    bench: str
+    mutate: Callable[[Path], None]  # called with the benchmark's copied source folder
+    needles: tuple[str, ...]
+    args: tuple = ()
+
+
+def _on(rel: str, damage) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        if "{first}" in rel:
+            folder = root / rel.rsplit("/", 1)[0]
+            damage(sorted(folder.iterdir())[0])
+        else:
+            damage(root / rel)
+    return mutate
+
+
+def _damage_name(rel: str) -> str:
+    return rel.rsplit("/", 1)[-1] if "{first}" not in rel else rel.split("/")[-2]
+
+
+GENERIC = ([SourceCase(f"{b}:{rel}:{d.__name__}", b, _on(rel, d), (_damage_name(rel),), a)
+            for b, rel, a in JSON_FILES for d in JSON_DAMAGE]
+           + [SourceCase(f"{b}:{rel}:{d.__name__}", b, _on(rel, d), (_damage_name(rel),), a)
+              for b, rel, a in MEDIA_FILES for d in MEDIA_DAMAGE])
+
+
+# ---------------------------------------------------------------------------------------------
+# Field-level damage per format
+
+def _edit_json(rel: str, edit) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        path = root / rel
+        data = json.loads(path.read_text())
+        data = edit(data) or data
+        path.write_text(json.dumps(data))
+    return mutate
+
+
+def _replace_text(rel: str, old: str, new: str, count: int = 1) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        path = root / rel
+        text = path.read_text()
+        assert old in text, (rel, old)
+        path.write_text(text.replace(old, new, count))
+    return mutate
+
+
+def _edit_jsonl(rel: str, line: int, edit) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        path = root / rel
+        lines = path.read_text().splitlines()
+        record = json.loads(lines[line])
+        edit(record)
+        lines[line] = json.dumps(record)
+        path.write_text("\n".join(lines) + "\n")
+    return mutate
+
+
+def _set(key, value):
+    def edit(record):
+        record[key] = value
+    return edit
+
+
+def _first_question(key: str, value):
+    def edit(data):
+        items = data["questions"] if isinstance(data, dict) else data
+        items[0][key] = value
+    return edit
+
+
+def _first_annotation(key: str, value):
+    def edit(data):
+        items = data["annotations"] if isinstance(data, dict) else data
+        items[0][key] = value
+    return edit
+
+
+def _raw_int(rel: str, key: str, literal: str) -> Callable[[Path], None]:
+    """Replace the first `"key":<int>` by a literal JSON number (too large for any integer type)."""
+    def mutate(root: Path) -> None:
+        import re
+
+        path = root / rel
+        text = path.read_text()
+        new, n = re.subn(rf'"{key}":\s*-?\d+', f'"{key}":{literal}', text, count=1)
+        assert n == 1, (rel, key)
+        path.write_text(new)
+    return mutate
+
+
+def _gqa_first(edit):
+    def mutate(root: Path) -> None:
+        path = root / "testdev_balanced_questions.json"
+        data = json.loads(path.read_text())
+        first = next(iter(data))
+        edit(data[first])
+        path.write_text(json.dumps(data))
+    return mutate
+
+
+def _visdial_round(key, value):
+    def edit(data):
+        data["data"]["dialogs"][0]["dialog"][0][key] = value
+    return edit
+
+
+def _socialiq_qa(edit):
+    def mutate(root: Path) -> None:
+        path = sorted((root / "qa").glob("*.txt"))[0]
+        edit(path)
+    return mutate
+
+
+def _vl_bias_annotations(rows_of, suffix=".csv", encoding="utf-8"):
+    """Turn the folder layout into an annotation file (image paths relative to it), edited."""
+    def mutate(root: Path) -> None:
+        rows = []
+        for image in sorted(p for p in root.rglob("*") if p.is_file()):
+            kind, target, gender, _ = image.relative_to(root).parts
+            rows.append({"image": image.relative_to(root).as_posix(), "target": target, "target_type": kind,
+                         "gender": gender})
+        rows = rows_of(rows)
+        if suffix == ".csv":
+            import csv
+            import io
+
+            buf = io.StringIO()
+            writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+            (root / "annotations.csv").write_bytes(buf.getvalue().encode(encoding))
+        else:
+            (root / "annotations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return mutate
+
+
+def _first_row(key, value):
+    def edit(rows):
+        rows[0][key] = value
+        return rows
+    return edit
+
+
+def _disco_map(values):
+    def mutate(root: Path) -> None:
+        import numpy as np
+        from scipy.io import savemat
+
+        savemat(root / "density" / "train" / "0001.mat", {"map": np.asarray(values, dtype=np.float64)})
+    return mutate
+
+
+def _socialiq_duplicate(root: Path) -> None:
+    first = sorted((root / "qa").glob("*.txt"))[0]
+    (root / "qa" / "sub").mkdir()
+    shutil.copy(first, root / "qa" / "sub" / first.name)
+
+
+def _socialiq_folds(edit):
+    return _edit_json("socialiq_std_folds.json", edit)
+
+
+def _stray_file_for_folder(rel: str) -> Callable[[Path], None]:
+    def mutate(root: Path) -> None:
+        path = root / rel
+        shutil.rmtree(path)
+        path.write_text("a file where a folder belongs")
+    return mutate
+
+
+def _symlink_outside(rel: str) -> Callable[[Path], None]:
+    """A record path that climbs out of the source folder (`..`) to a real file."""
+    def mutate(root: Path) -> None:
+        (root.parent / "outside.jpg").write_bytes((root / rel).read_bytes())
+    return mutate
+
+
+VQA_Q = "v2_OpenEnded_mscoco_val2014_questions.json"
+VQA_A = "v2_mscoco_val2014_annotations.json"
+CP_Q, CP_A = "vqacp_v2_test_questions.json", "vqacp_v2_test_annotations.json"
+VD = "visdial_1.0_val.json"
+VD_DENSE = "visdial_1.0_val_dense_annotations.json"
+
+FIELD_CASES = [
+    # GQA
+    SourceCase("gqa:answer-number", "gqa-ood", _gqa_first(_set("answer", 1e999)), ("testdev", "record", "answer")),
+    SourceCase("gqa:groups-list", "gqa-ood", _gqa_first(_set("groups", [])), ("testdev", "record", "groups")),
+    SourceCase("gqa:types-missing", "gqa-ood", _gqa_first(lambda r: r.pop("types")), ("testdev", "record", "types")),
+    SourceCase("gqa:image-null", "gqa-ood", _gqa_first(_set("imageId", None)), ("testdev", "record", "imageId")),
+    SourceCase("gqa:top-level-list", "gqa-ood", _edit_json("testdev_balanced_questions.json", lambda d: list(d.values())),
+               ("testdev",)),
+    # VQA v2
+    SourceCase("vqa-v2:qid-2**63", "vqa-v2", _raw_int(VQA_Q, "question_id", str(2**63)), (VQA_Q, "question_id")),
+    SourceCase("vqa-v2:qid-5000-digits", "vqa-v2", _raw_int(VQA_Q, "question_id", "9" * 5000), (VQA_Q, "question_id")),
+    SourceCase("vqa-v2:qid-1e999", "vqa-v2", _raw_int(VQA_Q, "question_id", "1e999"), (VQA_Q, "question_id")),
+    SourceCase("vqa-v2:image-2**64", "vqa-v2", _raw_int(VQA_A, "image_id", str(2**64)), (VQA_A, "image_id")),
+    SourceCase("vqa-v2:answer-id-2**63", "vqa-v2", _raw_int(VQA_A, "answer_id", str(2**63)), (VQA_A, "answer_id")),
+    SourceCase("vqa-v2:question-not-string", "vqa-v2", _edit_json(VQA_Q, _first_question("question", 7)),
+               (VQA_Q, "question")),
+    SourceCase("vqa-v2:nine-answers", "vqa-v2", _edit_json(VQA_A, lambda d: [d["annotations"][0]["answers"].pop()] and None),
+               (VQA_A, "answers")),
+    SourceCase("vqa-v2:empty-split", "vqa-v2", lambda root: [
+        _edit_json(VQA_Q, lambda d: d.update(questions=[]))(root),
+        _edit_json(VQA_A, lambda d: d.update(annotations=[]))(root)], (VQA_Q, "no questions")),
+    SourceCase("vqa-v2:subtype-mismatch", "vqa-v2", _edit_json(VQA_A, lambda d: d.update(data_subtype="train2014")),
+               (VQA_A, "data_subtype")),
+    SourceCase("vqa-v2:question-in-train-and-val", "vqa-v2", lambda root: _copy_first_question(root), ("question",)),
+    SourceCase("vqa-v2:annotations-object", "vqa-v2", _edit_json(VQA_A, lambda d: d.update(annotations={})),
+               (VQA_A, "annotations")),
+    # VQA-CP
+    SourceCase("vqa-cp:coco-split-foo", "vqa-cp", lambda root: [
+        _edit_json(CP_Q, _first_question("coco_split", "foo"))(root),
+        _edit_json(CP_A, _first_annotation("coco_split", "foo"))(root)], (CP_Q, "coco_split", "foo")),
+    SourceCase("vqa-cp:coco-split-differs", "vqa-cp", _edit_json(CP_A, _first_annotation("coco_split", "val2014x")),
+               (CP_A, "coco_split")),
+    SourceCase("vqa-cp:qid-2**64", "vqa-cp", _raw_int(CP_Q, "question_id", str(2**64)), (CP_Q, "question_id")),
+    SourceCase("vqa-cp:qid-negative-huge", "vqa-cp", _raw_int(CP_Q, "question_id", "-" + "9" * 40), (CP_Q, "question_id")),
+    SourceCase("vqa-cp:question-in-train-and-test", "vqa-cp", lambda root: _cp_in_both(root), ("question",)),
+    SourceCase("vqa-cp:top-level-object", "vqa-cp", _edit_json(CP_Q, lambda d: {"questions": d}), (CP_Q,)),
+    # VisDial
+    SourceCase("visdial:image-2**63", "visdial", _raw_int(VD, "image_id", str(2**63)), (VD, "image_id")),
+    SourceCase("visdial:gt-index-1e999", "visdial", _raw_int(VD, "gt_index", "1e999"), (VD, "gt_index")),
+    SourceCase("visdial:option-out-of-pool", "visdial", _edit_json(VD, _visdial_round("answer_options", [10**6] * 100)),
+               (VD, "answer_options")),
+    SourceCase("visdial:relevance-1e999", "visdial", _replace_text(VD_DENSE, "0.4", "1e999"), (VD_DENSE, "gt_relevance")),
+    SourceCase("visdial:round-2**63", "visdial", _raw_int(VD_DENSE, "round_id", str(2**63)), (VD_DENSE, "round_id")),
+    SourceCase("visdial:split-file-is-folder", "visdial", _on(VD, folder_in_place), (VD,)),
+    SourceCase("visdial:dialogs-not-list", "visdial", _edit_json(VD, lambda d: d["data"].update(dialogs={})),
+               (VD, "dialogs")),
+    # VCR
+    SourceCase("vcr:img_fn-parent", "vcr-visor", _edit_jsonl("val.jsonl", 0, _set("img_fn", "../../etc/passwd")),
+               ("val.jsonl", "line 1", "img_fn")),
+    SourceCase("vcr:img_fn-absolute", "vcr-visor", _edit_jsonl("val.jsonl", 2, _set("img_fn", "/etc/passwd")),
+               ("val.jsonl", "line 3", "img_fn")),
+    SourceCase("vcr:img_fn-empty", "vcr-visor", _edit_jsonl("val.jsonl", 1, _set("img_fn", "")),
+               ("val.jsonl", "line 2", "img_fn")),
+    SourceCase("vcr:answer-label-2**63", "vcr-visor", _edit_jsonl("val.jsonl", 0, _set("answer_label", 2**63)),
+               ("val.jsonl", "line 1", "answer_label")),
+    SourceCase("vcr:match-index-1e999", "vcr-visor", _raw_int("val.jsonl", "match_index", "1e999"),
+               ("val.jsonl", "line 1", "match_index")),
+    SourceCase("vcr:object-index-huge", "vcr-visor",
+               _edit_jsonl("val.jsonl", 0, lambda r: r["question"].insert(0, [2**70])), ("val.jsonl", "line 1")),
+    SourceCase("vcr:record-is-list", "vcr-visor", lambda root: (root / "val.jsonl").write_text("[1, 2]\n"),
+               ("val.jsonl", "line 1")),
+    SourceCase("vcr:deep-record", "vcr-visor", lambda root: (root / "val.jsonl").write_text("[" * 50_000 + "]" * 50_000),
+               ("val.jsonl", "line 1")),
+    # Social-IQ
+    SourceCase("socialiq:same-video-twice", "socialiq", _socialiq_duplicate, ("qa/sub/", "also")),
+    SourceCase("socialiq:qa-non-utf8", "socialiq", _socialiq_qa(non_utf8), (".txt", "UTF-8")),
+    SourceCase("socialiq:qa-empty", "socialiq", _socialiq_qa(empty), (".txt",)),
+    SourceCase("socialiq:qa-folder", "socialiq", _socialiq_qa(folder_in_place), (".txt",)),
+    SourceCase("socialiq:qa-binary", "socialiq", _socialiq_qa(binary), (".txt",)),
+    SourceCase("socialiq:three-correct", "socialiq",
+               _socialiq_qa(lambda p: p.write_text(p.read_text().replace("a1:", "i1:", 1))), (".txt", "question")),
+    SourceCase("socialiq:fold-video-traversal", "socialiq",
+               _socialiq_folds(lambda d: d["standard_train_fold"].append("../../etc/passwd")),
+               ("socialiq_std_folds.json", "standard_train_fold")),
+    SourceCase("socialiq:fold-video-absolute", "socialiq",
+               _socialiq_folds(lambda d: d["standard_valid_fold"].append("/tmp/x")),
+               ("socialiq_std_folds.json", "standard_valid_fold")),
+    SourceCase("socialiq:fold-not-list", "socialiq", _socialiq_folds(lambda d: d.update(standard_train_fold="abc")),
+               ("socialiq_std_folds.json", "standard_train_fold")),
+    SourceCase("socialiq:fold-ints", "socialiq", _socialiq_folds(lambda d: d.update(standard_valid_fold=[2**80])),
+               ("socialiq_std_folds.json", "standard_valid_fold")),
+    SourceCase("socialiq:qa-is-file", "socialiq", _stray_file_for_folder("qa"), ("qa",)),
+    # DISCO
+    SourceCase("disco:density-1e308", "disco", _disco_map([[1e308, 1e308], [1e308, 1e308]]), ("0001.mat", "map")),
+    SourceCase("disco:density-nan", "disco", _disco_map([[float("nan"), 1.0]]), ("0001.mat", "map")),
+    SourceCase("disco:density-negative", "disco", _disco_map([[-1.0, 1.0]]), ("0001.mat", "map")),
+    SourceCase("disco:density-3d", "disco", _disco_map([[[1.0]]]), ("0001.mat", "map")),
+    SourceCase("disco:no-map-key", "disco", lambda root: __import__("scipy.io").io.savemat(
+        root / "density" / "train" / "0001.mat", {"other": [[1.0]]}), ("0001.mat", "map")),
+    SourceCase("disco:image-missing", "disco", lambda root: (root / "imgs" / "0002.jpg").unlink(), ("0002.jpg",)),
+    SourceCase("disco:audio-missing", "disco", lambda root: (root / "auds" / "0003.wav").unlink(), ("0003.wav",)),
+    SourceCase("disco:density-is-file", "disco", _stray_file_for_folder("density"), ("density",)),
+    SourceCase("disco:imgs-is-file", "disco", _stray_file_for_folder("imgs"), ("imgs",)),
+    SourceCase("disco:jpeg-cut-short", "disco", lambda root: _cut_jpeg(root / "imgs" / "0005.jpg"), ("0005.jpg",)),
+    # VL-Bias
+    SourceCase("vl-bias:annotation-parent", "vl-bias", _vl_bias_annotations(_first_row("image", "../outside.jpg")),
+               ("annotations.csv", "line 2", "image")),
+    SourceCase("vl-bias:annotation-absolute", "vl-bias", _vl_bias_annotations(_first_row("image", "/etc/hostname")),
+               ("annotations.csv", "line 2", "image")),
+    SourceCase("vl-bias:annotation-jsonl-parent", "vl-bias",
+               _vl_bias_annotations(_first_row("image", "../../x.jpg"), suffix=".jsonl"),
+               ("annotations.jsonl", "line 1", "image")),
+    SourceCase("vl-bias:csv-latin-1", "vl-bias", _vl_bias_annotations(_first_row("gender", "homme é"), encoding="latin-1"),
+               ("annotations.csv", "UTF-8")),
+    SourceCase("vl-bias:csv-field-over-128kb", "vl-bias", _vl_bias_annotations(_first_row("target", "x" * 200_000)),
+               ("annotations.csv", "line 2")),
+    SourceCase("vl-bias:csv-missing-column", "vl-bias",
+               _vl_bias_annotations(lambda rows: [{k: v for k, v in r.items() if k != "gender"} for r in rows]),
+               ("annotations.csv", "gender")),
+    SourceCase("vl-bias:unknown-target", "vl-bias", _vl_bias_annotations(_first_row("target", "juggling")),
+               ("annotations.csv", "line 2", "target")),
+    SourceCase("vl-bias:jsonl-deep", "vl-bias", lambda root: (root / "annotations.jsonl").write_text(
+        "[" * 100_000 + "]" * 100_000 + "\n"), ("annotations.jsonl", "line 1")),
+    SourceCase("vl-bias:jsonl-non-utf8", "vl-bias", lambda root: (root / "annotations.jsonl").write_bytes(
+        b'{"image": "caf\xe9.jpg"}\n'), ("annotations.jsonl",)),
+    SourceCase("vl-bias:unknown-gender-folder", "vl-bias",
+               lambda root: (root / "activity" / "cooking" / "man").rename(root / "activity" / "cooking" / "robot"),
+               ("robot", "gender")),
+    SourceCase("vl-bias:stray-file-for-target", "vl-bias", _stray_file_for_folder("activity/fishing"), ("fishing",)),
+]
+
+
+def _copy_first_question(root: Path) -> None:
+    """A val2014 question id also in train2014 (VQA question ids are unique across the release)."""
+    train_q, train_a = root / "v2_OpenEnded_mscoco_train2014_questions.json", root / "v2_mscoco_train2014_annotations.json"
+    val_q, val_a = json.loads((root / VQA_Q).read_text()), json.loads((root / VQA_A).read_text())
+    tq, ta = json.loads(train_q.read_text()), json.loads(train_a.read_text())
+    tq["questions"][0]["question_id"] = val_q["questions"][0]["question_id"]
+    qid_old = ta["annotations"][0]["question_id"]
+    ta["annotations"][0]["question_id"] = val_q["questions"][0]["question_id"]
+    assert qid_old != ta["annotations"][0]["question_id"]
+    tq["questions"].sort(key=lambda q: q["question_id"])
+    del val_a
+    train_q.write_text(json.dumps(tq))
+    train_a.write_text(json.dumps(ta))
+
+
+def _cp_in_both(root: Path) -> None:
+    test_q, test_a = json.loads((root / CP_Q).read_text()), json.loads((root / CP_A).read_text())
+    train_q = json.loads((root / "vqacp_v2_train_questions.json").read_text())
+    train_a = json.loads((root / "vqacp_v2_train_annotations.json").read_text())
+    train_q.append(test_q[0])
+    train_a.append(next(a for a in test_a if a["question_id"] == test_q[0]["question_id"]))
+    (root / "vqacp_v2_train_questions.json").write_text(json.dumps(train_q))
+    (root / "vqacp_v2_train_annotations.json").write_text(json.dumps(train_a))
+
+
+def _cut_jpeg(path: Path) -> None:
+    """A JPEG cut short after its header: Pillow opens it, decoding fails."""
+    data = path.read_bytes()
+    path.write_bytes(data[: max(200, len(data) // 3)])
+
+
+SOURCE_CASES = GENERIC + FIELD_CASES
+
+
+@pytest.fixture
+def source_copy(sample_sources, tmp_path):
+    def copy(bench: str) -> Path:
+        dst = tmp_path / "src" / SOURCE_DIRS[bench]
+        shutil.copytree(sample_sources / SOURCE_DIRS[bench], dst)
+        return dst
+    return copy
+
+
+@pytest.mark.parametrize("case", SOURCE_CASES, ids=[c.id for c in SOURCE_CASES])
+def test_bad_source(case: SourceCase, cli, source_copy, tmp_path):
+    root = source_copy(case.bench)
+    case.mutate(root)
+    before = tree_digest(tmp_path / "src")
+    out = tmp_path / "out"
+    code, _, stderr = cli("build", case.bench, "--source", root, "--out", out, *BUILD_ARGS.get(case.bench, ()),
+                          *case.args)
+    assert_one_error_line(code, stderr, case.needles)
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+    assert tree_digest(tmp_path / "src") == before
