@@ -8,8 +8,10 @@ per-image losses, so each image's gradient is its own. Counterfactual images are
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -64,7 +66,9 @@ def pgd_attack(log_probs_fn, pixels, valid, target_ids, attack: PGD):
 
 
 class CounterfactualCache:
-    """Counterfactual image tensors as .npy files under FOLDER/<key[:2]>/<key>.npy (written atomically)."""
+    """Counterfactual image tensors as .npy files under FOLDER/<key[:2]>/<key>-<sha256 of content>.npy,
+    written atomically; a file that does not match its checksum is never used (warned, removed,
+    recomputed)."""
 
     def __init__(self, folder: Path | None):
         self.folder = None if folder is None else Path(folder)
@@ -77,27 +81,48 @@ class CounterfactualCache:
                           sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()
 
-    def _path(self, key: str) -> Path:
-        return self.folder / key[:2] / f"{key}.npy"
+    def _load(self, key: str):
+        import numpy as np
+
+        for path in sorted((self.folder / key[:2]).glob(f"{key}-*.npy")):
+            try:
+                data = path.read_bytes()
+                if hashlib.sha256(data).hexdigest()[:32] != path.stem.rpartition("-")[2]:
+                    raise ValueError("content differs from its checksum")
+                return np.load(io.BytesIO(data), allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                print(f"warning: cached counterfactual image {path} is damaged ({str(exc).splitlines()[0][:120]}); "
+                      "recomputing it", file=sys.stderr)
+                path.unlink(missing_ok=True)
+        return None
 
     def get(self, key: str):
-        import numpy as np
         import torch
 
-        if self.folder is None or not self._path(key).is_file():
+        array = None if self.folder is None else self._load(key)
+        if array is None:
             self.misses += 1
             return None
         self.hits += 1
-        return torch.from_numpy(np.load(self._path(key)))
+        return torch.from_numpy(array)
 
     def put(self, key: str, tensor) -> None:
         import numpy as np
 
         if self.folder is None:
             return
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, tensor.detach().cpu().float().numpy())
-        os.replace(tmp, path)
+        buf = io.BytesIO()
+        np.save(buf, tensor.detach().cpu().float().numpy())
+        data = buf.getvalue()
+        folder = self.folder / key[:2]
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, folder / f"{key}-{hashlib.sha256(data).hexdigest()[:32]}.npy")
+            finally:
+                Path(tmp).unlink(missing_ok=True)
+        except OSError:  # a full or read-only cache disk: this run still uses the tensor
+            pass

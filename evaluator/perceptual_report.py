@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from builders.result import FigureSpec
 from evaluator.perceptual import PerceptualResult, sample_scores
-from evaluator.report import markdown_table
+from evaluator.report import markdown_table, write_atomically
 
 PAPER_TOKENS = ("has", "can", "is a", "do")  # Table 2's question start tokens
 
@@ -77,9 +77,9 @@ def write_sample_scores(path, ids: list[str], table: pa.Table, by: str | None, r
     for m, per_metric in sample_scores(result).items():
         for k, v in per_metric.items():
             columns[f"{k}_P_{m}"] = pa.array(v)
-    tmp = path.with_name(path.name + ".partial")
-    pq.write_table(pa.table(columns), tmp)
-    tmp.replace(path)
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table(columns), sink)
+    write_atomically(path, sink.getvalue().to_pybytes())
 
 
 def _yes_no(answers: list[str]) -> tuple[float | None, float | None]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import json
+import os
+
+from builders.jsonout import dumps
 from dataclasses import dataclass
 from pathlib import Path
 
+from builders.errors import ParamsError
 from builders.result import FigureSpec
 
 
@@ -79,9 +82,43 @@ def draw_bars(spec: FigureSpec, path: Path) -> None:
     plt.close(fig)
 
 
+def check_output_file(path: Path, option: str) -> None:
+    """A file the command will write: not an existing folder, and its parent is (or can be) a folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise ParamsError(f"{option} {path}: is a folder, expected a file name")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ParamsError(f"{option} {path}: {parent} is a file, not a folder")
+            break
+
+
+def check_report_folder(folder: Path) -> None:
+    """--report DIR: a folder (created when missing); an existing file there is an error."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ParamsError(f"--report {folder}: a file with this name exists; the report is a folder")
+    check_output_file(folder / "metrics.json", "--report")
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write beside PATH and rename into place: a failure or a kill never leaves a half file (or the
+    temporary one) behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def write_report(folder: Path, metrics: dict, markdown: str, plots: list) -> list[Path]:
+    check_report_folder(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    (folder / "metrics.json").write_text(dumps(metrics, note_key="undefined", indent=2, sort_keys=True) + "\n")
     (folder / "report.md").write_text(markdown)
     for plot in plots:
         (draw_bars if isinstance(plot, FigureSpec) else _draw)(plot, folder / plot.filename)

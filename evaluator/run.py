@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from builders.errors import ParamsError
+from builders.errors import ModelError, ParamsError
 from builders.params import apply_overrides
 from evaluator.data import load_table, pick_split, resolve_data
 from evaluator.models import ModelOptions
-from evaluator.report import write_report
+from evaluator.report import check_output_file, check_report_folder, write_atomically, write_report
 from evaluator.submission import load_predictions, match_ids
 
 TASKS = {
@@ -56,12 +56,15 @@ def predict(bench: str, data: str, model: str, out: Path, split: str | None = No
             options: ModelOptions = ModelOptions()) -> tuple[str, int]:
     """Run a model over a built split and write a prediction file in the benchmark's format."""
     task = get_task(bench)
+    check_output_file(out, "--out")
     folder, split, table = _open(task, data, split)
     predictions = task.make_model(model, dataclasses.replace(options, data=folder)).predict(table)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial")
-    tmp.write_text(json.dumps(task.predictions_file(table, predictions), indent=1) + "\n")
-    tmp.replace(out)
+    try:
+        text = json.dumps(task.predictions_file(table, predictions), indent=1, allow_nan=False) + "\n"
+    except ValueError:
+        raise ModelError(f"{model}: the model produced NaN or infinite values; no prediction file was written") \
+            from None
+    write_atomically(out, text.encode())
     return split, len(predictions)
 
 
@@ -70,6 +73,8 @@ def evaluate(bench: str, data: str, predictions: Path, split: str | None = None,
     """Validate a prediction file against a split and compute the benchmark's metrics."""
     task = get_task(bench)
     options = task_options(task, list(assignments or []))
+    if report is not None:
+        check_report_folder(report)
     _, split, table = _open(task, data, split)
     preds = load_predictions(predictions, task.id_field, task.value_field, task.id_type, task.value_check,
                              task.value_desc)
@@ -103,8 +108,12 @@ def _where(table, condition: str | None):
     if not sep or column not in table.column_names:
         raise ParamsError(f"--where {condition}: expected COLUMN=VALUE with a column of the table")
     values = table.column(column)
-    target = pa.scalar(value).cast(values.type) if not pa.types.is_string(values.type) else value
-    return table.filter(pc.equal(values, target))
+    try:
+        target = pa.scalar(value).cast(values.type) if not pa.types.is_string(values.type) else value
+        return table.filter(pc.equal(values, target))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise ParamsError(f"--where {condition}: '{value}' is not a value of column '{column}' ({values.type})") \
+            from None
 
 
 def perceptual_score(bench: str, data: str, model: str, options, split: str | None = None,
@@ -119,6 +128,8 @@ def perceptual_score(bench: str, data: str, model: str, options, split: str | No
 
     task = get_task(bench)
     score_options = task_options(task, list(assignments or []))
+    if report is not None:
+        check_report_folder(report)
     folder, split, table = _open(task, data, split)
     table = _where(table, where)
     p.resolve_modalities(task, table, options.modalities)  # bad usage fails before a model is loaded

@@ -10,6 +10,7 @@ from pathlib import Path
 
 
 from builders.errors import SubmissionError
+from builders.sources.files import os_problem
 
 _SHOW = 3
 
@@ -65,10 +66,16 @@ def load_predictions(path: Path, id_field, value_field: str, id_type: type, valu
     id_name = "/".join(fields)
     try:  # Python's parser: files written by Python may hold NaN/Infinity, reported below as not finite
         items = json.loads(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise SubmissionError(f"{path}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SubmissionError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:
+        raise SubmissionError(f"{path}: {os_problem(exc)}") from None
+    except json.JSONDecodeError as exc:
+        raise SubmissionError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except UnicodeDecodeError as exc:
+        raise SubmissionError(f"{path}: not UTF-8 text (byte offset {exc.start})") from None
+    except RecursionError:
+        raise SubmissionError(f"{path}: JSON nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise SubmissionError(f"{path}: not valid JSON ({str(exc).splitlines()[0][:120]})") from None
     wanted = ", ".join(f'"{f}"' for f in (*fields, value_field))
     if not isinstance(items, list):
         raise SubmissionError(f"{path}: expected a JSON list of {{{wanted}}} objects")
@@ -106,6 +113,9 @@ def match_ids(path: Path, predictions: dict, expected: list, id_field: str, allo
         raise SubmissionError(f"{path}: {len(extra):,} unknown '{id_field}' (not in the split): {_first(extra)}"
                               " (pass --allow-extra to ignore them)")
     missing = [k for k in expected if k not in predictions]
+    if expected and len(missing) == len(expected):
+        raise SubmissionError(f"{path}: none of the {len(expected):,} '{id_field}' of the split has a prediction "
+                              f"(first expected: {_first(expected)}); is this the right benchmark and split?")
     if missing and not allow_partial:
         raise SubmissionError(f"{path}: {len(missing):,} of {len(expected):,} '{id_field}' have no prediction:"
                               f" {_first(missing)} (pass --allow-partial to score what is there)")

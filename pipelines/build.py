@@ -121,6 +121,7 @@ def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = No
     check_out(out, protected, overwrite)
     signatures = check_inputs(files)
     runner = StageRunner(default_cache_dir() if use_cache else None)
+    runner.clean_stale()
     with gc_paused():
         result = builder.build(sources, params, runner, **extra)
     params_dict = params_to_dict(params)

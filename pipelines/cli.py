@@ -160,13 +160,12 @@ def evaluate(
     assignments: list[str] = typer.Option([], "--set", help="Scoring option KEY=VALUE (e.g. rule=pre-2021 for VQA)."),
 ):
     """Score a prediction file against a built split with the benchmark's metrics."""
-    import json
-
+    from builders.jsonout import dumps
     from evaluator.run import evaluate as run_evaluate
 
     metrics = run_evaluate(bench, data, predictions, split, report, allow_partial, allow_extra, assignments)
     headline = {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
-    typer.echo(json.dumps({**headline, "coverage": metrics["coverage"]}, indent=2))
+    typer.echo(dumps({**headline, "coverage": metrics["coverage"]}, note_key="undefined", indent=2))
     if report is not None:
         typer.echo(f"report: {report / 'report.md'}")
 

@@ -7,6 +7,7 @@ import platform
 from importlib import metadata
 from pathlib import Path
 
+from builders.jsonout import dumps
 from pipelines.stages import sha256_file
 
 LIBRARIES = ("vlbench", "datasets", "huggingface_hub", "pyarrow", "numpy", "msgspec")
@@ -34,7 +35,7 @@ def describe_outputs(folder: Path, rows: dict[str, int]) -> list[dict]:
 
 
 def write_manifest(folder: Path, manifest: dict) -> None:
-    (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    (folder / MANIFEST).write_text(dumps(manifest, note_key="undefined", indent=2, sort_keys=True) + "\n")
 
 
 def read_manifest(folder: Path) -> dict:

@@ -22,6 +22,7 @@ from pathlib import Path
 from builders.errors import ParamsError, VlbenchError
 from builders.sources.files import os_problem
 from pipelines.manifest import MANIFEST
+from pipelines.pids import pid_alive
 
 
 
@@ -66,16 +67,6 @@ def check_out(out: Path, protected: dict[str, list[Path]], overwrite: bool) -> N
         raise ParamsError(f"--out {out}: a file with this name exists; pass --overwrite to replace it")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _owner(path: Path, marker: str) -> int | None:
     """The PID in a `.OUT.<marker>-PID` name, or None."""
     tail = path.name.rpartition(f".{marker}-")[2]
@@ -95,7 +86,7 @@ def clean_stale(out: Path) -> None:
     for marker in ("partial", "old"):
         for stale in sorted(out.parent.glob(f".{out.name}.{marker}-*")):
             pid = _owner(stale, marker)
-            if pid is None or pid == os.getpid() or _pid_alive(pid):
+            if pid is None or pid == os.getpid() or pid_alive(pid):
                 continue
             if marker == "old" and not (out.exists() or out.is_symlink()):
                 stale.rename(out)

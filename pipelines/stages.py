@@ -1,8 +1,10 @@
-"""Stage runner: content-addressed cache of stage outputs (DESIGN §2).
+"""Stage runner: content-addressed cache of stage outputs.
 
 A stage's key is hash(stage name, code version, params, input file hashes); its output (a set of
 Arrow tables) is written into a temporary folder and renamed into place, so a build killed
-midway leaves only finished stages behind and the rerun reuses them.
+midway leaves only finished stages behind and the rerun reuses them. The folder's DONE file lists
+the sha256 of every table file; an entry whose files are missing, extra, unreadable or differ from
+their checksum is never used: it is recomputed with one warning line.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
 import pyarrow as pa
 from tqdm import tqdm
+
+from pipelines.pids import pid_alive
 
 _CHUNK = 1 << 22
 
@@ -71,8 +76,8 @@ class StageRunner:
     def __call__(self, name: str, params: dict, inputs: list, compute) -> dict[str, pa.Table]:
         start = time.perf_counter()
         folder = None if self.cache_dir is None else self.cache_dir / "stages" / f"{name}-{self.key(name, params, inputs)}"
-        if folder is not None and (folder / "DONE").exists():
-            tables = {p.stem: pa.ipc.open_file(pa.memory_map(str(p))).read_all() for p in sorted(folder.glob("*.arrow"))}
+        tables = self._load(folder, name) if folder is not None and folder.exists() else None
+        if tables is not None:
             self.cached[name] = True
         else:
             with tqdm(total=1, desc=name, unit="stage", leave=False, disable=None) as bar:
@@ -85,15 +90,46 @@ class StageRunner:
         return tables
 
     @staticmethod
+    def _load(folder: Path, name: str) -> dict[str, pa.Table] | None:
+        """The cached tables when every file matches the checksums in DONE; else None (one warning,
+        the damaged entry is removed so that the recomputed one can take its place)."""
+        try:
+            listed = json.loads((folder / "DONE").read_text())["files"]
+            present = {p.name for p in folder.glob("*.arrow")}
+            if not isinstance(listed, dict) or set(listed) != present:
+                raise ValueError(f"files {sorted(present)} differ from the {sorted(listed)} it was written with")
+            for file, digest in sorted(listed.items()):
+                if sha256_file(folder / file) != digest:
+                    raise ValueError(f"{file} differs from its checksum")
+            return {Path(file).stem: pa.ipc.open_file(pa.memory_map(str(folder / file))).read_all()
+                    for file in sorted(listed)}
+        except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as exc:
+            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            print(f"warning: cached stage '{name}' at {folder} is damaged ({reason}); recomputing it", file=sys.stderr)
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+
+    @staticmethod
     def _store(folder: Path, tables: dict[str, pa.Table]) -> None:
         tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        for name, table in tables.items():
-            with pa.ipc.new_file(tmp / f"{name}.arrow", table.schema) as writer:
-                writer.write_table(table)
-        (tmp / "DONE").touch()
         try:
+            digests = {}
+            for name, table in tables.items():
+                with pa.ipc.new_file(tmp / f"{name}.arrow", table.schema) as writer:
+                    writer.write_table(table)
+                digests[f"{name}.arrow"] = sha256_file(tmp / f"{name}.arrow")
+            (tmp / "DONE").write_text(json.dumps({"files": digests}, sort_keys=True))
             tmp.rename(folder)
-        except OSError:  # another process finished the same stage first
+        except OSError:  # another process finished the same stage first, or the cache's disk is full
+            pass
+        finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def clean_stale(self) -> None:
+        """Temporary folders of stages whose process died (killed builds) are removed."""
+        for tmp in (self.cache_dir / "stages").glob(".*.tmp") if self.cache_dir is not None else ():
+            pid = tmp.name.rsplit(".", 2)[-2]
+            if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+                shutil.rmtree(tmp, ignore_errors=True)

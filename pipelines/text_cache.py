@@ -2,17 +2,22 @@
 
 Each namespace (e.g. "sbert/<model>") is a folder of Arrow files of (key, value) rows; a store
 adds one file, written beside and renamed into place, so concurrent or interrupted builds never
-leave a partial file.
+leave a partial file. A file's name ends with the sha256 of its content: a file that does not match
+its name (edited, truncated) is never used; it is removed with one warning line and its texts are
+recomputed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+from pipelines.stages import sha256_file
 
 
 class DiskTextCache:
@@ -27,7 +32,9 @@ class DiskTextCache:
         if namespace not in self._index:
             index: dict[str, object] = {}
             for path in sorted(self._folder(namespace).glob("*.arrow")):
-                table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+                table = _checked_table(path)
+                if table is None:
+                    continue
                 values = table.column("value")
                 if pa.types.is_list(values.type) or pa.types.is_fixed_size_list(values.type):
                     flat = values.combine_chunks().flatten().to_numpy(zero_copy_only=False)
@@ -57,7 +64,26 @@ class DiskTextCache:
         folder.mkdir(parents=True, exist_ok=True)
         name = hashlib.sha1("".join(keys).encode()).hexdigest()[:16]
         tmp = folder / f".{name}.{os.getpid()}.tmp"
-        with pa.ipc.new_file(tmp, table.schema) as writer:
-            writer.write_table(table)
-        tmp.replace(folder / f"{name}.arrow")
+        try:
+            with pa.ipc.new_file(tmp, table.schema) as writer:
+                writer.write_table(table)
+            tmp.replace(folder / f"{name}-{sha256_file(tmp)[:32]}.arrow")
+        except OSError:  # a full or read-only cache disk: the values are still used for this build
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
         self._load(namespace).update(values)
+
+
+def _checked_table(path: Path) -> pa.Table | None:
+    """The file's table when its content matches the checksum in its name, else None (warned, removed)."""
+    expected = path.stem.rpartition("-")[2]
+    try:
+        if len(expected) != 32 or sha256_file(path)[:32] != expected:
+            raise ValueError("content differs from its checksum")
+        return pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        print(f"warning: cached model outputs {path} are damaged ({str(exc).splitlines()[0][:160]}); "
+              "recomputing them", file=sys.stderr)
+        path.unlink(missing_ok=True)
+        return None

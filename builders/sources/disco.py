@@ -62,7 +62,8 @@ def read_count(path: Path) -> tuple[float, tuple[int, int]]:
     density = np.asarray(content["map"], dtype=np.float64)
     if density.ndim != 2 or not np.isfinite(density).all() or (density < 0).any():
         raise SourceError(path, "the density map must be a 2-D array of finite, non-negative values", field="map")
-    count = float(density.sum())
+    with np.errstate(over="ignore"):
+        count = float(density.sum())
     if not np.isfinite(count):
         raise SourceError(path, f"the density map sums to {count} (values too large)", field="map")
     return count, density.shape
