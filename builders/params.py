@@ -65,7 +65,12 @@ def apply_overrides(params, assignments: list[str]):
         if key not in fields:
             raise ParamsError(f"--set {key}: unknown parameter; known: {', '.join(sorted(fields))}")
         changes[key] = _convert(key, value, hints[key])
-    return dataclasses.replace(params, **changes)
+    try:
+        return dataclasses.replace(params, **changes)
+    except ParamsError as exc:  # the params' own range checks (__post_init__) name no option
+        message = str(exc)
+        raise ParamsError(message if message.startswith("--set") else
+                          f"--set {', '.join(a for a in assignments)}: {message}") from None
 
 
 def params_to_dict(params) -> dict:

@@ -483,3 +483,350 @@ def test_bad_source(case: SourceCase, cli, source_copy, tmp_path):
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
     assert tree_digest(tmp_path / "src") == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Submissions: six formats (gqa-ood, VQA v2 / VQA-CP, vcr-visor, socialiq, visdial, disco)
+
+BASELINES = {"gqa-ood": "baseline:random", "vqa-v2": "baseline:prior", "vcr-visor": "baseline:random",
+             "socialiq": "baseline:majority", "visdial": "baseline:random", "disco": "baseline:mean"}
+
+
+@pytest.fixture(scope="module")
+def scored(sample_sources, tmp_path_factory):
+    """{bench: (built folder, a valid prediction file's entries)} for the six submission formats."""
+    from evaluator.run import predict
+    from pipelines.build import run_build
+
+    root = tmp_path_factory.mktemp("scored")
+    out = {}
+    for bench, spec in BASELINES.items():
+        folder = root / bench
+        overrides = list(BUILD_ARGS.get(bench, ()))[1::2]
+        run_build(bench, sample_sources, folder, assignments=overrides)
+        predictions = root / f"{bench}.json"
+        predict(bench, str(folder), spec, predictions)
+        out[bench] = (folder, json.loads(predictions.read_text()))
+    return out
+
+
+def _id_fields(entry: dict) -> list[str]:
+    value = {"gqa-ood": "prediction", "vqa-v2": "answer", "vcr-visor": "scores", "socialiq": "score",
+             "visdial": "ranks", "disco": "count"}
+    return [k for k in entry if k not in value.values()]
+
+
+def _value_field(entry: dict) -> str:
+    return next(k for k in entry if k in ("prediction", "answer", "scores", "score", "ranks", "count"))
+
+
+def _dump(entries) -> bytes:
+    return json.dumps(entries).encode()
+
+
+def _first_id_as(value):
+    def make(entries):
+        entries[0][_id_fields(entries[0])[0]] = value
+        return _dump(entries)
+    return make
+
+
+def _first_value_raw(literal: str):
+    def make(entries):
+        marker = "__VALUE__"
+        entries[0][_value_field(entries[0])] = marker
+        return _dump(entries).replace(f'"{marker}"'.encode(), literal.encode())
+    return make
+
+
+SUBMISSION_DAMAGE = {
+    "not-json": lambda e: b"[{not json",
+    "non-utf8": lambda e: _dump(e)[:20] + b"\xff\xfe" + _dump(e)[20:],
+    "empty-file": lambda e: b"",
+    "deeply-nested": lambda e: b"[" * 100_000 + b"]" * 100_000,
+    "object-not-list": lambda e: json.dumps({"predictions": e}).encode(),
+    "entry-without-id": lambda e: _dump([{k: v for k, v in e[0].items() if k not in _id_fields(e[0])}] + e[1:]),
+    "id-2**70": _first_id_as(2**70),
+    "id-wrong-type": _first_id_as([1, 2]),
+    "id-5000-digits": lambda e: _dump(e).replace(json.dumps(e[0][_id_fields(e[0])[0]]).encode(), b"9" * 5000, 1),
+    "value-nan": _first_value_raw("NaN"),
+    "value-1e999": _first_value_raw("1e999"),
+    "value-wrong-type": _first_value_raw('{"a": 1}'),
+    "duplicate-entry": lambda e: _dump(e + [e[0]]),
+    "unknown-id": lambda e: _dump(e + [{**e[0], _id_fields(e[0])[0]: ("zz-unknown" if isinstance(
+        e[0][_id_fields(e[0])[0]], str) else 2**62)}]),
+    "missing-entry": lambda e: _dump(e[1:]),
+}
+SUBMISSION_CASES = [(b, name) for b in BASELINES for name in SUBMISSION_DAMAGE]
+
+
+@pytest.mark.parametrize("bench,damage", SUBMISSION_CASES, ids=[f"{b}:{d}" for b, d in SUBMISSION_CASES])
+def test_bad_submission(bench, damage, scored, cli, tmp_path):
+    folder, entries = scored[bench]
+    path = tmp_path / "p.json"
+    path.write_bytes(SUBMISSION_DAMAGE[damage](json.loads(json.dumps(entries))))
+    code, stdout, stderr = cli("evaluate", bench, "--data", folder, "--predictions", path,
+                               "--report", tmp_path / "report")
+    assert_one_error_line(code, stderr, ("p.json",))
+    assert stdout == "" and not (tmp_path / "report").exists()
+
+
+@pytest.mark.parametrize("bench", sorted(BASELINES))
+def test_submission_with_no_overlap_is_refused_even_when_partial(bench, scored, cli, tmp_path):
+    """--allow-partial with zero overlap used to print NaN scores: now an error naming the file."""
+    folder, entries = scored[bench]
+    path = tmp_path / "p.json"
+    path.write_bytes(_dump([]))
+    code, stdout, stderr = cli("evaluate", bench, "--data", folder, "--predictions", path, "--allow-partial")
+    assert_one_error_line(code, stderr, ("p.json", "none of the"))
+
+
+@pytest.mark.parametrize("bench", ["gqa-ood", "disco"])
+def test_submission_that_is_a_folder_or_missing(bench, scored, cli, tmp_path):
+    folder, _ = scored[bench]
+    (tmp_path / "p.json").mkdir()
+    code, _, stderr = cli("evaluate", bench, "--data", folder, "--predictions", tmp_path / "p.json")
+    assert_one_error_line(code, stderr, ("p.json", "is a folder"))
+    code, _, stderr = cli("evaluate", bench, "--data", folder, "--predictions", tmp_path / "missing.json")
+    assert_one_error_line(code, stderr, ("missing.json", "not found"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters
+
+PARAM_CASES = [
+    ("gqa-ood", "alpha=inf", "finite"), ("gqa-ood", "alpha=nan", "finite"), ("gqa-ood", "alpha=-inf", "finite"),
+    ("gqa-ood", "group_threshold=nan", "group_threshold"), ("gqa-ood", "legacy_alphas=0.2,inf", "finite"),
+    ("gqa-ood", "alpha=" + "9" * 5000, "alpha"), ("gqa-ood", "tail_comparison=", "tail_comparison"),
+    ("disco", "low_noise_sigma=nan", "finite"), ("disco", "low_brightness=inf", "finite"),
+    ("disco", "low_brightness=2", "low_brightness"), ("disco", "low_noise_sigma=-1", "low_noise_sigma"),
+    ("disco", "qualities=medium", "qualities"), ("disco", "seed=1.5", "seed"),
+    ("vcr-visor", "query_threshold=nan", "finite"), ("vcr-visor", "response_threshold=inf", "finite"),
+    ("vcr-visor", "query_threshold=1.5", "query_threshold"), ("vcr-visor", "seed=x", "seed"),
+    ("vqa-cp", "test_fraction=nan", "finite"), ("vqa-cp", "test_fraction=1.5", "test_fraction"),
+    ("vqa-cp", "mode=foo", "mode"), ("vqa-v2", "alpha=0.2", "unknown parameter"),
+    ("vl-bias", "gender_pairs=man", "gender_pairs"), ("socialiq", "nothing", "KEY=VALUE"),
+]
+
+
+@pytest.mark.parametrize("bench,assignment,needle", PARAM_CASES, ids=[f"{b}:{a[:30]}" for b, a, _ in PARAM_CASES])
+def test_bad_parameter(bench, assignment, needle, cli, sample_sources, tmp_path):
+    out = tmp_path / "out"
+    code, _, stderr = cli("build", bench, "--source", sample_sources, "--out", out, "--set", assignment)
+    assert_one_error_line(code, stderr, ("--set", needle))
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("--split", "test"), "--split test"),
+    (("--images", "IMAGES_FILE"), "--images"),
+    (("--images", "MISSING"), "no such folder"),
+])
+def test_bad_build_option(args, needle, cli, sample_sources, tmp_path):
+    (tmp_path / "IMAGES_FILE").write_text("x")
+    args = tuple(str(tmp_path / a) if a in ("IMAGES_FILE", "MISSING") else a for a in args)
+    code, _, stderr = cli("build", "vcr-visor", "--source", sample_sources, "--out", tmp_path / "out",
+                          *BUILD_ARGS["vcr-visor"], *args)
+    assert_one_error_line(code, stderr, (needle,))
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("bench,assignment,needle", [
+    ("vqa-v2", "rule=foo", "rule"), ("gqa-ood", "rule=pre-2021", "no scoring options"), ("vqa-v2", "x", "KEY=VALUE"),
+])
+def test_bad_scoring_option(bench, assignment, needle, scored, cli, tmp_path):
+    folder, entries = scored[bench]
+    path = tmp_path / "p.json"
+    path.write_bytes(_dump(entries))
+    code, _, stderr = cli("evaluate", bench, "--data", folder, "--predictions", path, "--set", assignment)
+    assert_one_error_line(code, stderr, (needle,))
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths and environments
+
+def _gqa(sample_sources: Path, tmp_path: Path) -> Path:
+    src = tmp_path / "g1"
+    shutil.copytree(sample_sources / "gqa", src)
+    return src
+
+
+OUT_CASES = {
+    "out-is-source": (lambda src, tmp: src, "inside the --source folder"),
+    "out-inside-source": (lambda src, tmp: src / "built", "inside the --source folder"),
+    "out-is-parent-of-source": (lambda src, tmp: tmp, "contains the --source"),
+    "out-is-dot": (lambda src, tmp: Path("."), "inside the --source folder"),
+    "out-is-unrelated-folder": (lambda src, tmp: _mk(tmp / "mine", {"notes.txt": "keep"}), "not written by"),
+    "out-is-a-file": (lambda src, tmp: _mk_file(tmp / "result.txt"), "a file with this name exists"),
+    "out-symlink-to-source": (lambda src, tmp: _link(tmp / "link", src), "inside the --source folder"),
+    "out-symlink-to-folder": (lambda src, tmp: _link(tmp / "link", _mk(tmp / "mine", {"a": "b"})), "symbolic link"),
+    "out-parent-is-a-file": (lambda src, tmp: _mk_file(tmp / "afile") / "out", "afile"),
+}
+
+
+def _mk(folder: Path, files: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def _mk_file(path: Path) -> Path:
+    path.write_text("the user's file")
+    return path
+
+
+def _link(link: Path, target: Path) -> Path:
+    link.symlink_to(target, target_is_directory=True)
+    return link
+
+
+@pytest.mark.parametrize("case", sorted(OUT_CASES))
+def test_out_is_sacred(case, cli, sample_sources, tmp_path, monkeypatch):
+    src = _gqa(sample_sources, tmp_path)
+    make, needle = OUT_CASES[case]
+    monkeypatch.chdir(src)
+    out = make(src, tmp_path)
+    before = tree_digest(tmp_path)
+    code, _, stderr = cli("build", "gqa-ood", "--source", src, "--out", out)
+    assert_one_error_line(code, stderr, ("--out", needle))
+    assert tree_digest(tmp_path) == before
+
+
+def test_out_that_is_a_source_is_refused_even_with_overwrite(cli, sample_sources, tmp_path):
+    src = _gqa(sample_sources, tmp_path)
+    before = tree_digest(src)
+    code, _, stderr = cli("build", "gqa-ood", "--source", src, "--out", src, "--overwrite")
+    assert_one_error_line(code, stderr, ("--source",))
+    assert tree_digest(src) == before
+
+
+def test_out_that_is_the_images_folder_is_refused(cli, sample_sources, tmp_path):
+    images = _mk(tmp_path / "images", {"x.jpg": "not used"})
+    code, _, stderr = cli("build", "vcr-visor", "--source", sample_sources, "--out", images / "built",
+                          "--images", images, *BUILD_ARGS["vcr-visor"])
+    assert_one_error_line(code, stderr, ("--images",))
+    assert sorted(p.name for p in images.iterdir()) == ["x.jpg"]
+
+
+def test_disk_full_while_writing(cli, sample_sources, tmp_path, monkeypatch):
+    import errno
+
+    import pipelines.export
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pipelines.export, "_write_shard", full)
+    code, _, stderr = cli("build", "gqa-ood", "--source", sample_sources, "--out", tmp_path / "out")
+    assert_one_error_line(code, stderr, ("no space left",))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def built_gqa(scored):
+    return scored["gqa-ood"][0]
+
+
+def test_evaluate_data_typo_is_not_taken_for_a_hub_id(built_gqa, cli, tmp_path):
+    (tmp_path / "out").mkdir()
+    p = tmp_path / "p.json"
+    p.write_text("[]")
+    code, _, stderr = cli("evaluate", "gqa-ood", "--data", f"{tmp_path}/out/typo", "--predictions", p)
+    assert_one_error_line(code, stderr, ("out/typo", "no such folder"))
+    code, _, stderr = cli("evaluate", "gqa-ood", "--data", p, "--predictions", p)
+    assert_one_error_line(code, stderr, ("p.json", "is a file"))
+
+
+def test_hub_id_offline_is_one_line(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "p.json"
+    p.write_text("[]")
+    code, _, stderr = cli("evaluate", "gqa-ood", "--data", "someorg/some-dataset", "--predictions", p)
+    assert_one_error_line(code, stderr, ("someorg/some-dataset", "could not be fetched"))
+
+
+def test_report_that_is_an_existing_file(scored, cli, tmp_path):
+    folder, entries = scored["disco"]
+    p = tmp_path / "p.json"
+    p.write_bytes(_dump(entries))
+    (tmp_path / "report").write_text("my notes")
+    code, _, stderr = cli("evaluate", "disco", "--data", folder, "--predictions", p, "--report", tmp_path / "report")
+    assert_one_error_line(code, stderr, ("--report", "a file with this name exists"))
+    assert (tmp_path / "report").read_text() == "my notes"
+
+
+def test_predict_out_that_is_a_folder(built_gqa, cli, tmp_path):
+    (tmp_path / "p").mkdir()
+    code, _, stderr = cli("predict", "gqa-ood", "--data", built_gqa, "--model", "baseline:random", "--out",
+                          tmp_path / "p")
+    assert_one_error_line(code, stderr, ("--out", "is a folder"))
+    assert [p.name for p in tmp_path.iterdir()] == ["p"]
+
+
+def test_predict_out_under_a_file(built_gqa, cli, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    code, _, stderr = cli("predict", "gqa-ood", "--data", built_gqa, "--model", "baseline:random", "--out",
+                          tmp_path / "afile" / "p.json")
+    assert_one_error_line(code, stderr, ("afile", "not a folder"))
+
+
+def _copy_built(folder: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "built"
+    shutil.copytree(folder, dst)
+    return dst
+
+
+@pytest.mark.parametrize("damage,needle", [
+    (lambda f: (f / "manifest.json").write_text("{corrupt"), "corrupt manifest"),
+    (lambda f: (f / "manifest.json").write_text("[1, 2]"), "corrupt manifest"),
+    (lambda f: (f / "manifest.json").write_text('{"outputs": 3}'), "not a vlbench manifest"),
+    (lambda f: (f / "manifest.json").write_bytes(b"[" * 100_000), "corrupt manifest"),
+    (lambda f: (f / "manifest.json").unlink(), "no manifest.json"),
+    (lambda f: (f / "manifest.json").write_text(json.dumps({**json.loads((f / "manifest.json").read_text()),
+        "outputs": [{"path": "../../etc/passwd", "sha256": "0"}]})), "leaves its folder"),
+])
+def test_verify_with_a_damaged_manifest(damage, needle, built_gqa, cli, tmp_path):
+    folder = _copy_built(built_gqa, tmp_path)
+    damage(folder)
+    code, _, stderr = cli("verify", folder)
+    assert_one_error_line(code, stderr, ("manifest", needle) if "manifest" not in needle else (needle,))
+
+
+def test_evaluate_on_a_truncated_parquet(built_gqa, scored, cli, tmp_path):
+    folder = _copy_built(built_gqa, tmp_path)
+    shard = next((folder / "all").glob("testdev-*.parquet"))
+    shard.write_bytes(shard.read_bytes()[:500])
+    p = tmp_path / "p.json"
+    p.write_bytes(_dump(scored["gqa-ood"][1]))
+    code, _, stderr = cli("evaluate", "gqa-ood", "--data", folder, "--predictions", p)
+    assert_one_error_line(code, stderr, (shard.name, "parquet"))
+
+
+def test_perceptual_where_with_a_value_of_the_wrong_type(scored, cli):
+    folder, _ = scored["disco"]
+    code, _, stderr = cli("perceptual", "disco", "--data", folder, "--model", "baseline:mean", "--where",
+                          "count=abc", "--repeats", "1", "--permutations", "1")
+    assert_one_error_line(code, stderr, ("--where count=abc", "count"))
+
+
+def test_sample_sources_into_an_existing_file_or_changed_folder(cli, tmp_path):
+    (tmp_path / "s").write_text("mine")
+    code, _, stderr = cli("sample-sources", "--out", tmp_path / "s")
+    assert_one_error_line(code, stderr, ("--out", "a file with this name exists"))
+    assert (tmp_path / "s").read_text() == "mine"
+    (tmp_path / "t" / "gqa").mkdir(parents=True)
+    (tmp_path / "t" / "gqa" / "val_balanced_questions.json").write_text("my own GQA file")
+    code, _, stderr = cli("sample-sources", "--out", tmp_path / "t")
+    assert_one_error_line(code, stderr, ("val_balanced_questions.json", "never overwrites"))
+    assert (tmp_path / "t" / "gqa" / "val_balanced_questions.json").read_text() == "my own GQA file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s", "t"]
+
+
+@pytest.mark.parametrize("repo_id,needle", [("not a repo id", "not a valid hub repo id"),
+                                            ("a/b/c", "not a valid hub repo id"),
+                                            ("org/name", "push to datasets/org/name failed")])
+def test_push_bad_repo_id_or_no_network(repo_id, needle, built_gqa, cli, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_dummy_token_for_tests")
+    code, _, stderr = cli("push", built_gqa, "--repo-id", repo_id)
+    assert_one_error_line(code, stderr, (needle,))

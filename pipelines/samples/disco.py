@@ -47,7 +47,12 @@ def write_disco(folder: Path, sizes: dict[str, int], seed: int = 0) -> list[Path
             jpeg, density, audio = _scene(rng, rng.randint(1, 40))
             (folder / "imgs" / f"{image_id}.jpg").write_bytes(jpeg)
             soundfile.write(folder / "auds" / f"{image_id}.wav", audio, RATE, subtype="PCM_16")
-            savemat(folder / "density" / split / f"{image_id}.mat", {"map": density})
+            buf = io.BytesIO()
+            savemat(buf, {"map": density})
+            # MATLAB 5 files open with 116 bytes of text that carry the creation time: fixed here so
+            # that the samples are byte-identical between runs.
+            header = b"MATLAB 5.0 MAT-file, written by vlbench sample-sources".ljust(116)
+            (folder / "density" / split / f"{image_id}.mat").write_bytes(header + buf.getvalue()[116:])
             written += [folder / "imgs" / f"{image_id}.jpg", folder / "auds" / f"{image_id}.wav",
                         folder / "density" / split / f"{image_id}.mat"]
     return written
