@@ -33,7 +33,7 @@ class PGD:
             raise ParamsError(f"--eps {self.eps}: the L-infinity budget must be in (0, 1) (pixels in [0, 1])")
         if self.steps < 1:
             raise ParamsError(f"--steps {self.steps}: expected at least 1")
-        if self.step_size is not None and not self.step_size > 0:
+        if self.step_size is not None and not 0 < self.step_size < float("inf"):
             raise ParamsError(f"--step-size {self.step_size}: expected a positive number")
 
     @property

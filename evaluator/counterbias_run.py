@@ -42,7 +42,7 @@ class CounterBiasOptions:
             raise ParamsError(f"--softmax {self.softmax}: expected full or targets")
         if self.b0 not in ("male", "female"):
             raise ParamsError(f"--b0 {self.b0}: expected male or female")
-        if not self.min_change > 0:
+        if not 0 < self.min_change < float("inf"):
             raise ParamsError(f"--min-concept-change {self.min_change}: expected a positive number")
 
 

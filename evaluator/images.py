@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from builders.errors import ModelError
+from builders.sources.files import inside
 
 _SUFFIXES = (".jpg", ".jpeg", ".png")
 
@@ -39,8 +40,8 @@ class ImageFolder:
         if self.root is None:
             raise ModelError("this model reads images: pass --images DIR (the benchmark's image folder)")
         key = str(key)
-        if "/" in key or key.lower().endswith(_SUFFIXES):
-            path = self.root / key
+        if "/" in key or "\\" in key or key.lower().endswith(_SUFFIXES):
+            path = inside(self.root, key, self.root, record=key, field="image key")
         else:
             if self._index is None:
                 self._index = self._build_index()

@@ -5,8 +5,9 @@ atomically, safe under concurrent builds and kills.
   images) and an existing OUT that vlbench did not write, unless `--overwrite` (never a source).
 * `atomic_folder` stages the build beside OUT in `.OUT.partial-PID` and publishes it with two
   renames under an exclusive lock on OUT's parent folder, so two builds into one OUT end with one
-  complete build. Staging and backup folders of dead processes are cleaned up (a backup whose
-  publish was cut short is put back), and SIGTERM unwinds like SIGINT (see `pipelines.cli`).
+  complete build. Staging folders and partial files of dead processes in OUT's parent are cleaned up
+  (a backup whose publish was cut short is put back), and SIGTERM unwinds like SIGINT (see
+  `pipelines.cli`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,10 +69,7 @@ def check_out(out: Path, protected: dict[str, list[Path]], overwrite: bool) -> N
         raise ParamsError(f"--out {out}: a file with this name exists; pass --overwrite to replace it")
 
 
-def _owner(path: Path, marker: str) -> int | None:
-    """The PID in a `.OUT.<marker>-PID` name, or None."""
-    tail = path.name.rpartition(f".{marker}-")[2]
-    return int(tail) if tail.isdigit() else None
+_STAGING = re.compile(r"^\.(?P<name>.+)\.(?P<marker>partial|old)-(?P<pid>\d+)$")
 
 
 def _remove(path: Path) -> None:
@@ -80,18 +79,19 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def clean_stale(out: Path) -> None:
-    """Remove staging folders of dead builds of OUT; a dead build's backup is put back when OUT is
-    missing (it was killed between its two renames), else removed."""
-    for marker in ("partial", "old"):
-        for stale in sorted(out.parent.glob(f".{out.name}.{marker}-*")):
-            pid = _owner(stale, marker)
-            if pid is None or pid == os.getpid() or pid_alive(pid):
-                continue
-            if marker == "old" and not (out.exists() or out.is_symlink()):
-                stale.rename(out)
-            else:
-                _remove(stale)
+def clean_stale(parent: Path) -> None:
+    """Remove what dead vlbench processes left in PARENT (`.NAME.partial-PID` staging folders and
+    files); a dead build's backup `.NAME.old-PID` is put back when NAME is missing (the build was
+    killed between its two renames), else removed."""
+    for stale in sorted(parent.iterdir(), key=lambda p: p.name):
+        m = _STAGING.match(stale.name)
+        if m is None or int(m["pid"]) == os.getpid() or pid_alive(int(m["pid"])):
+            continue
+        target = parent / m["name"]
+        if m["marker"] == "old" and not (target.exists() or target.is_symlink()):
+            stale.rename(target)
+        else:
+            _remove(stale)
 
 
 @contextmanager
@@ -123,7 +123,7 @@ def atomic_folder(out: Path, recheck=None):
     out = Path(os.path.abspath(out))
     _make_parent(out)
     with parent_lock(out.parent):
-        clean_stale(out)
+        clean_stale(out.parent)
     staging = out.parent / f".{out.name}.partial-{os.getpid()}"
     _remove(staging)
     try:

@@ -263,3 +263,40 @@ def test_metrics_json_never_holds_nan(tmp_path):
     assert metrics["undefined"] == ["$.mae: undefined (NaN or infinite), written as null",
                                     "$.by.x: undefined (NaN or infinite), written as null"]
     assert dumps([1.0, float("-inf")]) == "[1.0, null]"
+
+
+def test_dead_processes_leftovers_of_other_outs_are_cleaned_too(gqa_source, tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (tmp_path / f".other.partial-{dead.pid}").mkdir()
+    (tmp_path / f".p.json.partial-{dead.pid}").write_text("half a prediction file")
+    (tmp_path / ".notes.partial-x").write_text("not ours: no PID")
+    run_build("gqa-ood", gqa_source, tmp_path / "out")
+    assert _hidden(tmp_path) == [".notes.partial-x"]
+
+
+def test_image_keys_from_data_stay_inside_the_images_folder(tmp_path):
+    from builders.errors import SourceError
+    from evaluator.images import ImageFolder
+
+    (tmp_path / "imgs").mkdir()
+    (tmp_path / "secret.jpg").write_bytes(b"x")
+    folder = ImageFolder(tmp_path / "imgs")
+    for key in ("../secret.jpg", "/etc/passwd", "a/../../secret.jpg"):
+        with pytest.raises(SourceError, match="field 'image key'"):
+            folder.path(key)
+
+
+def test_unreadable_source_file_is_one_line(gqa_source, tmp_path, cli, monkeypatch):
+    """Root reads every file, so a permission error is simulated where the reader opens the file."""
+    real = Path.read_bytes
+
+    def denied(self):
+        if self.name == "testdev_balanced_questions.json":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    code, _, stderr = cli("build", "gqa-ood", "--source", gqa_source, "--out", tmp_path / "out", "--no-cache")
+    assert code == 2 and stderr.count("\n") == 1, stderr
+    assert "testdev_balanced_questions.json: cannot be read (permission denied)" in stderr

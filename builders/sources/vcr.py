@@ -15,14 +15,15 @@ import msgspec
 
 from builders.errors import SourceError
 from builders.sources.files import check_relative, expect_file
+from builders.sources.jsonio import Id
 
-Token = str | list[int]
+Token = str | list[Id]
 
 
 class VCRRecord(msgspec.Struct, gc=False):
     movie: str
     objects: list[str]
-    interesting_scores: list[int]
+    interesting_scores: list[Id]
     answer_likelihood: str
     img_fn: str
     metadata_fn: str
@@ -30,19 +31,19 @@ class VCRRecord(msgspec.Struct, gc=False):
     question_orig: str
     rationale_orig: str
     question: list[Token]
-    answer_match_iter: list[int]
-    answer_sources: list[int]
+    answer_match_iter: list[Id]
+    answer_sources: list[Id]
     answer_choices: list[list[Token]]
-    answer_label: int
+    answer_label: Id
     rationale_choices: list[list[Token]]
-    rationale_sources: list[int]
-    rationale_match_iter: list[int]
-    rationale_label: int
+    rationale_sources: list[Id]
+    rationale_match_iter: list[Id]
+    rationale_label: Id
     img_id: str
-    question_number: int
+    question_number: Id
     annot_id: str
     match_fold: str
-    match_index: int
+    match_index: Id
 
 
 FIELDS = VCRRecord.__struct_fields__
