@@ -73,7 +73,8 @@ class VisDialBuilder:
     def locate_sources(self, source: Path, splits: list[str], params=None) -> dict:
         check_splits(self.name, splits, self.splits)
         if not source.is_dir():
-            raise SourceError(source, "visdial reads a folder of VisDial v1.0 JSON files; this is not a folder")
+            raise SourceError(source, "visdial reads a folder of VisDial v1.0 JSON files; " +
+                              ("this is a file" if source.exists() else "no such folder"))
         found = {}
         for split in splits or self.splits:
             dialogs, dense = source / DIALOG_FILE.format(split), source / DENSE_FILE.format(split)

@@ -38,7 +38,8 @@ def features():
 def locate_pairs(source: Path, wanted: dict[str, tuple[str, str]], bench: str) -> dict[str, tuple[Path, Path]]:
     """{key: (questions file, annotations file)} inside SOURCE; a missing file is one clear error."""
     if not source.is_dir():
-        raise SourceError(source, f"{bench} reads a folder of JSON files; this is not a folder")
+        raise SourceError(source, f"{bench} reads a folder of JSON files; " +
+                          ("this is a file" if source.exists() else "no such folder"))
     found = {}
     for key, names in wanted.items():
         paths = tuple(source / name for name in names)

@@ -45,7 +45,16 @@ def code_version() -> str:
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("VLBENCH_CACHE", Path.home() / ".cache" / "vlbench"))
+    """$VLBENCH_CACHE, else ~/.cache/vlbench; a file standing there is a one-line error."""
+    from builders.errors import ParamsError
+
+    folder = Path(os.environ.get("VLBENCH_CACHE", Path.home() / ".cache" / "vlbench"))
+    for path in (folder, *folder.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise ParamsError(f"cache folder {folder} (VLBENCH_CACHE): {path} is a file, expected a folder")
+            break
+    return folder
 
 
 class StageRunner:
@@ -113,8 +122,8 @@ class StageRunner:
     def _store(folder: Path, tables: dict[str, pa.Table]) -> None:
         tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
         try:
+            tmp.mkdir(parents=True)
             digests = {}
             for name, table in tables.items():
                 with pa.ipc.new_file(tmp / f"{name}.arrow", table.schema) as writer:

@@ -61,10 +61,10 @@ class DiskTextCache:
             array = pa.array([values[k] for k in keys], pa.string())
         table = pa.table({"key": keys, "value": array})
         folder = self._folder(namespace)
-        folder.mkdir(parents=True, exist_ok=True)
         name = hashlib.sha1("".join(keys).encode()).hexdigest()[:16]
         tmp = folder / f".{name}.{os.getpid()}.tmp"
         try:
+            folder.mkdir(parents=True, exist_ok=True)
             with pa.ipc.new_file(tmp, table.schema) as writer:
                 writer.write_table(table)
             tmp.replace(folder / f"{name}-{sha256_file(tmp)[:32]}.arrow")

@@ -61,6 +61,9 @@ def table_problems(builder, tables: dict[str, dict[str, pa.Table]], params: dict
 
 def verify(folder: Path) -> Verification:
     folder = Path(folder)
+    if not folder.is_dir():
+        raise VlbenchError(f"{folder}: " + ("is a file, expected a folder written by `vlbench build`"
+                                            if folder.exists() else "no such folder"))
     if not (folder / MANIFEST).is_file():
         raise VlbenchError(f"{folder}: no {MANIFEST} (not a folder written by `vlbench build`)")
     manifest = read_manifest(folder)

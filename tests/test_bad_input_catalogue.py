@@ -830,3 +830,21 @@ def test_push_bad_repo_id_or_no_network(repo_id, needle, built_gqa, cli, monkeyp
     monkeypatch.setenv("HF_TOKEN", "hf_dummy_token_for_tests")
     code, _, stderr = cli("push", built_gqa, "--repo-id", repo_id)
     assert_one_error_line(code, stderr, (needle,))
+
+
+@pytest.mark.parametrize("command", ["build", "verify"])
+def test_missing_or_file_paths_are_named_as_such(command, cli, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    for path, needle in ((tmp_path / "missing", "no such"), (tmp_path / "afile", "is a file")):
+        args = ("build", "visdial", "--source", path, "--out", tmp_path / "out") if command == "build" \
+            else ("verify", path)
+        code, _, stderr = cli(*args)
+        assert_one_error_line(code, stderr, (path.name, needle))
+
+
+def test_cache_folder_that_is_a_file(cli, sample_sources, tmp_path, monkeypatch):
+    (tmp_path / "cachefile").write_text("x")
+    monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cachefile" / "vlbench"))
+    code, _, stderr = cli("build", "gqa-ood", "--source", sample_sources, "--out", tmp_path / "out")
+    assert_one_error_line(code, stderr, ("VLBENCH_CACHE", "cachefile"))
+    assert not (tmp_path / "out").exists()

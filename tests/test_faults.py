@@ -300,3 +300,13 @@ def test_unreadable_source_file_is_one_line(gqa_source, tmp_path, cli, monkeypat
     code, _, stderr = cli("build", "gqa-ood", "--source", gqa_source, "--out", tmp_path / "out", "--no-cache")
     assert code == 2 and stderr.count("\n") == 1, stderr
     assert "testdev_balanced_questions.json: cannot be read (permission denied)" in stderr
+
+
+def test_out_beside_a_single_source_file_is_fine_but_not_onto_it(gqa_source, tmp_path, cli):
+    source = gqa_source / "testdev_balanced_questions.json"
+    code, _, stderr = cli("build", "gqa-ood", "--source", source, "--out", gqa_source / "built")
+    assert code == 0, stderr
+    before = source.read_bytes()
+    code, _, stderr = cli("build", "gqa-ood", "--source", source, "--out", source, "--overwrite")
+    assert code == 2 and "--source" in stderr, stderr
+    assert source.read_bytes() == before
