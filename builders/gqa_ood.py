@@ -8,7 +8,6 @@ stage's output is a set of Arrow tables, cached by the pipelines' stage runner.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -244,26 +243,34 @@ PUBLISHED_BLOB_IDS = {
 
 
 def check_invariants(tables: dict[str, dict[str, pa.Table]], params: dict) -> list[str]:
-    """head ∩ tail = ∅, all = head ∪ tail, every kept group whole, labels as the rule gives them."""
+    """head ∩ tail = ∅, all = head ∪ tail, every kept group whole, labels as the rule gives them.
+    Arrow group-bys, no Python lists: `build` runs this on every build before publishing."""
     problems = []
     for split, rows in sorted(tables["all"].items()):
-        ids = {c: set(tables[c][split].column("question_id").to_pylist()) for c in ("all", "head", "tail")}
-        if ids["head"] & ids["tail"]:
-            problems.append(f"{split}: {len(ids['head'] & ids['tail'])} questions are both head and tail")
-        if ids["head"] | ids["tail"] != ids["all"] or len(ids["all"]) != rows.num_rows:
+        ids = {c: tables[c][split].column("question_id") for c in ("all", "head", "tail")}
+        both = pc.sum(pc.cast(pc.is_in(ids["head"], value_set=ids["tail"]), pa.int64())).as_py() or 0
+        if both:
+            problems.append(f"{split}: {both} questions are both head and tail")
+        covered = all(pc.all(pc.is_in(ids[c], value_set=ids["all"])).as_py() in (True, None) for c in ("head", "tail"))
+        if (not covered or len(ids["head"]) + len(ids["tail"]) != rows.num_rows
+                or pc.count_distinct(ids["all"]).as_py() != rows.num_rows):
             problems.append(f"{split}: all is not the disjoint union of head and tail")
-        local = ["none" if g["local"] is None else g["local"] for g in rows.column("groups").to_pylist()]
-        answers = rows.column("answer").to_pylist()
-        sizes, pairs = Counter(local), Counter(zip(local, answers))
-        distinct = Counter(g for g, _ in pairs)
-        count, d, n = (rows.column(c).to_pylist() for c in ("answer_count", "group_num_answers", "group_size"))
-        broken = sorted({g for g, a, c, dd, nn in zip(local, answers, count, d, n)
-                         if nn != sizes[g] or c != pairs[(g, a)] or dd != distinct[g]})
+        local = pc.fill_null(pc.struct_field(rows.column("groups"), "local"), "none")
+        t = pa.table({"g": local, "a": rows.column("answer"), "count": rows.column("answer_count"),
+                      "d": rows.column("group_num_answers"), "n": rows.column("group_size")})
+        sizes = t.group_by("g").aggregate([("a", "count"), ("a", "count_distinct")])
+        pairs = t.group_by(["g", "a"]).aggregate([("a", "count")]).rename_columns(["g", "a", "pair_count"])
+        joined = t.join(sizes, "g").join(pairs, ["g", "a"])
+        bad = pc.or_(pc.or_(pc.not_equal(joined.column("n"), joined.column("a_count")),
+                            pc.not_equal(joined.column("count"), joined.column("pair_count"))),
+                     pc.not_equal(joined.column("d"), joined.column("a_count_distinct")))
+        broken = pc.unique(joined.column("g").filter(bad)).to_pylist()
         if broken:
-            problems.append(f"{split}: {len(broken)} kept groups are not whole (first: {broken[0]!r})")
+            problems.append(f"{split}: {len(broken)} kept groups are not whole (first: {min(broken)!r})")
         if params.get("tail_comparison") == "exact":
-            expected = np.where(tail_mask(count, d, n, params["alpha"]), "tail", "head")
-            wrong = int((expected != np.array(rows.column("subset").to_pylist())).sum())
+            count, d, n = (rows.column(c).to_numpy() for c in ("answer_count", "group_num_answers", "group_size"))
+            expected = tail_mask(count, d, n, params["alpha"])
+            wrong = int((expected != pc.equal(rows.column("subset"), "tail").to_numpy(zero_copy_only=False)).sum())
             if wrong:
                 problems.append(f"{split}: {wrong} questions carry a head/tail label the rule does not give")
     return problems

@@ -113,12 +113,11 @@ def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = No
                                                          else "no such folder"))
         extra["images"] = Path(images)
     root = source if source.is_dir() else source.parent
-    # A source folder is protected whole; a single source file (and every input file below) itself.
-    protected = {"--source": [given, source], **({"--images": [Path(images)]} if images is not None else {})}
-    check_out(out, protected, overwrite)
     sources = builder.locate_sources(source, list(splits or []), params)
     files = input_files(sources)
-    protected["--source"] += [path for _, path in files]
+    # A source folder is protected whole; a single source file, and every input file, itself.
+    protected = {"--source": [given, source] + [path for _, path in files],
+                 **({"--images": [Path(images)]} if images is not None else {})}
     check_out(out, protected, overwrite)
     signatures = check_inputs(files)
     runner = StageRunner(default_cache_dir() if use_cache else None)

@@ -131,6 +131,24 @@ def test_verify_checks_invariants(built_sample):
     assert any("disjoint union" in p for p in problems) and any("not whole" in p for p in problems)
 
 
+def test_invariants_find_overlaps_and_wrong_labels(built_sample):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from builders.gqa_ood import check_invariants
+    from evaluator.data import load_table
+
+    tables = {c: {"val": load_table(built_sample, c, "val")} for c in ("all", "head", "tail")}
+    tables["tail"]["val"] = pa.concat_tables([tables["tail"]["val"], tables["head"]["val"].slice(0, 2)])
+    rows = tables["all"]["val"]
+    first = pc.equal(pa.array(range(rows.num_rows)), 0)
+    flipped = pc.if_else(first, "tail" if rows.column("subset")[0].as_py() == "head" else "head", rows.column("subset"))
+    tables["all"]["val"] = rows.set_column(rows.column_names.index("subset"), "subset", flipped)
+    problems = check_invariants(tables, {"alpha": 0.2, "tail_comparison": "exact"})
+    assert "val: 2 questions are both head and tail" in problems
+    assert "val: 1 questions carry a head/tail label the rule does not give" in problems
+
+
 def test_sample_sources_are_deterministic(tmp_path, sample_sources, cli):
     code, stdout, _ = cli("sample-sources", "--out", tmp_path / "again")
     assert code == 0
