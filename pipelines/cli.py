@@ -23,8 +23,12 @@ def list_benchmarks(
     names: bool = typer.Option(False, "--names", help="Print names only, one per line."),
 ):
     """Benchmarks, their sources and configs."""
+    from builders.errors import ParamsError
     from builders.registry import builder_names, get_builder
     from pipelines.build import source_folder
+
+    if sources_present is not None and not sources_present.is_dir():
+        raise ParamsError(f"--sources-present {sources_present}: no such folder")
 
     for name in builder_names():
         builder = get_builder(name)

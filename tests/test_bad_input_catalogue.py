@@ -848,3 +848,23 @@ def test_cache_folder_that_is_a_file(cli, sample_sources, tmp_path, monkeypatch)
     code, _, stderr = cli("build", "gqa-ood", "--source", sample_sources, "--out", tmp_path / "out")
     assert_one_error_line(code, stderr, ("VLBENCH_CACHE", "cachefile"))
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("bench,spec,needle", [
+    ("gqa-ood", "hf:NOT_A_MODEL", "cannot load"), ("vcr-visor", "hf:NOT_A_MODEL", "cannot load"),
+    ("gqa-ood", "hf:MISSING", "cannot load"), ("gqa-ood", "py:no_such_module_xyz:factory", "no_such_module_xyz"),
+    ("gqa-ood", "py:os:getcwd", "predict(table)"), ("gqa-ood", "nothing", "--model nothing"),
+    ("disco", "baseline:nope", "baseline:nope"),
+])
+def test_bad_model_spec(bench, spec, needle, scored, cli, tmp_path):
+    (tmp_path / "NOT_A_MODEL").mkdir()
+    spec = spec.replace("NOT_A_MODEL", str(tmp_path / "NOT_A_MODEL")).replace("MISSING", str(tmp_path / "missing"))
+    folder, _ = scored[bench]
+    code, _, stderr = cli("predict", bench, "--data", folder, "--model", spec, "--out", tmp_path / "p.json")
+    assert_one_error_line(code, stderr, (needle,))
+    assert not (tmp_path / "p.json").exists() and not list(tmp_path.glob(".p.json*"))
+
+
+def test_list_sources_present_missing_folder(cli, tmp_path):
+    code, _, stderr = cli("list", "--sources-present", tmp_path / "missing")
+    assert_one_error_line(code, stderr, ("--sources-present", "no such folder"))

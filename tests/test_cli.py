@@ -66,6 +66,10 @@ def test_regenerate_all_builds_what_is_present(sample_sources, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "== gqa-ood" in done.stdout and (tmp_path / "out" / "gqa-ood" / "legacy" / "ood_val_all.json").exists()
     assert "== vcr-visor" in done.stdout and "nli_model=none" in (tmp_path / "out" / "vcr-visor" / "README.md").read_text()
-    empty = subprocess.run(["bash", str(script), str(tmp_path / "none"), str(tmp_path / "o2")], env=env,
+    missing = subprocess.run(["bash", str(script), str(tmp_path / "none"), str(tmp_path / "o2")], env=env,
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "--sources-present" in missing.stderr and "no such folder" in missing.stderr
+    (tmp_path / "empty").mkdir()
+    empty = subprocess.run(["bash", str(script), str(tmp_path / "empty"), str(tmp_path / "o2")], env=env,
                            capture_output=True, text=True)
     assert empty.returncode == 2 and "no raw sources" in empty.stderr

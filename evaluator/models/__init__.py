@@ -80,6 +80,18 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return kind, name
 
 
+def hf_config(name: str):
+    """The transformers config of an `hf:` spec; a missing, non-model or unknown checkpoint is a
+    one-line ModelError."""
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(name)
+    except (OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"hf:{name}: cannot load ({reason})") from None
+
+
 def load_py_model(target: str, method: str = "predict", signature: str = "predict(table)"):
     """`module:factory` -> factory(); the object must have the callable `method` (a task model's
     `predict(table) -> list`, CounterBias's `score(queries, ids)`)."""

@@ -8,7 +8,7 @@ import pyarrow as pa
 from builders.errors import ModelError
 from evaluator.images import ImageFolder, image_sources, open_image
 from evaluator.inference import Runner
-from evaluator.models import ModelOptions
+from evaluator.models import ModelOptions, hf_config
 
 
 class ViltVQA:
@@ -48,12 +48,7 @@ class ViltVQA:
 
 def load_vqa_model(path: str, options: ModelOptions, train, image_key: str = "image_id"):
     """`train` returns the training split (CLIP's answer candidates), or is None where there is none."""
-    from transformers import AutoConfig
-
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except OSError as exc:
-        raise ModelError(f"hf:{path}: cannot load ({str(exc).splitlines()[0]})") from None
+    config = hf_config(path)
     if config.model_type == "vilt" and "ViltForQuestionAnswering" in (config.architectures or []):
         return ViltVQA(path, options, image_key)
     if config.model_type == "clip":

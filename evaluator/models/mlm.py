@@ -17,7 +17,7 @@ import numpy as np
 
 from builders.errors import ModelError
 from evaluator.inference import Runner
-from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.models import ModelOptions, hf_config, load_py_model, parse_spec
 
 MASK = "[MASK]"
 
@@ -182,12 +182,7 @@ def load_masked_lm(spec: str, options: ModelOptions):
         return load_py_model(name, "score", "score(queries, ids)")
     if kind != "hf":
         raise ModelError(f"--model {spec}: CounterBias measures a masked LM: hf:<hub id or path> or py:<module>:<factory>")
-    from transformers import AutoConfig
-
-    try:
-        config = AutoConfig.from_pretrained(name)
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"hf:{name}: cannot load ({str(exc).splitlines()[0]})") from None
+    config = hf_config(name)
     if config.model_type == "vilt":
         if "ViltForMaskedLM" not in (config.architectures or []):
             raise ModelError(f"hf:{name}: a ViLT checkpoint without its masked-LM head "

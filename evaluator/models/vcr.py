@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from builders.errors import ModelError
 from builders.nlp import torch_device
-from evaluator.models import ModelOptions, load_py_model, row_random
+from evaluator.models import ModelOptions, hf_config, load_py_model, row_random
 
 
 class RandomScores:
@@ -66,12 +66,7 @@ def make_scorer(kind: str, name: str, options: ModelOptions, models_help: str):
     if kind == "py":
         return load_py_model(name)
     if kind == "hf":
-        from transformers import AutoConfig
-
-        try:
-            config = AutoConfig.from_pretrained(name)
-        except OSError as exc:
-            raise ModelError(f"hf:{name}: cannot load ({str(exc).splitlines()[0]})") from None
+        config = hf_config(name)
         if config.model_type == "clip":
             from evaluator.models.clip import ClipChoiceScorer
 
