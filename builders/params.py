@@ -63,7 +63,8 @@ def apply_overrides(params, assignments: list[str]):
         if not sep:
             raise ParamsError(f"--set {assignment}: expected KEY=VALUE")
         if key not in fields:
-            raise ParamsError(f"--set {key}: unknown parameter; known: {', '.join(sorted(fields))}")
+            known = f"known: {', '.join(sorted(fields))}" if fields else "there are no parameters to set"
+            raise ParamsError(f"--set {key}: unknown parameter; {known}")
         changes[key] = _convert(key, value, hints[key])
     try:
         return dataclasses.replace(params, **changes)

@@ -67,7 +67,7 @@ def qa_files(folder: Path) -> dict[str, Path]:
     list_folder(folder)  # a file where the qa/ folder belongs is an error
     files: dict[str, Path] = {}
     for path in sorted(folder.rglob("*.txt")):
-        expect_file(path, "QA text file")
+        expect_file(path, "a QA text file")
         if path.stem in files:
             raise SourceError(path, f"video '{path.stem}' also has {files[path.stem]}", record=path.stem)
         files[path.stem] = path
@@ -89,8 +89,9 @@ class SocialIQBuilder:
         """{"folds": file, <split>: QA files of the fold's videos, "unassigned": QA files in no fold}."""
         check_splits(self.name, splits, self.splits)
         folds_path = source / FOLDS_FILE
-        if not folds_path.is_file():
+        if not (folds_path.exists() or folds_path.is_symlink()):
             raise SourceError(folds_path, "Social-IQ folds file not found")
+        expect_file(folds_path, "the Social-IQ folds JSON file")
         files = qa_files(source / "qa")
         if not files:
             raise SourceError(source / "qa", "no Social-IQ QA files (<video_id>.txt)")

@@ -22,7 +22,7 @@ from builders.errors import ParamsError, SourceError
 from builders.nlp import NLIClassifier, SentenceEncoder
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.vcr import read_vcr
-from builders.sources.files import decode_image, inside, read_bytes
+from builders.sources.files import decode_image, expect_file, inside, read_bytes
 from builders.text import person_tags, reasoning_types, render_tokens
 
 NAME = "vcr-visor"
@@ -268,8 +268,9 @@ class VCRVisorBuilder:
         if any(s != "val" for s in splits):
             raise ParamsError(f"--split {', '.join(splits)}: vcr-visor is built from VCR val only (split 'val')")
         path = source / "val.jsonl" if source.is_dir() else source
-        if not path.is_file():
+        if not (path.exists() or path.is_symlink()):
             raise SourceError(path, "VCR source file not found (expected val.jsonl)")
+        expect_file(path, "the VCR val.jsonl file")
         return {"val": path}
 
     def build(self, sources: dict[str, Path], params: VCRVisorParams, run_stage: RunStage = run_uncached,

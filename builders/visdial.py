@@ -79,9 +79,9 @@ class VisDialBuilder:
         for split in splits or self.splits:
             dialogs, dense = source / DIALOG_FILE.format(split), source / DENSE_FILE.format(split)
             if dialogs.exists() or dialogs.is_symlink():
-                found[split] = (expect_file(dialogs, "VisDial dialog file"),)
+                found[split] = (expect_file(dialogs, "a VisDial dialog file"),)
                 if dense.exists() or dense.is_symlink():
-                    found[split] += (expect_file(dense, "VisDial dense annotation file"),)
+                    found[split] += (expect_file(dense, "a VisDial dense annotation file"),)
             elif splits:
                 raise SourceError(dialogs, "VisDial dialog file not found")
         if not found:

@@ -15,6 +15,7 @@ from builders.errors import SourceError
 from builders.splits import check_disjoint_ids, check_splits
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import vqa
+from builders.sources.files import expect_file
 
 SUBTYPE_OF_SPLIT = {"train": "train2014", "validation": "val2014"}
 
@@ -44,8 +45,9 @@ def locate_pairs(source: Path, wanted: dict[str, tuple[str, str]], bench: str) -
     for key, names in wanted.items():
         paths = tuple(source / name for name in names)
         for path in paths:
-            if not path.is_file():
+            if not (path.exists() or path.is_symlink()):
                 raise SourceError(path, f"{bench} source file not found (expected {', '.join(names)} in {source})")
+            expect_file(path, f"a {bench} JSON file")
         found[key] = paths
     return found
 

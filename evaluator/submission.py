@@ -74,8 +74,8 @@ def load_predictions(path: Path, id_field, value_field: str, id_type: type, valu
         raise SubmissionError(f"{path}: not UTF-8 text (byte offset {exc.start})") from None
     except RecursionError:
         raise SubmissionError(f"{path}: JSON nested too deeply") from None
-    except ValueError as exc:  # an integer of more than 4300 digits
-        raise SubmissionError(f"{path}: not valid JSON ({str(exc).splitlines()[0][:120]})") from None
+    except ValueError:  # Python refuses integers of more than 4300 digits
+        raise SubmissionError(f"{path}: holds an integer of more than 4300 digits") from None
     wanted = ", ".join(f'"{f}"' for f in (*fields, value_field))
     if not isinstance(items, list):
         raise SubmissionError(f"{path}: expected a JSON list of {{{wanted}}} objects")

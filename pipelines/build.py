@@ -73,7 +73,7 @@ def check_inputs(files: list[tuple[str, Path]]) -> dict[Path, tuple]:
     """Every raw file must be a readable regular file; returns their (size, mtime, inode)."""
     signatures = {}
     for _, path in files:
-        expect_file(path, "source file")
+        expect_file(path, "a source file")
         signatures[path] = _signature(path)
     return signatures
 

@@ -142,9 +142,12 @@ def _damage_name(rel: str) -> str:
     return rel.rsplit("/", 1)[-1] if "{first}" not in rel else rel.split("/")[-2]
 
 
-GENERIC = ([SourceCase(f"{b}:{rel}:{d.__name__}", b, _on(rel, d), (_damage_name(rel),), a)
+# What the line must say beyond the file's name, where the damage has one clear name.
+DAMAGE_WORDS = {non_utf8: ("not UTF-8",), folder_in_place: ("is a folder",)}
+
+GENERIC = ([SourceCase(f"{b}:{rel}:{d.__name__}", b, _on(rel, d), (_damage_name(rel), *DAMAGE_WORDS.get(d, ())), a)
             for b, rel, a in JSON_FILES for d in JSON_DAMAGE]
-           + [SourceCase(f"{b}:{rel}:{d.__name__}", b, _on(rel, d), (_damage_name(rel),), a)
+           + [SourceCase(f"{b}:{rel}:{d.__name__}", b, _on(rel, d), (_damage_name(rel), *DAMAGE_WORDS.get(d, ())), a)
               for b, rel, a in MEDIA_FILES for d in MEDIA_DAMAGE])
 
 
@@ -852,7 +855,7 @@ def test_cache_folder_that_is_a_file(cli, sample_sources, tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("bench,spec,needle", [
     ("gqa-ood", "hf:NOT_A_MODEL", "cannot load"), ("vcr-visor", "hf:NOT_A_MODEL", "cannot load"),
-    ("gqa-ood", "hf:MISSING", "cannot load"), ("gqa-ood", "py:no_such_module_xyz:factory", "no_such_module_xyz"),
+    ("gqa-ood", "hf:MISSING", "no such model folder"), ("gqa-ood", "py:no_such_module_xyz:factory", "no_such_module_xyz"),
     ("gqa-ood", "py:os:getcwd", "predict(table)"), ("gqa-ood", "nothing", "--model nothing"),
     ("disco", "baseline:nope", "baseline:nope"),
 ])

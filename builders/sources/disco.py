@@ -33,13 +33,13 @@ def locate(root: Path, splits: list[str]) -> dict[str, list[Sample]]:
         maps = [p for p in list_folder(folder) if p.suffix == ".mat"] if folder.exists() else []
         samples = []
         for density in maps:
-            expect_file(density, "MATLAB density map")
+            expect_file(density, "a MATLAB density map")
             image, audio = root / "imgs" / f"{density.stem}.jpg", root / "auds" / f"{density.stem}.wav"
-            for path, what in ((image, "image"), (audio, "audio clip")):
+            for path, what in ((image, "an image"), (audio, "an audio clip")):
                 if not path.parent.is_dir():
                     list_folder(path.parent)  # names a file standing where the folder belongs
                 if not path.exists():
-                    raise SourceError(path, f"{what} of density map {density.name} not found", record=density.stem)
+                    raise SourceError(path, f"not found ({what} of density map {density.name})", record=density.stem)
                 expect_file(path, what)
             samples.append(Sample(density.stem, image, audio, density))
         out[split] = samples
@@ -50,7 +50,7 @@ def read_count(path: Path) -> tuple[float, tuple[int, int]]:
     """People count (sum of the density map) and the map's shape."""
     from scipy.io import loadmat
 
-    expect_file(path, "MATLAB density map")
+    expect_file(path, "a MATLAB density map")
     try:
         content = loadmat(path)
     except OSError as exc:

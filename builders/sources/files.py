@@ -41,10 +41,8 @@ def read_bytes(path: Path) -> bytes:
 def decode_utf8(path: Path, data: bytes, record: str | None = None) -> str:
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise SourceError(path, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}; "
-                                "save the file as UTF-8)", record=record) from None
+    except UnicodeDecodeError:
+        raise SourceError(path, utf8_problem(data), record=record) from None
 
 
 def read_text(path: Path) -> str:
@@ -73,16 +71,29 @@ def list_folder(path: Path) -> list[Path]:
             from None
 
 
-def expect_file(path: Path, what: str = "file") -> Path:
-    """PATH when it is a regular file (symlinks followed), else a SourceError saying what it is."""
+def expect_file(path: Path, what: str = "a file") -> Path:
+    """PATH when it is a regular file (symlinks followed), else a SourceError saying what it is
+    (`what` with its article: "an audio clip")."""
     path = Path(path)
     if path.is_file():
         return path
     if path.is_dir():
-        raise SourceError(path, f"is a folder, expected a {what}")
-    if path.exists() or path.is_symlink():
-        raise SourceError(path, f"is not a regular file (expected a {what})")
-    raise SourceError(path, f"{what} not found")
+        raise SourceError(path, f"is a folder, expected {what}")
+    if path.is_symlink() and not path.exists():
+        raise SourceError(path, f"is a symbolic link to a missing file (expected {what})")
+    if path.exists():
+        raise SourceError(path, f"is not a regular file (expected {what})")
+    raise SourceError(path, f"not found (expected {what})")
+
+
+def utf8_problem(data: bytes) -> str | None:
+    """'not UTF-8 text (...)' when DATA is not UTF-8, else None (asked on error paths only)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return f"not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}; save the file as UTF-8)"
+    return None
 
 
 def check_relative(relative: str, file: Path, record=None, field: str | None = None) -> str:

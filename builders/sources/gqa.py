@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from builders.errors import SourceError
-from builders.sources.files import read_bytes
+from builders.sources.files import read_bytes, utf8_problem
 
 SPLIT_FILES = {
     "train": "train_balanced_questions.json",
@@ -106,6 +106,8 @@ def _record_near(data: bytes, offset: int) -> str | None:
 
 def _decode_error(path: Path, data: bytes, exc: msgspec.DecodeError) -> SourceError:
     text = str(exc)
+    if utf8_problem(data):
+        return SourceError(path, utf8_problem(data))
     if not data.strip():
         return SourceError(path, "empty file (expected a JSON object keyed by question id)")
     m = re.search(r"byte (\d+)", text)

@@ -9,6 +9,7 @@ from typing import Annotated
 import msgspec
 
 from builders.errors import SourceError
+from builders.sources.files import utf8_problem
 
 _PATH = re.compile(r"at `\$((?:\.\w+)*)\[(\d+)\]\.?([^`]*)`")  # at `$.annotations[4].answers[0].answer`
 _TOP_FIELD = re.compile(r"at `\$\.([\w.]+)`")  # at `$.data.dialogs`
@@ -47,6 +48,8 @@ def decode_typed(path: Path, data: bytes, kind, record_key: str = "question_id")
         raise SourceError(path, message.split(" - at ")[0], record=record if record is not None else f"#{index}",
                           field=field or None) from None
     except msgspec.DecodeError as exc:
+        if utf8_problem(data):
+            raise SourceError(path, utf8_problem(data)) from None
         m = re.search(r"byte (\d+)", str(exc))
         line = data.count(b"\n", 0, int(m.group(1)) if m else len(data)) + 1  # truncated: the last line
         raise SourceError(path, f"not valid JSON ({exc}) at line {line}") from None

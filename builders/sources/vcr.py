@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 from builders.errors import SourceError
-from builders.sources.files import check_relative, expect_file
+from builders.sources.files import check_relative, expect_file, utf8_problem
 from builders.sources.jsonio import Id
 
 Token = str | list[Id]
@@ -84,7 +84,7 @@ def read_vcr(path: Path, skip_invalid: bool = False) -> VCRSource:
     decode = msgspec.json.Decoder(VCRRecord).decode
     source = VCRSource(records=[])
     seen: dict[str, int] = {}
-    with open(expect_file(path, "VCR annotation file"), "rb") as fh:
+    with open(expect_file(path, "a VCR annotation file"), "rb") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -99,7 +99,8 @@ def read_vcr(path: Path, skip_invalid: bool = False) -> VCRSource:
                     fld = missing[1].rstrip("`")
                 raise SourceError(path, where[0], record=f"line {number}", field=fld) from None
             except msgspec.DecodeError as exc:
-                raise SourceError(path, f"malformed JSON ({exc})", record=f"line {number}") from None
+                raise SourceError(path, utf8_problem(line) or f"malformed JSON ({exc})", record=f"line {number}") \
+                    from None
             except RecursionError:
                 raise SourceError(path, "JSON nested too deeply", record=f"line {number}") from None
             except UnicodeDecodeError as exc:

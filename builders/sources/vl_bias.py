@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builders.errors import SourceError
-from builders.sources.files import decode_image, decode_utf8, inside, list_folder, load_json, read_bytes
+from builders.sources.files import (decode_image, decode_utf8, expect_file, inside, list_folder, load_json,
+                                    read_bytes)
 from builders.vl_bias_words import TARGETS
 
 ANNOTATION_SUFFIXES = (".csv", ".jsonl")
@@ -64,8 +65,7 @@ def scan_folders(root: Path, genders) -> list[Sample]:
                     raise SourceError(gender_dir, "expected a gender folder (ROOT/<type>/<target>/<gender>/<image>)")
                 _check(gender_dir, target_dir.name.lower(), type_dir.name.lower(), gender_dir.name.lower(), genders)
                 for image in _visible(gender_dir):
-                    if not image.is_file():
-                        raise SourceError(image, "expected an image file (ROOT/<type>/<target>/<gender>/<image>)")
+                    expect_file(image, "an image file (ROOT/<type>/<target>/<gender>/<image>)")
                     samples.append(Sample(image.relative_to(root).as_posix(), image, target_dir.name.lower(),
                                           type_dir.name.lower(), gender_dir.name.lower()))
     return samples

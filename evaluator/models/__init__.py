@@ -85,6 +85,9 @@ def hf_config(name: str):
     one-line ModelError."""
     from transformers import AutoConfig
 
+    local = Path(name).expanduser()
+    if not local.exists() and (name.startswith((".", "/", "~")) or ("/" in name and local.parent.is_dir())):
+        raise ModelError(f"hf:{name}: no such model folder (and not a hub model id ORG/NAME)")
     try:
         return AutoConfig.from_pretrained(name)
     except (OSError, ValueError) as exc:
