@@ -56,7 +56,11 @@ def sample_sources(out: Path = typer.Option(..., "--out", help="Folder to write 
         typer.echo(str(path))
 
 
-@app.command()
+@app.command(help=(
+    "Build one benchmark from its raw sources.\n\n"
+    "OUT is written atomically: the build is staged beside it and replaces it only when complete. An existing "
+    "OUT that `vlbench build` wrote is replaced; any other existing file, link or non-empty folder is left alone "
+    "unless --overwrite is given. OUT may never be, contain or lie inside the source or images folder."))
 def build(
     bench: str = typer.Argument(..., help="Benchmark name (see `vlbench list`)."),
     source: Path = typer.Option(..., "--source", help="Raw source folder (or file)."),
@@ -68,13 +72,6 @@ def build(
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute every stage."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUT that vlbench did not write."),
 ):
-    """Build one benchmark from its raw sources.
-
-    OUT is written atomically: the build is staged beside it and replaces it only when complete. An
-    existing OUT written by `vlbench build` is replaced; any other existing file or non-empty folder
-    is left alone unless --overwrite is given. OUT may never be, contain or lie inside the source or
-    images folder.
-    """
     from pipelines.build import run_build
 
     manifest = run_build(bench, source, out, split, set_, legacy_json, use_cache=not no_cache, images=images,
