@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_out
 
-.PHONY: venv demo test bench clean
+.PHONY: venv demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,8 +18,14 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/vlbench demo --out $(DEMO_OUT)
 
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 bench: $(STAMP)
 	$(PY) scripts/bench_gqa_ood_build.py

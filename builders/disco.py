@@ -16,11 +16,11 @@ import numpy as np
 import pyarrow as pa
 
 from builders.errors import ParamsError, SourceError
-from builders.splits import check_splits
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import disco
 from builders.sources.files import list_folder
+from builders.splits import check_splits
 
 Quality = Literal["high", "low"]
 
@@ -73,7 +73,8 @@ def rows(samples: list[disco.Sample], params: DiscoParams) -> pa.Table:
         audio = {"bytes": sound, "path": s.audio.name}
         for quality in sorted(params.qualities):
             pixels = image if quality == "high" else degrade(
-                image, params.low_brightness, params.low_noise_sigma, params.seed * 1_000_003 + zlib.crc32(s.image_id.encode()))
+                image, params.low_brightness, params.low_noise_sigma,
+                params.seed * 1_000_003 + zlib.crc32(s.image_id.encode()))
             for name, value in (("id", f"{s.image_id}/{quality}"), ("image_id", s.image_id), ("quality", quality),
                                 ("image", {"bytes": pixels, "path": f"{s.image_id}.jpg"}), ("audio", audio),
                                 ("count", count), ("sample_rate", rate), ("audio_frames", frames)):

@@ -18,8 +18,13 @@ import pyarrow.compute as pc
 
 from builders import gqa_ood_card
 from builders.errors import ParamsError, SourceError
-from builders.gqa_ood_rules import (PUBLISHED_ALPHAS, entropy_threshold, normalized_entropy, tail_flags_authors_float,
-                                    tail_mask)
+from builders.gqa_ood_rules import (
+    PUBLISHED_ALPHAS,
+    entropy_threshold,
+    normalized_entropy,
+    tail_flags_authors_float,
+    tail_mask,
+)
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import gqa
 from builders.sources.files import read_bytes

@@ -149,7 +149,8 @@ class NLIClassifier:
             _quiet_loading()
             try:
                 self._tokenizer = AutoTokenizer.from_pretrained(path)
-                self._model = AutoModelForSequenceClassification.from_pretrained(path).to(torch_device(self.device)).eval()
+                model = AutoModelForSequenceClassification.from_pretrained(path)
+                self._model = model.to(torch_device(self.device)).eval()
             except OSError as exc:
                 raise ModelError(f"nli_model {self.name}: cannot load ({str(exc).splitlines()[0]})") from None
             labels = {int(i): str(n).lower() for i, n in self._model.config.id2label.items()}
@@ -242,7 +243,8 @@ class NLIClassifier:
             for b in range(0, len(order), self.batch_size):
                 idx = order[b:b + self.batch_size]
                 enc = self._batch_tensors(layout, matrix, ua[idx], ub[idx], la[idx], lb[idx])
-                predicted[idx] = model(**{k: v.to(model.device) for k, v in enc.items()}).logits.argmax(-1).cpu().numpy()
+                logits = model(**{k: v.to(model.device) for k, v in enc.items()}).logits
+                predicted[idx] = logits.argmax(-1).cpu().numpy()
         return [self.labels[int(c)] for c in predicted]
 
     def classify_codes(self, texts: list[str], a: np.ndarray, b: np.ndarray) -> np.ndarray:

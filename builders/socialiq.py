@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow as pa
 
 from builders.errors import SourceError
-from builders.splits import check_splits
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import socialiq
 from builders.sources.files import expect_file, list_folder
+from builders.splits import check_splits
 
 FOLDS_FILE = "socialiq_std_folds.json"
 
@@ -97,7 +97,8 @@ class SocialIQBuilder:
             raise SourceError(source / "qa", "no Social-IQ QA files (<video_id>.txt)")
         folds = socialiq.read_folds(folds_path)
         found = {"folds": folds_path,
-                 "unassigned": tuple(files[v] for v in sorted(set(files) - set(folds["train"]) - set(folds["validation"])))}
+                 "unassigned": tuple(files[v] for v in
+                                     sorted(set(files) - set(folds["train"]) - set(folds["validation"])))}
         for split in splits or self.splits:
             found[split] = tuple(files[v] for v in folds[split] if v in files)
         return found

@@ -21,8 +21,8 @@ from builders import vcr_visor_card
 from builders.errors import ParamsError, SourceError
 from builders.nlp import NLIClassifier, SentenceEncoder
 from builders.result import BuildResult, RunStage, run_uncached
-from builders.sources.vcr import read_vcr
 from builders.sources.files import decode_image, expect_file, inside, read_bytes
+from builders.sources.vcr import read_vcr
 from builders.text import person_tags, reasoning_types, render_tokens
 
 NAME = "vcr-visor"
@@ -328,7 +328,8 @@ class VCRVisorBuilder:
             one, two = sorted(subs, key=lambda s: s["sub_question"])
             if one["movie"] == two["movie"]:
                 problems.append(f"{pair_id}: both items come from movie {one['movie']!r}")
-            if not one["rewritten"][1 - one["label"]] and one["choices"][1 - one["label"]] != two["choices"][two["label"]]:
+            other = one["choices"][1 - one["label"]]
+            if not one["rewritten"][1 - one["label"]] and other != two["choices"][two["label"]]:
                 problems.append(f"{pair_id}: the distractor of sub-question 1 is not the answer of sub-question 2")
             if not one["query_cosine"] > params["query_threshold"] or \
                     not one["response_cosine"] < params["response_threshold"]:

@@ -37,9 +37,11 @@ def statistics(by_type: dict[str, pa.Table], table: pa.Table, counts: dict, enco
             "avg_query_len": _mean_words(items.column("query").to_pylist()),
             "avg_response_len": _mean_words(responses),
             "answer_distractor_similarity": _similarity(
-                encoder, [r for r, ds in zip(responses, distractors) for _ in ds], [d for ds in distractors for d in ds]),
+                encoder, [r for r, ds in zip(responses, distractors) for _ in ds],
+                [d for ds in distractors for d in ds]),
         }
-        subs = table.filter(pc.equal(table.column("reasoning_type"), kind)).select(["img_fn", "query", "choices", "label"])
+        subs = table.filter(pc.equal(table.column("reasoning_type"), kind))
+        subs = subs.select(["img_fn", "query", "choices", "label"])
         rows = subs.to_pylist()
         correct = [r["choices"][r["label"]] for r in rows]
         visor[kind] = {

@@ -11,11 +11,11 @@ import numpy as np
 import pyarrow as pa
 
 from builders.errors import SourceError
-from builders.splits import check_splits
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import visdial
 from builders.sources.files import expect_file
+from builders.splits import check_splits
 
 DIALOG_FILE = "visdial_1.0_{}.json"
 DENSE_FILE = "visdial_1.0_{}_dense_annotations.json"

@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 from builders.errors import ParamsError
 from builders.markdown import table
 from builders.result import BuildResult, FigureSpec, RunStage, run_uncached
-from builders.splits import check_splits
 from builders.sources import vl_bias
+from builders.splits import check_splits
 from builders.vl_bias_words import BIAS_PROMPT, GENDER_PAIRS, MASK, TARGETS, TEMPLATES, parse_gender_pairs
 
 SPLIT = "test"
@@ -97,7 +97,8 @@ class VLBiasBuilder:
     source_dir = "vl_bias"
     card_template = "vl_bias.md"
     description = "VL-Bias (Zhang et al. 2022): gendered image-caption pairs of 52 activities and 13 occupations"
-    sources_help = "{activity,occupation}/<target>/<gender>/<image>, or annotations.csv/.jsonl (image, target, target_type, gender)"
+    sources_help = ("{activity,occupation}/<target>/<gender>/<image>, or annotations.csv/.jsonl "
+                    "(image, target, target_type, gender)")
 
     def locate_sources(self, source: Path, splits: list[str], params: VLBiasParams | None = None) -> dict:
         check_splits(self.name, splits, self.splits)
@@ -110,7 +111,8 @@ class VLBiasBuilder:
         t = tables["default"][SPLIT]
         problems = []
         per_instance = t.group_by("instance_id").aggregate([("template", "count")]).column("template_count")
-        if len(set(per_instance.to_pylist())) > 1 or (len(per_instance) and per_instance[0].as_py() != len(params["templates"])):
+        counts = set(per_instance.to_pylist())
+        if len(counts) > 1 or (counts and counts != {len(params["templates"])}):
             problems.append(f"{SPLIT}: instances do not all have one row per template")
         for caption, cf in zip(t.column("caption").to_pylist(), t.column("counterfactual_caption").to_pylist()):
             if caption.count(MASK) != 1 or cf.count(MASK) != 1 or caption == cf:

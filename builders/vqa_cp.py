@@ -18,9 +18,9 @@ import pyarrow.compute as pc
 
 from builders import vqa_card
 from builders.errors import ParamsError
-from builders.splits import check_disjoint_ids, check_splits
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import vqa
+from builders.splits import check_disjoint_ids, check_splits
 from builders.vqa_cp_split import concept_coverage, concept_matrix, resplit
 from builders.vqa_v2 import check_invariants, features, locate_pairs
 

@@ -12,10 +12,10 @@ import pyarrow as pa
 
 from builders import vqa_card
 from builders.errors import SourceError
-from builders.splits import check_disjoint_ids, check_splits
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import vqa
 from builders.sources.files import expect_file
+from builders.splits import check_disjoint_ids, check_splits
 
 SUBTYPE_OF_SPLIT = {"train": "train2014", "validation": "val2014"}
 
@@ -90,9 +90,9 @@ class VQAv2Builder:
     def build(self, sources: dict[str, tuple[Path, Path]], params: VQAv2Params,
               run_stage: RunStage = run_uncached) -> BuildResult:
         tables = {}
-        for split, (questions, annotations) in sorted(sources.items()):
-            table = run_stage(f"read-{split}", {}, [questions, annotations],
-                              lambda q=questions, a=annotations: {"rows": vqa.read_v2(q, a)})["rows"]
+        for split, (questions, answers) in sorted(sources.items()):
+            table = run_stage(f"read-{split}", {}, [questions, answers],
+                              lambda q=questions, a=answers: {"rows": vqa.read_v2(q, a)})["rows"]
             subtype = SUBTYPE_OF_SPLIT[split]
             if table.num_rows and table.column("coco_split")[0].as_py() != subtype:
                 raise SourceError(questions, f"data_subtype is '{table.column('coco_split')[0]}', expected "

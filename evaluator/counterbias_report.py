@@ -16,7 +16,8 @@ from evaluator import counterbias as cb
 from evaluator.report import markdown_table, write_report
 
 PER_INSTANCE = ("id", "instance_id", "image_id", "template", "target", "target_type", "gender", "gender_class",
-                "counterfactual_gender", "p_b_vf", "p_b_vcf", "p_t_vf_lf", "p_t_vcf_lcf", "p_t_vcf_lf", "p_t_vf_lcf", "p_t_lf", "p_t_lcf",
+                "counterfactual_gender", "p_b_vf", "p_b_vcf", "p_t_vf_lf", "p_t_vcf_lcf", "p_t_vcf_lf", "p_t_vf_lcf",
+                "p_t_lf", "p_t_lcf",
                 "bias_vl", "bias_v", "bias_l", "bias_l_log")
 TABLE2 = ("vl", "v", "l")
 EXAMPLES = 4
@@ -148,7 +149,8 @@ def _examples_figure(path: Path, rows: list[int], result: dict, pixels: dict) ->
             ax.imshow(pixels[image_id][key].permute(1, 2, 0).clamp(0, 1).numpy())
             ax.set_title(title, fontsize=8)
             ax.axis("off")
-        ax_row[0].text(0, -0.08, f"'{cols['caption'][r]}' T={cols['target'][r]}: P(T|V_f,L_f)={cols['p_t_vf_lf'][r]:.4f}, "
+        ax_row[0].text(0, -0.08, f"'{cols['caption'][r]}' T={cols['target'][r]}: "
+                       f"P(T|V_f,L_f)={cols['p_t_vf_lf'][r]:.4f}, "
                        f"P(T|V_cf,L_cf)={cols['p_t_vcf_lcf'][r]:.4f}, bias_V-L={100 * cols['bias_vl'][r]:.2f}%",
                        transform=ax_row[0].transAxes, fontsize=7, va="top")
     fig.tight_layout()
@@ -161,9 +163,11 @@ def write_counterbias_report(folder: Path, metrics: dict, result: dict, table: p
 
     folder = Path(folder)
     cols = result["columns"]
+    softmax = ("full-vocabulary softmax" if options.softmax == "full"
+               else "softmax over the target list of the row type (authors code)")
     lines = [f"# CounterBias: {metrics['model']}", "",
              f"VL-Bias split `{metrics['split']}`: {metrics['rows']:,} image x template rows, {metrics['images']:,} "
-             f"images. Target probabilities: {'full-vocabulary softmax' if options.softmax == 'full' else 'softmax over the target list of the row type (authors code)'}; "
+             f"images. Target probabilities: {softmax}; "
              f"bias prompt `{metrics['bias_prompt']}`; B0 = {options.b0} (positive = {options.b0}-leaning)."]
     attack = metrics["settings"]["attack"]
     if attack:
@@ -184,12 +188,14 @@ def write_counterbias_report(folder: Path, metrics: dict, result: dict, table: p
     lines += ["", "## Signed bias per target (template average; + = male-leaning)", "", markdown_table(header, rows)]
     main = next(m for m in ("vl", "l", "l_log") if m in metrics["measures"])
     for kind, values in sorted(metrics["measures"][main]["per_target_avg"].items()):
-        names = [t for t in sorted(values, key=lambda t: (values[t] is None, -(values[t] or 0))) if values[t] is not None]
+        names = [t for t in sorted(values, key=lambda t: (values[t] is None, -(values[t] or 0)))
+                 if values[t] is not None]
         scale = 100 if main != "l_log" else 1
         signed = [scale * values[t] for t in names]
         plots.append(FigureSpec(f"bias_per_target_{kind}.png",
                                 f"{cb.MEASURES[main][0]} per {kind} (Fig. 5 right): {metrics['model']}", names,
-                                {cb.MEASURES[main][0]: signed}, ylabel=cb.MEASURES[main][0] + (" (%)" if scale == 100 else ""),
+                                {cb.MEASURES[main][0]: signed},
+                                ylabel=cb.MEASURES[main][0] + (" (%)" if scale == 100 else ""),
                                 bar_colors=["tab:blue" if v >= 0 else "tab:red" for v in signed],
                                 legend_colors={"male-leaning": "tab:blue", "female-leaning": "tab:red"}))
         lines += ["", f"![{kind}](bias_per_target_{kind}.png)"]

@@ -41,7 +41,8 @@ class DiscoTask:
     models_help = "baseline:mean (train-split mean count), features:<folder>, py:<module>:<factory>"
     # Seed 000 §4.4 / Table 5: image and audio. An image's content is named by the row id (the same
     # image_id has a high- and a low-quality version); the audio clip is named by image_id.
-    modalities = (Modality("image", ("id", "image")), Modality("audio", ("image_id", "audio", "sample_rate", "audio_frames")))
+    modalities = (Modality("image", ("id", "image")),
+                  Modality("audio", ("image_id", "audio", "sample_rate", "audio_frames")))
     metric_labels = {"one_minus_mape": "1 - MAPE"}
     layout = "by-subset"  # Table 5: rows are image qualities
     head_target, head_kind = "count", "regression"
@@ -66,7 +67,8 @@ class DiscoTask:
 
     def per_sample(self, table: pa.Table, predictions: list) -> dict:
         """1 - APE per image (MAPE's complement); NaN for a zero count, which has no relative error."""
-        return {"one_minus_mape": 1.0 - counting_errors(np.asarray(predictions), table.column("count").to_numpy())["ape"]}
+        errors = counting_errors(np.asarray(predictions), table.column("count").to_numpy())
+        return {"one_minus_mape": 1.0 - errors["ape"]}
 
     def majority(self, train: pa.Table) -> TrainMeanCount:
         """The regression analogue of the majority vote: the training mean count."""

@@ -88,7 +88,8 @@ class GQAOODTask:
                                 if acc_head is not None and acc_tail else None),
             "acc_tail_by_alpha": m.acc_tail_curve(correct, count, d, n, PUBLISHED_ALPHAS),
             "head_tail_confusion_by_alpha": m.head_tail_confusion(preds, local, count, d, n, heads, PUBLISHED_ALPHAS),
-            "reasoning_labels": m.reasoning_matrix(preds, answers, local, m.group_answer_counts(all_local, all_answers)),
+            "reasoning_labels": m.reasoning_matrix(preds, answers, local,
+                                                   m.group_answer_counts(all_local, all_answers)),
             "coverage": coverage.as_dict(),
         }
 

@@ -102,7 +102,8 @@ def token_analysis(test: pa.Table, train: pa.Table, predictions: list[str], p_im
 
     test_rows, train_rows = yes_no_rows(test), yes_no_rows(train)
     q_test, q_train = test.column("question").to_pylist(), train.column("question").to_pylist()
-    a_test, a_train = test.column("multiple_choice_answer").to_pylist(), train.column("multiple_choice_answer").to_pylist()
+    a_test = test.column("multiple_choice_answer").to_pylist()
+    a_train = train.column("multiple_choice_answer").to_pylist()
     first = {}
     for i in test_rows:
         word = (q_test[i].lower().split() or [""])[0]

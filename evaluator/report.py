@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-
-from builders.jsonout import dumps
 from dataclasses import dataclass
 from pathlib import Path
 
 from builders.errors import ParamsError
+from builders.jsonout import dumps
 from builders.result import FigureSpec
 
 
@@ -74,7 +73,7 @@ def draw_bars(spec: FigureSpec, path: Path) -> None:
     ax.set_xlabel(spec.xlabel)
     ax.set_ylabel(spec.ylabel)
     if spec.legend_colors:
-        ax.legend(handles=[Patch(color=c, label=l) for l, c in spec.legend_colors.items()])
+        ax.legend(handles=[Patch(color=color, label=label) for label, color in spec.legend_colors.items()])
     elif len(spec.series) > 1:
         ax.legend()
     fig.tight_layout()

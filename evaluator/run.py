@@ -80,7 +80,8 @@ def evaluate(bench: str, data: str, predictions: Path, split: str | None = None,
                              task.value_desc)
     coverage = match_ids(predictions, preds, task.ids(table), task.id_field, allow_partial, allow_extra)
     metrics = {"benchmark": bench, "split": split, "predictions": Path(predictions).name,
-               **(task.score(table, preds, coverage) if options is None else task.score(table, preds, coverage, options))}
+               **(task.score(table, preds, coverage) if options is None
+                  else task.score(table, preds, coverage, options))}
     if report is not None:
         markdown, plots = task.report(metrics, Path(predictions).stem)
         write_report(report, metrics, markdown, plots)

@@ -52,7 +52,8 @@ class SocialIQTask:
     value_check, value_desc = staticmethod(is_finite_number), "finite numbers"
     models_help = "baseline:answer-sentiment, baseline:majority, features:<folder>, py:<module>:<factory>"
     # Seed 000 §4.2 / Table 3: video, question and answer; the label stays with its sample.
-    modalities = (Modality("video", ("video_id",)), Modality("question", ("question",)), Modality("answer", ("answer",)))
+    modalities = (Modality("video", ("video_id",)), Modality("question", ("question",)),
+                  Modality("answer", ("answer",)))
     metric_labels = {"accuracy": "Acc"}
     layout = "by-modality"  # Table 3
     head_target, head_kind = "label", "binary"

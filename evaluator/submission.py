@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-
 from dataclasses import dataclass
 from pathlib import Path
-
 
 from builders.errors import SubmissionError
 from builders.sources.files import os_problem

@@ -175,7 +175,8 @@ def evaluate(
 def perceptual(
     bench: str = typer.Argument(..., help="Benchmark name."),
     data: str = typer.Option(..., "--data", help="Built folder or hub dataset repo id."),
-    model: str = typer.Option(..., "--model", help="baseline:<name>, hf:<id>, features:<folder> or py:<module>:<factory>."),
+    model: str = typer.Option(..., "--model",
+                              help="baseline:<name>, hf:<id>, features:<folder> or py:<module>:<factory>."),
     modalities: list[str] = typer.Option([], "--modalities", help="Modality to score (repeat; default: all)."),
     permutations: int = typer.Option(5, "--permutations", help="Draws per sample (Eq. 3)."),
     repeats: int = typer.Option(5, "--repeats", help="Repeats of the whole computation (mean ± std)."),
@@ -184,9 +185,12 @@ def perceptual(
     by: Optional[str] = typer.Option(None, "--by", help="Decompose by this column (e.g. answer_type, quality)."),
     where: Optional[str] = typer.Option(None, "--where", help="Evaluate the rows with COLUMN=VALUE only."),
     split: Optional[str] = typer.Option(None, "--split", help="Split to score (default: the test split)."),
-    report: Optional[Path] = typer.Option(None, "--report", help="Write metrics.json, report.md, plot, per-sample scores."),
-    no_encoder_cache: bool = typer.Option(False, "--no-encoder-cache", help="Re-encode permuted inputs of late-fusion models."),
-    train_file: Optional[Path] = typer.Option(None, "--train-file", help="Training source (gqa-ood: GQA train questions)."),
+    report: Optional[Path] = typer.Option(None, "--report",
+                                          help="Write metrics.json, report.md, plot, per-sample scores."),
+    no_encoder_cache: bool = typer.Option(False, "--no-encoder-cache",
+                                          help="Re-encode permuted inputs of late-fusion models."),
+    train_file: Optional[Path] = typer.Option(None, "--train-file",
+                                              help="Training source (gqa-ood: GQA train questions)."),
     device: str = typer.Option("auto", "--device", help="torch device (auto: this rank's GPU, else CUDA, else CPU)."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Inference batch size."),
     bf16: bool = typer.Option(False, "--bf16", help="Run hf: models in bfloat16 autocast."),
@@ -228,15 +232,18 @@ def _fmt(value) -> str:
 def counterbias(
     data: str = typer.Option(..., "--data", help="Built VL-Bias folder or hub dataset repo id."),
     model: str = typer.Option(..., "--model", help="hf:<ViltForMaskedLM or text masked LM> or py:<module>:<factory>."),
-    attack: str = typer.Option("pgd", "--attack", help="pgd (counterfactual images, Eq. 3) or none (language bias only)."),
+    attack: str = typer.Option("pgd", "--attack",
+                               help="pgd (counterfactual images, Eq. 3) or none (language bias only)."),
     eps: float = typer.Option(8 / 255, "--eps", help="L-infinity budget on pixels in [0, 1]."),
     steps: int = typer.Option(10, "--steps", help="PGD steps."),
     step_size: Optional[float] = typer.Option(None, "--step-size", help="PGD step (default 2.5 eps / steps)."),
     softmax: str = typer.Option("full", "--softmax", help="full (vocabulary, Eq. 1) or targets (the authors' code)."),
     b0: str = typer.Option("male", "--b0", help="Eq. 7's B0: positive biases lean towards it."),
-    min_change: float = typer.Option(1e-6, "--min-concept-change", help="Smaller bias-concept changes leave a bias undefined."),
+    min_change: float = typer.Option(1e-6, "--min-concept-change",
+                                     help="Smaller bias-concept changes leave a bias undefined."),
     split: Optional[str] = typer.Option(None, "--split", help="Split (default: test)."),
-    report: Optional[Path] = typer.Option(None, "--report", help="Write metrics.json, report.md, plots, per-instance values."),
+    report: Optional[Path] = typer.Option(None, "--report",
+                                          help="Write metrics.json, report.md, plots, per-instance values."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write cached counterfactual images."),
     device: str = typer.Option("auto", "--device", help="torch device (auto: CUDA when present)."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Batch size of forward passes and of the attack."),
@@ -265,7 +272,8 @@ def counterbias(
         typer.echo(f"{metrics['model']} {MEASURES[m][0]} ({MEASURES[m][1]}), mean |bias|"
                    f"{' in %' if m != 'l_log' else ''}: {shown}")
     if metrics["attack"]:
-        typer.echo(f"counterfactual images: P(B'|V_cf) > P(B'|V_f) for {100 * metrics['attack']['raised_b_prime']:.1f}% "
+        raised = 100 * metrics["attack"]["raised_b_prime"]
+        typer.echo(f"counterfactual images: P(B'|V_cf) > P(B'|V_f) for {raised:.1f}% "
                    f"of {metrics['attack']['images']:,} images")
     if report is not None:
         typer.echo(f"report: {report / 'report.md'}")

@@ -27,8 +27,6 @@ from pipelines.manifest import MANIFEST
 from pipelines.pids import pid_alive
 
 
-
-
 def _same_or_inside(a: Path, b: Path) -> bool:
     return a == b or b in a.parents
 

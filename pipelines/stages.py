@@ -84,7 +84,8 @@ class StageRunner:
 
     def __call__(self, name: str, params: dict, inputs: list, compute) -> dict[str, pa.Table]:
         start = time.perf_counter()
-        folder = None if self.cache_dir is None else self.cache_dir / "stages" / f"{name}-{self.key(name, params, inputs)}"
+        folder = (None if self.cache_dir is None
+                  else self.cache_dir / "stages" / f"{name}-{self.key(name, params, inputs)}")
         tables = self._load(folder, name) if folder is not None and folder.exists() else None
         if tables is not None:
             self.cached[name] = True

@@ -72,7 +72,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-vcr-") as tmp:
         source = Path(tmp) / "src"
         source.mkdir()
-        (source / "val.jsonl").write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in generate_vcr(args.items, 11, query_variation=args.query_variation)))
+        records = generate_vcr(args.items, 11, query_variation=args.query_variation)
+        (source / "val.jsonl").write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records))
         nli = args.nli_model or str(_tiny_nli(Path(tmp) / "tiny-nli"))
         done = subprocess.run([sys.executable, __file__, "--child", str(source), str(Path(tmp) / "out"), nli],
                               check=True, capture_output=True, text=True)
@@ -87,7 +88,7 @@ def main() -> int:
           f"{sbert['computed']:,} encoded ({sbert['computed'] / max(1, sbert['requested']):.1%} of requested)")
     print(f"NLI: {candidates:,} candidate pairs -> {nli_stats.get('requested', 0):,} directed pairs asked, "
           f"{nli_stats.get('computed', 0):,} distinct pairs scored")
-    print(f"pairs kept after NLI: " + ", ".join(f"{k} {m['kept']:,}" for k, m in r["mining"].items()))
+    print("pairs kept after NLI: " + ", ".join(f"{k} {m['kept']:,}" for k, m in r["mining"].items()))
     print(f"wall {r['wall']:.1f} s; forward passes {forward:.1f} s (SBERT {sbert['forward_seconds']:.1f}, "
           f"NLI {nli_stats.get('forward_seconds', 0.0):.1f})")
     print(f"share outside model forward passes: {outside:.1%} (target <= {TARGET_OUTSIDE_SHARE:.0%})  "

@@ -80,7 +80,8 @@ def main() -> int:
         print(f"vlbench build vqa-cp --set mode=regenerate: {built['seconds']:6.2f} s  "
               f"(peak RSS {built['peak_rss_mb']:.0f} MB); train {sizes['train']:,} / test {sizes['test']:,}, "
               f"concept coverage {100 * manifest['statistics']['concept_coverage']:.2f} %")
-        print(f"ratio build/json.load: {ratio:.2f}  (target <= {TARGET_RATIO})  {'PASS' if ratio <= TARGET_RATIO else 'FAIL'}")
+        verdict = "PASS" if ratio <= TARGET_RATIO else "FAIL"
+        print(f"ratio build/json.load: {ratio:.2f}  (target <= {TARGET_RATIO})  {verdict}")
         return 0 if ratio <= TARGET_RATIO else 1
 
 

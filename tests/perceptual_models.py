@@ -16,7 +16,8 @@ def socialiq_table(n: int = 2000, seed: int = 0) -> pa.Table:
     labels = np.array([a in POSITIVE for a in answers], dtype=np.int8)
     flip = rng.random(n) < 0.3
     labels[flip] = 1 - labels[flip]
-    return pa.table({"id": [f"v{i // 7}/q0/a{i}" for i in range(n)], "video_id": [f"v{rng.integers(40)}" for _ in range(n)],
+    return pa.table({"id": [f"v{i // 7}/q0/a{i}" for i in range(n)],
+                     "video_id": [f"v{rng.integers(40)}" for _ in range(n)],
                      "question_index": pa.array(np.zeros(n, dtype=np.int32)),
                      "question": [f"question {rng.integers(25)}" for _ in range(n)],
                      "answer_index": pa.array(np.arange(n, dtype=np.int32)), "answer": answers,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import gqa_record, group, write_gqa
 
 from builders.errors import SourceError
 from builders.sources import gqa
-from helpers import gqa_record, group, write_gqa
 
 
 @pytest.fixture
@@ -38,7 +38,8 @@ def _expect_error(cli, tmp_path, *needles, extra=()):
 def test_truncated_json(cli, tmp_path, good):
     path = write_gqa(tmp_path / "src" / "testdev_balanced_questions.json", good)
     path.write_bytes(path.read_bytes()[:-40])
-    _expect_error(cli, tmp_path, "testdev_balanced_questions.json", "truncated JSON", "record 20003")  # the last record is cut
+    # the last record is cut
+    _expect_error(cli, tmp_path, "testdev_balanced_questions.json", "truncated JSON", "record 20003")
 
 
 def test_malformed_json_names_the_record(cli, tmp_path, good):

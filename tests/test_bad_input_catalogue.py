@@ -315,7 +315,8 @@ FIELD_CASES = [
     SourceCase("gqa:groups-list", "gqa-ood", _gqa_first(_set("groups", [])), ("testdev", "record", "groups")),
     SourceCase("gqa:types-missing", "gqa-ood", _gqa_first(lambda r: r.pop("types")), ("testdev", "record", "types")),
     SourceCase("gqa:image-null", "gqa-ood", _gqa_first(_set("imageId", None)), ("testdev", "record", "imageId")),
-    SourceCase("gqa:top-level-list", "gqa-ood", _edit_json("testdev_balanced_questions.json", lambda d: list(d.values())),
+    SourceCase("gqa:top-level-list", "gqa-ood",
+               _edit_json("testdev_balanced_questions.json", lambda d: list(d.values())),
                ("testdev",)),
     # VQA v2
     SourceCase("vqa-v2:qid-2**63", "vqa-v2", _raw_int(VQA_Q, "question_id", str(2**63)), (VQA_Q, "question_id")),
@@ -325,7 +326,8 @@ FIELD_CASES = [
     SourceCase("vqa-v2:answer-id-2**63", "vqa-v2", _raw_int(VQA_A, "answer_id", str(2**63)), (VQA_A, "answer_id")),
     SourceCase("vqa-v2:question-not-string", "vqa-v2", _edit_json(VQA_Q, _first_question("question", 7)),
                (VQA_Q, "question")),
-    SourceCase("vqa-v2:nine-answers", "vqa-v2", _edit_json(VQA_A, lambda d: [d["annotations"][0]["answers"].pop()] and None),
+    SourceCase("vqa-v2:nine-answers", "vqa-v2",
+               _edit_json(VQA_A, lambda d: [d["annotations"][0]["answers"].pop()] and None),
                (VQA_A, "answers")),
     SourceCase("vqa-v2:empty-split", "vqa-v2", lambda root: [
         _edit_json(VQA_Q, lambda d: d.update(questions=[]))(root),
@@ -342,7 +344,8 @@ FIELD_CASES = [
     SourceCase("vqa-cp:coco-split-differs", "vqa-cp", _edit_json(CP_A, _first_annotation("coco_split", "val2014x")),
                (CP_A, "coco_split")),
     SourceCase("vqa-cp:qid-2**64", "vqa-cp", _raw_int(CP_Q, "question_id", str(2**64)), (CP_Q, "question_id")),
-    SourceCase("vqa-cp:qid-negative-huge", "vqa-cp", _raw_int(CP_Q, "question_id", "-" + "9" * 40), (CP_Q, "question_id")),
+    SourceCase("vqa-cp:qid-negative-huge", "vqa-cp", _raw_int(CP_Q, "question_id", "-" + "9" * 40),
+               (CP_Q, "question_id")),
     SourceCase("vqa-cp:question-in-train-and-test", "vqa-cp", lambda root: _cp_in_both(root), ("question",)),
     SourceCase("vqa-cp:top-level-object", "vqa-cp", _edit_json(CP_Q, lambda d: {"questions": d}), (CP_Q,)),
     # VisDial
@@ -350,7 +353,8 @@ FIELD_CASES = [
     SourceCase("visdial:gt-index-1e999", "visdial", _raw_int(VD, "gt_index", "1e999"), (VD, "gt_index")),
     SourceCase("visdial:option-out-of-pool", "visdial", _edit_json(VD, _visdial_round("answer_options", [10**6] * 100)),
                (VD, "answer_options")),
-    SourceCase("visdial:relevance-1e999", "visdial", _replace_text(VD_DENSE, "0.4", "1e999"), (VD_DENSE, "gt_relevance")),
+    SourceCase("visdial:relevance-1e999", "visdial", _replace_text(VD_DENSE, "0.4", "1e999"),
+               (VD_DENSE, "gt_relevance")),
     SourceCase("visdial:round-2**63", "visdial", _raw_int(VD_DENSE, "round_id", str(2**63)), (VD_DENSE, "round_id")),
     SourceCase("visdial:split-file-is-folder", "visdial", _on(VD, folder_in_place), (VD,)),
     SourceCase("visdial:dialogs-not-list", "visdial", _edit_json(VD, lambda d: d["data"].update(dialogs={})),
@@ -370,7 +374,8 @@ FIELD_CASES = [
                _edit_jsonl("val.jsonl", 0, lambda r: r["question"].insert(0, [2**70])), ("val.jsonl", "line 1")),
     SourceCase("vcr:record-is-list", "vcr-visor", lambda root: (root / "val.jsonl").write_text("[1, 2]\n"),
                ("val.jsonl", "line 1")),
-    SourceCase("vcr:deep-record", "vcr-visor", lambda root: (root / "val.jsonl").write_text("[" * 50_000 + "]" * 50_000),
+    SourceCase("vcr:deep-record", "vcr-visor",
+               lambda root: (root / "val.jsonl").write_text("[" * 50_000 + "]" * 50_000),
                ("val.jsonl", "line 1")),
     # Social-IQ
     SourceCase("socialiq:same-video-twice", "socialiq", _socialiq_duplicate, ("qa/sub/", "also")),
@@ -411,7 +416,8 @@ FIELD_CASES = [
     SourceCase("vl-bias:annotation-jsonl-parent", "vl-bias",
                _vl_bias_annotations(_first_row("image", "../../x.jpg"), suffix=".jsonl"),
                ("annotations.jsonl", "line 1", "image")),
-    SourceCase("vl-bias:csv-latin-1", "vl-bias", _vl_bias_annotations(_first_row("gender", "homme é"), encoding="latin-1"),
+    SourceCase("vl-bias:csv-latin-1", "vl-bias",
+               _vl_bias_annotations(_first_row("gender", "homme é"), encoding="latin-1"),
                ("annotations.csv", "UTF-8")),
     SourceCase("vl-bias:csv-field-over-128kb", "vl-bias", _vl_bias_annotations(_first_row("target", "x" * 200_000)),
                ("annotations.csv", "line 2")),
@@ -433,7 +439,8 @@ FIELD_CASES = [
 
 def _copy_first_question(root: Path) -> None:
     """A val2014 question id also in train2014 (VQA question ids are unique across the release)."""
-    train_q, train_a = root / "v2_OpenEnded_mscoco_train2014_questions.json", root / "v2_mscoco_train2014_annotations.json"
+    train_q = root / "v2_OpenEnded_mscoco_train2014_questions.json"
+    train_a = root / "v2_mscoco_train2014_annotations.json"
     val_q, val_a = json.loads((root / VQA_Q).read_text()), json.loads((root / VQA_A).read_text())
     tq, ta = json.loads(train_q.read_text()), json.loads(train_a.read_text())
     tq["questions"][0]["question_id"] = val_q["questions"][0]["question_id"]
@@ -855,7 +862,8 @@ def test_cache_folder_that_is_a_file(cli, sample_sources, tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("bench,spec,needle", [
     ("gqa-ood", "hf:NOT_A_MODEL", "cannot load"), ("vcr-visor", "hf:NOT_A_MODEL", "cannot load"),
-    ("gqa-ood", "hf:MISSING", "no such model folder"), ("gqa-ood", "py:no_such_module_xyz:factory", "no_such_module_xyz"),
+    ("gqa-ood", "hf:MISSING", "no such model folder"),
+    ("gqa-ood", "py:no_such_module_xyz:factory", "no_such_module_xyz"),
     ("gqa-ood", "py:os:getcwd", "predict(table)"), ("gqa-ood", "nothing", "--model nothing"),
     ("disco", "baseline:nope", "baseline:nope"),
 ])

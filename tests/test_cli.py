@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 
 def test_help_imports_no_heavy_module():
     code = ("import sys; from pipelines.cli import main\n"
@@ -14,14 +16,16 @@ def test_help_imports_no_heavy_module():
             "print('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "HEAVY []" in out
-    for command in ("list", "sample-sources", "build", "verify", "push", "predict", "evaluate", "perceptual", "counterbias", "demo"):
+    for command in ("list", "sample-sources", "build", "verify", "push", "predict", "evaluate", "perceptual",
+                    "counterbias", "demo"):
         assert command in out
 
 
 def test_list(cli, sample_sources, tmp_path):
     code, stdout, _ = cli("list")
     assert code == 0 and "gqa-ood:" in stdout and "configs: all, head, tail" in stdout
-    assert cli("list", "--sources-present", sample_sources, "--names")[1].split() == ["disco", "gqa-ood", "socialiq", "vcr-visor", "visdial", "vl-bias", "vqa-cp", "vqa-v2"]
+    assert cli("list", "--sources-present", sample_sources, "--names")[1].split() == [
+        "disco", "gqa-ood", "socialiq", "vcr-visor", "visdial", "vl-bias", "vqa-cp", "vqa-v2"]
     assert cli("list", "--sources-present", tmp_path, "--names")[1].split() == []
 
 
@@ -30,6 +34,7 @@ def test_unknown_benchmark(cli, tmp_path):
     assert code == 2 and "unknown benchmark 'nope'" in err
 
 
+@pytest.mark.slow
 def test_demo_end_to_end(cli, tmp_path):
     code, stdout, err = cli("demo", "--out", tmp_path / "demo")
     assert code == 0, err
@@ -44,7 +49,8 @@ def test_demo_end_to_end(cli, tmp_path):
     # A blind prior does worse on rare answers than on frequent ones (the paper's Table 3a pattern).
     assert metrics["acc_tail"] < metrics["acc_head"]
     # ... and loses its prior on the VQA-CP re-split; calling every Social-IQ answer correct scores 4/7.
-    vqa = {b: json.loads((reports / f"{b}-prior" / "metrics.json").read_text())["accuracy"] for b in ("vqa-v2", "vqa-cp")}
+    vqa = {b: json.loads((reports / f"{b}-prior" / "metrics.json").read_text())["accuracy"]
+           for b in ("vqa-v2", "vqa-cp")}
     assert vqa["vqa-cp"] < vqa["vqa-v2"]
     siq = json.loads((reports / "socialiq-majority" / "metrics.json").read_text())
     assert abs(siq["accuracy"] - 100 * 4 / 7) < 1e-3
@@ -54,6 +60,7 @@ def test_demo_end_to_end(cli, tmp_path):
     assert cb["attack"]["raised_b_prime"] > 0.75 and cb["attack"]["max_linf"] <= 8 / 255 + 1e-6
 
 
+@pytest.mark.slow
 def test_regenerate_all_builds_what_is_present(sample_sources, tmp_path):
     import os
     from pathlib import Path
@@ -65,7 +72,8 @@ def test_regenerate_all_builds_what_is_present(sample_sources, tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "== gqa-ood" in done.stdout and (tmp_path / "out" / "gqa-ood" / "legacy" / "ood_val_all.json").exists()
-    assert "== vcr-visor" in done.stdout and "nli_model=none" in (tmp_path / "out" / "vcr-visor" / "README.md").read_text()
+    card = (tmp_path / "out" / "vcr-visor" / "README.md").read_text()
+    assert "== vcr-visor" in done.stdout and "nli_model=none" in card
     missing = subprocess.run(["bash", str(script), str(tmp_path / "none"), str(tmp_path / "o2")], env=env,
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "--sources-present" in missing.stderr and "no such folder" in missing.stderr

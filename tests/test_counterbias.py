@@ -118,6 +118,7 @@ def test_pgd_batched_equals_one_image_at_a_time(tiny):
             (alone != together[i]).float().mean().item() < 1e-3  # sign flips of gradients at float noise only
 
 
+@pytest.mark.slow
 def test_cli_report_table2_and_per_instance_values(cli, tiny, tmp_path):
     code, out, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny['vilt']}", "--eps", "0.02",
                          "--steps", "4", "--report", tmp_path / "r", "--batch-size", "8")
@@ -170,7 +171,8 @@ def test_cache_reuses_counterfactuals_and_keys_on_attack_params(tiny, tmp_path):
 
 
 def test_text_only_model_and_restricted_softmax(cli, tiny, tmp_path):
-    code, out, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny['bert']}", "--report", tmp_path / "b")
+    code, out, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny['bert']}",
+                         "--report", tmp_path / "b")
     assert code == 0, err
     metrics = json.loads((tmp_path / "b" / "metrics.json").read_text())
     assert list(metrics["measures"]) == ["l_log"] and metrics["attack"] is None
@@ -187,7 +189,8 @@ def test_text_only_model_and_restricted_softmax(cli, tiny, tmp_path):
     ids = [model.word_ids([w])[w][0] for w in OCCUPATIONS]
     logp = model.score([("The man is [MASK]", None)], ids)[0]
     expected = np.exp(logp) / np.exp(logp).sum()
-    row = restricted[(restricted.target == "nurse") & (restricted.gender == "man") & (restricted.template == "sentence")]
+    row = restricted[(restricted.target == "nurse") & (restricted.gender == "man")
+                     & (restricted.template == "sentence")]
     assert row.p_t_lf.iloc[0] == pytest.approx(expected[OCCUPATIONS.index("nurse")], rel=1e-5)
 
 
@@ -208,7 +211,8 @@ def test_bad_input_is_one_line_exit_2(cli, tiny, tmp_path):
     cases = [(("--data", tiny["data"], "--model", vilt, "--eps", "0"), "--eps 0.0: the L-infinity budget"),
              (("--data", tiny["data"], "--model", vilt, "--eps", "-0.1"), "--eps -0.1"),
              (("--data", broken, "--model", vilt, "--no-cache"), f"image '{bad}': cannot decode image"),
-             (("--data", tiny["data"], "--model", vilt, "--softmax", "verbs"), "--softmax verbs: expected full or targets"),
+             (("--data", tiny["data"], "--model", vilt, "--softmax", "verbs"),
+              "--softmax verbs: expected full or targets"),
              (("--data", tiny["data"], "--model", "baseline:random"), "CounterBias measures a masked LM"),
              (("--data", tiny["data"], "--model", vilt, "--attack", "fgsm"), "--attack fgsm: expected pgd or none")]
     for args, needle in cases:
@@ -244,7 +248,8 @@ def test_py_spec_gives_an_adapter_object(cli, tiny, tmp_path):
                        "--report", tmp_path / "p")
     assert code == 0, err
     via_py = pq.read_table(tmp_path / "p" / "per_instance.parquet").column("bias_l_log").to_pylist()
-    code, _, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny['bert']}", "--report", tmp_path / "h")
+    code, _, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny['bert']}",
+                       "--report", tmp_path / "h")
     assert via_py == pq.read_table(tmp_path / "h" / "per_instance.parquet").column("bias_l_log").to_pylist()
     code, _, err = cli("counterbias", "--data", tiny["data"], "--model", "py:test_counterbias:not_a_masked_lm")
     assert code == 2 and "has no score(queries, ids) method" in err and len(err.strip().splitlines()) == 1

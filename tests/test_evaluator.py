@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import group, write_gqa
 
 # g1: a x6, b x2, c x1, d x1 (n = 10, d = 4): tail iff count * 4 < 1.2 * 10 -> b, c, d tail; a head.
@@ -129,7 +128,8 @@ def test_random_baseline_is_seeded_and_guesses_within_the_group(split, tmp_path,
     outs = []
     for name in ("r1", "r2"):
         out = tmp_path / f"{name}.json"
-        assert cli("predict", "gqa-ood", "--data", split, "--model", "baseline:random", "--seed", 3, "--out", out)[0] == 0
+        code = cli("predict", "gqa-ood", "--data", split, "--model", "baseline:random", "--seed", 3, "--out", out)[0]
+        assert code == 0
         outs.append(out.read_bytes())
     assert outs[0] == outs[1]
     preds = {e["questionId"]: e["prediction"] for e in json.loads(outs[0])}

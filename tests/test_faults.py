@@ -59,6 +59,7 @@ def test_sigterm_mid_export_cleans_up_like_ctrl_c(gqa_source, tmp_path):
     assert not out.exists() and _hidden(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_kill_9_mid_export_then_rebuild_removes_the_dead_staging(gqa_source, tmp_path):
     out = tmp_path / "out"
     run_build("gqa-ood", gqa_source, out)  # a previous complete build
@@ -95,6 +96,7 @@ def test_staging_of_a_live_build_is_left_alone(gqa_source, tmp_path):
     assert live.is_dir()
 
 
+@pytest.mark.slow
 def test_two_concurrent_builds_into_one_out(gqa_source, tmp_path):
     out = tmp_path / "out"
     procs = [_spawn("build", "gqa-ood", "--source", gqa_source, "--out", out, "--set", f"alpha={a}", "--no-cache")
@@ -117,6 +119,7 @@ def _built_bytes(out: Path) -> dict[str, bytes]:
     return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*.parquet"))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["tamper", "truncate", "empty", "delete", "done-garbage"])
 def test_damaged_stage_cache_is_recomputed_not_used(damage, gqa_source, tmp_path, monkeypatch, capfd):
     monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cache"))
@@ -196,6 +199,7 @@ def test_symlinked_source_folder_and_files_are_followed(sample_sources, tmp_path
     assert not verify(tmp_path / "out").problems
 
 
+@pytest.mark.slow
 def test_existing_vlbench_output_is_replaced_and_overwrite_replaces_other_folders(gqa_source, tmp_path, cli):
     out = tmp_path / "out"
     run_build("gqa-ood", gqa_source, out)

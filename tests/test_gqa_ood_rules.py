@@ -8,8 +8,14 @@ import pyarrow as pa
 import pytest
 
 from builders.gqa_ood import GQAOODParams, select
-from builders.gqa_ood_rules import (alpha_fraction, entropy_threshold, normalized_entropy,
-                                    reasoning_label, tail_flags_authors_float, tail_mask)
+from builders.gqa_ood_rules import (
+    alpha_fraction,
+    entropy_threshold,
+    normalized_entropy,
+    reasoning_label,
+    tail_flags_authors_float,
+    tail_mask,
+)
 
 
 def test_single_answer_group_has_entropy_one():

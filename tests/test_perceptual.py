@@ -9,8 +9,16 @@ import pytest
 from perceptual_models import POSITIVE, AnswerLookup, VideoAndAnswer, socialiq_table
 
 from builders.errors import ModelError, ParamsError
-from evaluator.perceptual import (PerceptualOptions, PerceptualResult, decompose, draw_indices, normalised_scores,
-                                  perceptual, sample_scores, summarise)
+from evaluator.perceptual import (
+    PerceptualOptions,
+    PerceptualResult,
+    decompose,
+    draw_indices,
+    normalised_scores,
+    perceptual,
+    sample_scores,
+    summarise,
+)
 from evaluator.socialiq import SocialIQTask
 
 # Seed 000 Tables 1, 3, 4, 5: (Acc_M, Acc_M\{m}, majority accuracy) -> (P_m, P_m/Z_D, P_m/Z_{D,f}), in %.

@@ -43,9 +43,11 @@ def _metrics(report: Path) -> dict:
 
 def _same_per_sample(a: Path, b: Path) -> bool:
     """Equal per-sample files, NaN (rows a metric does not score) equal to NaN."""
-    return pq.read_table(a / "per_sample.parquet").to_pandas().equals(pq.read_table(b / "per_sample.parquet").to_pandas())
+    first, second = (pq.read_table(folder / "per_sample.parquet").to_pandas() for folder in (a, b))
+    return first.equals(second)
 
 
+@pytest.mark.slow
 def test_tiny_vilt_end_to_end_with_report(cli, built, models, sample_sources, tmp_path):
     report = tmp_path / "vilt"
     code, out, err = cli("perceptual", "vqa-v2", "--data", built["vqa-v2"], "--model", f"hf:{models['vilt']}",
@@ -84,6 +86,7 @@ def test_bf16_and_dataloader_workers(cli, built, models, sample_sources, tmp_pat
     assert agree > 0.5  # bf16 rounding may flip near-tied random logits, not most answers
 
 
+@pytest.mark.slow
 def test_clip_encoder_cache_gives_identical_scores(cli, built, models, sample_sources, tmp_path):
     """The late-fusion CLIP scorer: permuting cached embeddings equals re-encoding permuted inputs."""
     runs = {}
@@ -179,6 +182,7 @@ def _torchrun(args: list, processes: int) -> subprocess.CompletedProcess:
     return subprocess.run(launcher + [str(a) for a in args], env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_give_the_numbers_of_one(built, models, sample_sources, tmp_path):
     """Rows sharded over two CPU processes (gloo) and merged: the same metrics and per-sample scores
     as a single-process run, for a fitted baseline, a random ranking (seeded per row, gathered as

@@ -26,6 +26,7 @@ def _raw_testdev(reference_dir, folder, shuffle: bool):
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shuffle", [False, True], ids=["file-order", "shuffled"])
 def test_rebuild_is_byte_identical_to_published_testdev(reference_dir, tmp_path, cli, shuffle):
     src = _raw_testdev(reference_dir, tmp_path / "src", shuffle)

@@ -10,10 +10,10 @@ import zlib
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from tiny_models import tiny_clip, tiny_sequence_classifier
 
 from builders.nlp import PACKAGED_MINILM
 from evaluator.metrics import vcr_visor as m
-from tiny_models import tiny_clip, tiny_sequence_classifier
 
 OFFLINE = ["--set", f"sbert_model={PACKAGED_MINILM}", "--set", "nli_model=none"]
 
@@ -32,6 +32,7 @@ def _pairs(rows):
 @pytest.fixture(scope="session")
 def reference_build(tmp_path_factory):
     from conftest import REFERENCE
+
     from pipelines.build import run_build
 
     if not REFERENCE.is_dir():
@@ -171,10 +172,12 @@ def test_uniform_random_scores_approach_25_and_50():
 
 def test_text_only_scorer_gets_apq_zero_on_identical_queries(sample_build, tmp_path, cli):
     pairs = _pairs(_rows(sample_build))
-    same = [s for s in pairs.values() if s[1]["query"] == s[2]["query"] and not any(s[1]["rewritten"] + s[2]["rewritten"])]
+    same = [s for s in pairs.values()
+            if s[1]["query"] == s[2]["query"] and not any(s[1]["rewritten"] + s[2]["rewritten"])]
     assert len(same) >= 10
     blind = lambda q, r: float(zlib.crc32(f"{q}|{r}".encode()))  # noqa: E731  - sees text only, no ties
-    entries = [{"id": s[k]["id"], "scores": [blind(s[k]["query"], c) for c in s[k]["choices"]]} for s in same for k in (1, 2)]
+    entries = [{"id": s[k]["id"], "scores": [blind(s[k]["query"], c) for c in s[k]["choices"]]}
+               for s in same for k in (1, 2)]
     (tmp_path / "p.json").write_text(json.dumps(entries))
     code, stdout, err = cli("evaluate", "vcr-visor", "--data", sample_build, "--predictions", tmp_path / "p.json",
                             "--allow-partial")
@@ -210,6 +213,7 @@ def test_bad_submissions(sample_build, tmp_path, cli, mutate, needle):
     assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
 
 
+@pytest.mark.slow
 def test_tiny_clip_and_cross_encoder_predict(sample_sources, tmp_path, cli):
     from PIL import Image
 
@@ -237,7 +241,8 @@ def test_tiny_clip_and_cross_encoder_predict(sample_sources, tmp_path, cli):
 
 def test_clip_without_images_is_one_clear_error(sample_build, tmp_path, cli):
     model = tiny_clip(tmp_path / "clip")
-    code, _, err = cli("predict", "vcr-visor", "--data", sample_build, "--model", f"hf:{model}", "--out", tmp_path / "p")
+    code, _, err = cli("predict", "vcr-visor", "--data", sample_build, "--model", f"hf:{model}",
+                       "--out", tmp_path / "p")
     assert code == 2 and "pass --images DIR" in err
 
 

@@ -67,7 +67,8 @@ def source(tmp_path):
 
 
 @pytest.mark.parametrize("breakage, needles", [
-    (lambda d: d["data"]["dialogs"][2]["dialog"][3].update(gt_index=(d["data"]["dialogs"][2]["dialog"][3]["gt_index"] + 1) % 100),
+    (lambda d: d["data"]["dialogs"][2]["dialog"][3].update(
+        gt_index=(d["data"]["dialogs"][2]["dialog"][3]["gt_index"] + 1) % 100),
      ["round 4", "gt_index"]),
     (lambda d: d["data"]["dialogs"][1]["dialog"][0]["answer_options"].pop(), ["round 1", "answer_options"]),
     (lambda d: d["data"]["dialogs"][0]["dialog"][5].update(question=10 ** 6), ["round 6", "question index"]),

@@ -16,7 +16,6 @@ from builders.vqa_cp import VQACPParams, regenerate
 from evaluator.metrics.vqa import normalize_answer, score_question, vqa_accuracy
 from pipelines.samples.vqa import generate_vqa, write_vqa_v2
 
-
 # -- the accuracy rule -------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("matches, expected", [(0, 0.0), (1, 0.3), (2, 0.6), (3, 0.9), (4, 1.0), (7, 1.0)])
@@ -120,7 +119,8 @@ def test_bad_vqa_source_exits_2_without_output(cli, tmp_path, sample_sources):
     path.write_text(json.dumps(data))
     code, _, stderr = cli("build", "vqa-v2", "--source", src, "--out", tmp_path / "out")
     assert code == 2 and len(stderr.strip().splitlines()) == 1
-    assert "v2_mscoco_val2014_annotations.json" in stderr and f"record {data['annotations'][4]['question_id']}" in stderr
+    assert "v2_mscoco_val2014_annotations.json" in stderr
+    assert f"record {data['annotations'][4]['question_id']}" in stderr
     assert "field 'answers[0].answer'" in stderr and not (tmp_path / "out").exists()
 
 
@@ -198,8 +198,10 @@ def test_import_and_regenerate_builds(cli, sample_sources, tmp_path):
     # The sample's stand-in split sends answers from 'm' on to test, so many test answers never occur in
     # train: the import card measures that with the regenerate rule instead of assuming the published 99.01 %.
     coverage = json.loads((tmp_path / "imp" / "manifest.json").read_text())["statistics"]["concept_coverage"]
-    assert 0.0 < coverage < 0.9 and f"{100 * coverage:.2f} % of the imported" in (tmp_path / "imp" / "README.md").read_text()
-    code, _, err = cli("build", "vqa-cp", "--source", sample_sources, "--out", tmp_path / "re", "--set", "mode=regenerate")
+    card = (tmp_path / "imp" / "README.md").read_text()
+    assert 0.0 < coverage < 0.9 and f"{100 * coverage:.2f} % of the imported" in card
+    code, _, err = cli("build", "vqa-cp", "--source", sample_sources, "--out", tmp_path / "re",
+                       "--set", "mode=regenerate")
     assert code == 0, err
     card = (tmp_path / "re" / "README.md").read_text()
     assert "Concept coverage: 100.00 %" in card and "JSD(train, test)" in card

@@ -130,7 +130,8 @@ def decode_image(path: Path, data: bytes, record=None, field: str | None = None)
             img.load()
             return img.size
     except UnidentifiedImageError:
-        raise SourceError(path, "not a readable image (not a format Pillow can identify)", record=record, field=field) from None
+        raise SourceError(path, "not a readable image (not a format Pillow can identify)", record=record,
+                          field=field) from None
     except Image.DecompressionBombError as exc:
         raise SourceError(path, f"image too large to decode safely ({exc})", record=record, field=field) from None
     except (OSError, SyntaxError, ValueError) as exc:

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builders.errors import SourceError
-from builders.sources.files import (decode_image, decode_utf8, expect_file, inside, list_folder, load_json,
-                                    read_bytes)
+from builders.sources.files import decode_image, decode_utf8, expect_file, inside, list_folder, load_json, read_bytes
 from builders.vl_bias_words import TARGETS
 
 ANNOTATION_SUFFIXES = (".csv", ".jsonl")

@@ -81,8 +81,8 @@ class ClipChoiceScorer(LateFusion):
     def encode(self, name: str, table: pa.Table):
         if name == "image":
             return self.towers.image_embeddings(table, "img_fn")
-        texts = [f"{q} {c}" for q, choices in zip(table.column("query").to_pylist(), table.column("choices").to_pylist())
-                 for c in choices]
+        queries, choice_lists = table.column("query").to_pylist(), table.column("choices").to_pylist()
+        texts = [f"{q} {c}" for q, choices in zip(queries, choice_lists) for c in choices]
         return self.towers.text_embeddings(texts).reshape(table.num_rows, 2, -1)
 
     def fuse(self, encodings: dict, table: pa.Table) -> list:

@@ -127,7 +127,8 @@ class ViltMaskedLM(_MaskedLMBase):
         x = x * pixel_mask.to(device).unsqueeze(1)  # padding is zero after normalisation, as the processor pads
         with torch.random.fork_rng(devices=[]), torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16):
             torch.manual_seed(0)  # ViLT permutes its patches with torch.multinomial: fixed, so runs repeat exactly
-            logits = self.model(input_ids=text["input_ids"].to(device), attention_mask=text["attention_mask"].to(device),
+            logits = self.model(input_ids=text["input_ids"].to(device),
+                                attention_mask=text["attention_mask"].to(device),
                                 token_type_ids=text["token_type_ids"].to(device) if "token_type_ids" in text else None,
                                 pixel_values=x, pixel_mask=pixel_mask.to(device)).logits
         return self.gather(logits, text["mask_index"].to(device), torch.as_tensor(ids, device=device))
@@ -138,8 +139,10 @@ class ViltMaskedLM(_MaskedLMBase):
 
     def score(self, queries: list[tuple[str, object]], ids: list[int]) -> np.ndarray:
         """(len(queries), len(ids)) full-vocabulary log-probabilities; a query is (text, image tensor)."""
-        batches = self.runner.map(queries, lambda q: q, self._collate,
-                                  lambda b: self.log_probs_at_mask(b["pixels"], b["mask"], b["text"], ids).cpu().numpy())
+        def forward(b):
+            return self.log_probs_at_mask(b["pixels"], b["mask"], b["text"], ids).cpu().numpy()
+
+        batches = self.runner.map(queries, lambda q: q, self._collate, forward)
         return np.concatenate(batches) if batches else np.zeros((0, len(ids)))
 
 
@@ -181,11 +184,13 @@ def load_masked_lm(spec: str, options: ModelOptions):
     if kind == "py":
         return load_py_model(name, "score", "score(queries, ids)")
     if kind != "hf":
-        raise ModelError(f"--model {spec}: CounterBias measures a masked LM: hf:<hub id or path> or py:<module>:<factory>")
+        raise ModelError(f"--model {spec}: CounterBias measures a masked LM: hf:<hub id or path> or "
+                         "py:<module>:<factory>")
     config = hf_config(name)
     if config.model_type == "vilt":
         if "ViltForMaskedLM" not in (config.architectures or []):
             raise ModelError(f"hf:{name}: a ViLT checkpoint without its masked-LM head "
-                             f"({', '.join(config.architectures or ['no architecture'])}); use e.g. dandelin/vilt-b32-mlm")
+                             f"({', '.join(config.architectures or ['no architecture'])}); "
+                             "use e.g. dandelin/vilt-b32-mlm")
         return ViltMaskedLM(name, options)
     return TextMaskedLM(name, options)

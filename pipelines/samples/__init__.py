@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 
 from builders.errors import ParamsError
-
 from pipelines.samples.disco import write_disco_samples
 from pipelines.samples.gqa import write_gqa_samples
 from pipelines.samples.socialiq import write_socialiq_samples

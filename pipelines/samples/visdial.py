@@ -15,7 +15,8 @@ QUESTIONS = ([f"is the {n} {c}" for n in NOUNS for c in COLORS[:3]] + [f"what co
              + ["is it sunny", "is this indoors", "are there people", "can you see the sky", "is it daytime"])
 ANSWERS = (["yes", "no", "yes it is", "no it is not", "i think so", "i can't tell", "not sure", "nope", "yep"]
            + [str(k) for k in range(13)] + [f"{k} {n}s" for k in range(2, 6) for n in NOUNS]
-           + [f"it is {c}" for c in COLORS] + [c for c in COLORS] + [f"{c} and {d}" for c in COLORS for d in COLORS if c < d]
+           + [f"it is {c}" for c in COLORS] + [c for c in COLORS]
+           + [f"{c} and {d}" for c in COLORS for d in COLORS if c < d]
            + [f"there is a {n}" for n in NOUNS] + [f"no {n}s" for n in NOUNS])
 
 

@@ -87,8 +87,8 @@ def generate_vqa(n: int, seed: int, subtype: str, first_image: int) -> tuple[dic
         answers = _answers(rng, answer, pool)
         annotations.append({
             "question_type": t, "multiple_choice_answer": answer,
-            "answers": [{"answer": a, "answer_confidence": rng.choice(["yes", "yes", "maybe", "no"]), "answer_id": i + 1}
-                        for i, a in enumerate(answers)],
+            "answers": [{"answer": a, "answer_confidence": rng.choice(["yes", "yes", "maybe", "no"]),
+                         "answer_id": i + 1} for i, a in enumerate(answers)],
             "image_id": image, "answer_type": TYPES[t][0], "question_id": qid})
     header = {"info": INFO, "license": LICENSE, "data_subtype": subtype}
     return ({"info": INFO, "task_type": "Open-Ended", "data_type": "mscoco", "license": LICENSE,
@@ -140,7 +140,8 @@ def write_coco_images(folder: Path, v2_folder: Path) -> list[Path]:
         for image_id in sorted({q["image_id"] for q in questions}):
             rng = random.Random(image_id)
             img = Image.new("RGB", (48, 40), tuple(rng.randint(0, 255) for _ in range(3)))
-            ImageDraw.Draw(img).ellipse([rng.randint(0, 20), rng.randint(0, 16), rng.randint(28, 47), rng.randint(24, 39)],
+            ImageDraw.Draw(img).ellipse([rng.randint(0, 20), rng.randint(0, 16),
+                                         rng.randint(28, 47), rng.randint(24, 39)],
                                         fill=tuple(rng.randint(0, 255) for _ in range(3)))
             path = folder / subtype / f"COCO_{subtype}_{image_id:012d}.jpg"
             img.save(path, format="JPEG", quality=90)
