@@ -1,4 +1,4 @@
-"""DISCO audio-visual crowd counting (Hu et al. 2020; seed 000 §4.4; DESIGN §5): one row per (image,
+"""DISCO audio-visual crowd counting (Hu et al. 2020; used by Gat et al., NeurIPS 2021, §4.4): one row per (image,
 quality) with the image, its 1 s audio clip and the people count. Low-quality images are made as the
 authors' code does for its extreme conditions (datasets/AC/AC.py with is_noise, fixed parameters):
 brightness scaled by `low_brightness`, then Gaussian noise of standard deviation `low_noise_sigma`

@@ -1,4 +1,4 @@
-"""The one exception hierarchy of vlbench (DESIGN §7).
+"""The one exception hierarchy of vlbench.
 
 Every error a user can cause derives from `VlbenchError`; the CLI prints its message on one
 line and exits with code 2. Anything else is an internal error (exit 1).

@@ -1,4 +1,4 @@
-"""GQA-OOD builder (seed 002; DESIGN §5): entropy-filtered local groups of GQA, head/tail answers.
+"""GQA-OOD builder (Kervadec et al., CVPR 2021): entropy-filtered local groups of GQA, head/tail answers.
 
 Stages per split: `index` (read the raw file: ids, byte spans, answers, groups), `select` (group
 entropies, threshold, head/tail labels) and `rows` (typed records of the kept questions). Each

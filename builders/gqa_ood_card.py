@@ -1,4 +1,5 @@
-"""Statistics, card tables and figure data of a GQA-OOD build (seed 002 Table 1, Fig. 1, Figs. 6-9)."""
+"""Statistics, card tables and figure data of a GQA-OOD build (Kervadec et al., CVPR 2021, Table 1, Fig. 1,
+Figs. 6-9)."""
 
 from __future__ import annotations
 

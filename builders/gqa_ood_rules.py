@@ -1,4 +1,4 @@
-"""The GQA-OOD selection rules, as the authors' released code applies them (DESIGN §5, seed 002 §3).
+"""The GQA-OOD selection rules, as the authors' released code applies them (Kervadec et al., CVPR 2021, §3).
 
 Pure functions shared by the builder and the evaluator:
 

@@ -1,4 +1,4 @@
-"""Typed `--set KEY=VALUE` overrides of a builder's params dataclass (DESIGN §3)."""
+"""Typed `--set KEY=VALUE` overrides of a builder's params dataclass."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Social-IQ 1.0 (Zadeh et al., CVPR 2019; seed 000 §4.2; DESIGN §5): one row per (video, question,
+"""Social-IQ 1.0 (Zadeh et al., CVPR 2019; used by Gat et al., NeurIPS 2021, §4.2): one row per (video, question,
 answer candidate) with its label, in the standard folds, plus the 4 x 3 correct/incorrect pairs per
 question of the binary task (A2)."""
 

@@ -1,4 +1,4 @@
-"""Shared text pieces: VCR tag rendering and detokenization, reasoning types (seed 003, Table 1)."""
+"""Shared text pieces: VCR tag rendering and detokenization, reasoning types (the VCR-Visor paper, Table 1)."""
 
 from __future__ import annotations
 

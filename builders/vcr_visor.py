@@ -1,4 +1,4 @@
-"""VCR-Visor builder (seed 003 §3; DESIGN §5): paired VCR items whose queries mean the same and
+"""VCR-Visor builder (the VCR-Visor paper, §3): paired VCR items whose queries mean the same and
 whose responses differ, so a text-only model must fail one of the two sub-questions.
 
 Stages: `items` (read, check and render VCR val; one item per reasoning type it belongs to) and

@@ -1,4 +1,4 @@
-"""Statistics and card tables of a VCR-Visor build, in the layout of seed 003 Table 2."""
+"""Statistics and card tables of a VCR-Visor build, in the layout of the VCR-Visor paper, Table 2."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""VisDial v1.0 (Das et al., CVPR 2017; seed 000 §4.3; DESIGN §5): one row per (image, round) with the
+"""VisDial v1.0 (Das et al., CVPR 2017; used by Gat et al., NeurIPS 2021, §4.3): one row per (image, round) with the
 caption, the dialog history, the question, the 100 answer options, the ground-truth index and, where
 the dense annotations give them, the relevance of every option."""
 

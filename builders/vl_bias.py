@@ -1,5 +1,5 @@
 """VL-Bias (Zhang, Wang, Sang, *Counterfactually Measuring and Eliminating Social Bias in
-Vision-Language Pre-training Models*, ACM MM 2022; seed 004 §4.1, Table 1; DESIGN §5): one row per
+Vision-Language Pre-training Models*, ACM MM 2022, §4.1, Table 1): one row per
 annotated image x caption template, with the factual caption (the annotated gender word in the
 template, the target [MASK]ed), the counterfactual caption (the gender word swapped, the paper's
 L_cf), the target word and type, and the bias prompt of Eq. 2. Images are embedded as they are."""

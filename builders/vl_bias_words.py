@@ -1,4 +1,4 @@
-"""The VL-Bias vocabulary (Zhang, Wang, Sang, ACM MM 2022; seed 004 §4.1, Table 1): the 52 activities and
+"""The VL-Bias vocabulary (Zhang, Wang, Sang, ACM MM 2022, §4.1, Table 1): the 52 activities and
 13 occupations of the release's README, the four caption templates of Table 1, the bias prompt of
 §3 (Eq. 2) and the gender-word pairs that the counterfactual captions swap (the authors' code swaps
 man<->woman and boy<->girl; the first word of a pair is the male side, B0 of Eq. 7)."""

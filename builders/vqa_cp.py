@@ -1,4 +1,4 @@
-"""VQA-CP v2 (Agrawal et al., CVPR 2018; seed 000 §4.1; DESIGN §5): VQA v2 re-split so that each
+"""VQA-CP v2 (Agrawal et al., CVPR 2018; used by Gat et al., NeurIPS 2021, §4.1): VQA v2 re-split so that each
 question type's answer distribution differs between train and test.
 
 `mode=import` converts the published `vqacp_v2_{train,test}_{questions,annotations}.json`;
@@ -24,7 +24,8 @@ from builders.splits import check_disjoint_ids, check_splits
 from builders.vqa_cp_split import concept_coverage, concept_matrix, resplit
 from builders.vqa_v2 import check_invariants, features, locate_pairs
 
-# VQA-CP v2 as published (seed 000 §4.1; Agrawal et al. Table 1): split sizes and concept coverage.
+# VQA-CP v2 as published (Agrawal et al., CVPR 2018, Table 1; Gat et al., NeurIPS 2021, §4.1): split sizes
+# and concept coverage.
 PUBLISHED = {"train": 438_183, "test": 219_928, "concept_coverage": 0.9901}
 
 

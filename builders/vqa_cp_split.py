@@ -1,4 +1,4 @@
-"""The VQA-CP re-split (Agrawal et al., CVPR 2018, §3; DESIGN §5) and its diagnostics.
+"""The VQA-CP re-split (Agrawal et al., CVPR 2018, §3) and its diagnostics.
 
 Questions are grouped by (question_type, multiple_choice_answer). Groups are visited in a seeded
 random order and moved from train to test while three rules hold: test stays at or below the target

@@ -1,4 +1,4 @@
-"""VQA v2 as a built dataset (seed 000 §4.1; DESIGN §5): the official train2014 / val2014 questions
+"""VQA v2 as a built dataset (Gat et al., NeurIPS 2021, §4.1): the official train2014 / val2014 questions
 with their ten human answers, one row per question. It is the plain source dataset of the
 perceptual-score studies and the input of the VQA-CP re-split.
 """

@@ -1,4 +1,4 @@
-"""Counterfactual images by a model-specific adversarial attack (seed 004 §3, Eq. 3): projected
+"""Counterfactual images by a model-specific adversarial attack (Zhang, Wang, Sang, ACM MM 2022, §3, Eq. 3): projected
 gradient descent on the pixels of the factual image V_f, inside the L-infinity ball of radius eps
 (and the valid pixel range [0, 1]), minimising the cross-entropy between the model's [MASK]
 prediction for the bias prompt and the counterfactual gender word B'. Batched: the loss is a sum of

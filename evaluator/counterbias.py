@@ -1,4 +1,4 @@
-"""CounterBias (Zhang, Wang, Sang, ACM MM 2022; seed 004 §3, Eq. 1-13) as pure functions on arrays.
+"""CounterBias (Zhang, Wang, Sang, ACM MM 2022, §3, Eq. 1-13) as pure functions on arrays.
 
 Probabilities come from a masked-LM model at a [MASK]: P(T | V, L) for the target word in a caption
 (Eq. 1, 5, 8, 10), P(B | V) for the gender word in the bias prompt (Eq. 2). The bias concept of text

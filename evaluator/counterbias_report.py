@@ -1,5 +1,5 @@
-"""CounterBias report (seed 004 §4.2): metrics.json, report.md in Table 2 / Table 3 layout, the signed
-bias per target (Fig. 5 right), B@V against B@L per target (Fig. 7), instance examples (Fig. 6) and
+"""CounterBias report (Zhang, Wang, Sang, ACM MM 2022, §4.2): metrics.json, report.md in Table 2 / Table 3
+layout, the signed bias per target (Fig. 5 right), B@V against B@L per target (Fig. 7), instance examples (Fig. 6) and
 per_instance.parquet with every probability and instance bias."""
 
 from __future__ import annotations

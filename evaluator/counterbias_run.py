@@ -1,4 +1,5 @@
-"""`vlbench counterbias`: CounterBias (seed 004 §3) of a masked-LM model on a built VL-Bias split.
+"""`vlbench counterbias`: CounterBias (Zhang, Wang, Sang, ACM MM 2022, §3) of a masked-LM model on a built
+VL-Bias split.
 
 Per image: P(B | V_f) and P(B' | V_f) from the bias prompt (Eq. 2), the counterfactual image V_cf by
 PGD on that prompt (Eq. 3, cached), P(B | V_cf). Per image x template row: P(T | V, L) at the

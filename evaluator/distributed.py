@@ -1,4 +1,4 @@
-"""Row sharding under `torchrun` / `accelerate launch` (DESIGN §6): rank r takes rows r, r + W, ...;
+"""Row sharding under `torchrun` / `accelerate launch`: rank r takes rows r, r + W, ...;
 per-row results are gathered so that every rank holds them in row order, identical to one process."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Batched inference (DESIGN §6): under `torch.inference_mode`, on `--device auto` (this process's GPU
+"""Batched inference: under `torch.inference_mode`, on `--device auto` (this process's GPU
 under a distributed launch, else CUDA when present, else CPU), optionally in bf16 autocast, with a
 DataLoader whose workers decode images and run the processors."""
 

@@ -1,4 +1,4 @@
-"""The perceptual score (seed 000 §3, Eq. 1-5) of any model on any built benchmark.
+"""The perceptual score (Gat et al., NeurIPS 2021, §3, Eq. 1-5) of any model on any built benchmark.
 
 For a modality m, Acc(M \\ {m}) gives every sample i the value of m from a sample j drawn uniformly
 from the evaluation set (Eq. 3; `sampling="permutation"` draws a true permutation instead), while

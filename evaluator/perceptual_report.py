@@ -1,4 +1,4 @@
-"""The perceptual-score report: tables in the layout of seed 000's Tables 1 and 5 (rows are subsets,
+"""The perceptual-score report: tables in the layout of Tables 1 and 5 of Gat et al., NeurIPS 2021 (rows are subsets,
 modalities are column groups) or Tables 3 and 4 (rows are modalities, metrics are column blocks), a
 per-modality bar plot, per-sample scores, and for VQA the yes/no token analysis of Table 2."""
 
@@ -142,7 +142,8 @@ def render(metrics: dict, labels: dict[str, str], layout: str) -> str:
     md = [f"# Perceptual score: {metrics['model']} on {metrics['benchmark']} ({metrics['split']})", "",
           f"{metrics['rows']:,} rows; modalities {declared}; "
           f"{o['permutations']} draws per sample ({o['sampling']}), {o['repeats']} repeats from seed {o['seed']}. "
-          "Values in %, mean ± std over repeats (seed 000 Eq. 1-5: P_m = Acc_M - Acc_M\\{m}, Z_D = 100 - "
+          "Values in %, mean ± std over repeats (Gat et al., NeurIPS 2021, Eq. 1-5: "
+          "P_m = Acc_M - Acc_M\\{m}, Z_D = 100 - "
           "majority-vote accuracy, Z_D,f = Acc_M).", ""]
     if layout == "by-subset":
         for metric, label in labels.items():

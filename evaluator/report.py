@@ -1,4 +1,4 @@
-"""Evaluation reports: metrics.json, report.md and PNG line plots (DESIGN §6)."""
+"""Evaluation reports: metrics.json, report.md and PNG line plots."""
 
 from __future__ import annotations
 

@@ -120,7 +120,7 @@ def _where(table, condition: str | None):
 def perceptual_score(bench: str, data: str, model: str, options, split: str | None = None,
                      model_options: ModelOptions = ModelOptions(), report: Path | None = None,
                      assignments: list[str] | None = None, where: str | None = None, progress=None) -> dict | None:
-    """`vlbench perceptual`: the perceptual score of a model on a built split (seed 000, Eq. 1-5).
+    """`vlbench perceptual`: the perceptual score of a model on a built split (Gat et al., NeurIPS 2021, Eq. 1-5).
     Under a distributed launch every rank computes its rows; rank 0 returns the metrics and writes
     the report, the other ranks return None."""
     from evaluator import perceptual as p

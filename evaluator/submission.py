@@ -1,4 +1,4 @@
-"""Load and validate prediction files (DESIGN §6): every problem names the first ids and the count."""
+"""Load and validate prediction files: every problem names the first ids and the count."""
 
 from __future__ import annotations
 

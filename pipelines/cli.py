@@ -1,4 +1,4 @@
-"""The `vlbench` command line (DESIGN §3). Heavy modules are imported inside each command."""
+"""The `vlbench` command line. Heavy modules are imported inside each command."""
 
 from __future__ import annotations
 
@@ -198,7 +198,7 @@ def perceptual(
     images: Optional[Path] = typer.Option(None, "--images", help="Image folder for models that read images."),
     assignments: list[str] = typer.Option([], "--set", help="Scoring option KEY=VALUE (e.g. rule=pre-2021 for VQA)."),
 ):
-    """Perceptual score of a model towards each modality (seed 000, Eq. 1-5), with normalisations."""
+    """Perceptual score of a model towards each modality (Gat et al., NeurIPS 2021, Eq. 1-5), with normalisations."""
     from tqdm import tqdm
 
     from evaluator.models import ModelOptions
@@ -249,7 +249,7 @@ def counterbias(
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Batch size of forward passes and of the attack."),
     bf16: bool = typer.Option(False, "--bf16", help="Run the model in bfloat16 autocast."),
 ):
-    """CounterBias (seed 004): social bias of a masked-LM vision-language model on VL-Bias."""
+    """CounterBias (Zhang, Wang, Sang, ACM MM 2022): social bias of a masked-LM vision-language model on VL-Bias."""
     from tqdm import tqdm
 
     from builders.errors import ParamsError

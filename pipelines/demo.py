@@ -26,7 +26,7 @@ PLAN = [
     ("disco", [], ["baseline:mean"], [("1 - MAPE", "one_minus_mape"), ("MAE", "mae")]),
     ("vl-bias", [], [], []),  # measured with CounterBias below
 ]
-# Perceptual scores of blind baselines (seed 000): each reads one modality, so only that one scores.
+# Perceptual scores of blind baselines (Gat et al., NeurIPS 2021): each reads one modality, so only that one scores.
 PERCEPTUAL = [("socialiq", "baseline:answer-sentiment", None), ("vqa-cp", "baseline:prior", "answer_type")]
 
 
@@ -63,7 +63,8 @@ def run_demo(out: Path, echo=print) -> dict:
 
 
 def _counterbias(out: Path, echo) -> dict:
-    """CounterBias (seed 004) of a tiny random ViLT masked LM, written under OUT/models (offline)."""
+    """CounterBias (Zhang, Wang, Sang, ACM MM 2022) of a tiny random ViLT masked LM, written under OUT/models
+    (offline)."""
     from evaluator.counterbias import MEASURES
     from evaluator.counterbias_run import CounterBiasOptions, run_counterbias
     from pipelines.tiny_models import write_tiny_vilt_mlm

@@ -1,4 +1,4 @@
-"""manifest.json (DESIGN §4): inputs, params, versions, outputs; run timings kept apart under "run"."""
+"""manifest.json: inputs, params, versions, outputs; run timings kept apart under "run"."""
 
 from __future__ import annotations
 

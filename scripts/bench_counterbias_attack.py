@@ -1,4 +1,4 @@
-"""Benchmark: throughput of the CounterBias PGD attack (seed 004, Eq. 3) over a batch-size sweep.
+"""Benchmark: throughput of the CounterBias PGD attack (Zhang, Wang, Sang, ACM MM 2022, Eq. 3) over a batch-size sweep.
 
 Target (issue 6), measured in the same run on CPU with the tiny random ViLT masked LM and the VL-Bias
 sample images: the batched attack is at least 5x faster per image than one image at a time, with the

@@ -1,4 +1,4 @@
-"""CounterBias end to end with tiny random masked LMs (seed 004 §3): the adapter against a manual
+"""CounterBias end to end with tiny random masked LMs (Zhang, Wang, Sang, ACM MM 2022, §3): the adapter against a manual
 forward pass, the PGD attack (Eq. 3) and its budget, the cache, the CLI report, bad input."""
 
 from __future__ import annotations

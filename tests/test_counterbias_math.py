@@ -1,4 +1,4 @@
-"""CounterBias formulas (seed 004 §3): hand-computed goldens for Eq. 6, 7, 9, 11, 13, the sign
+"""CounterBias formulas (Zhang, Wang, Sang, ACM MM 2022, §3): hand-computed goldens for Eq. 6, 7, 9, 11, 13, the sign
 convention, the division guard and Table 2's averaging."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def test_restricted_softmax_equals_softmax_over_the_selected_logits():
 
 
 def test_table2_average_row_is_the_mean_of_the_template_rows():
-    """Source: seed 004 Table 2 (ALBEF activity B@V-L 10.29/11.33/10.75/9.85 -> Avg. 10.56; ViLT
+    """Source: Zhang, Wang, Sang, ACM MM 2022, Table 2 (ALBEF activity B@V-L 10.29/11.33/10.75/9.85 -> Avg. 10.56; ViLT
     occupation B@V 17.23/17.35/17.61/15.15 -> 16.84; ViLT activity B@L 2.37/2.35/2.27/1.69 -> 2.17)."""
     # the paper prints two decimals (10.555 -> 10.56): agreement within half a unit of the last digit
     for cells, printed in (([10.29, 11.33, 10.75, 9.85], 10.56), ([17.23, 17.35, 17.61, 15.15], 16.84),

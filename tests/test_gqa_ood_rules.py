@@ -1,4 +1,4 @@
-"""Hand-computed goldens for every rule of the GQA-OOD build (DESIGN §5, the authors' code)."""
+"""Hand-computed goldens for every rule of the GQA-OOD build (Kervadec et al., CVPR 2021, and the authors' code)."""
 
 from __future__ import annotations
 

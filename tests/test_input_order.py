@@ -1,4 +1,4 @@
-"""Same records in another order -> byte-identical parquet and manifest outputs (DESIGN §4), for the
+"""Same records in another order -> byte-identical parquet and manifest outputs, for the
 formats whose records come as JSON lists: VQA v2, VQA-CP (both modes) and VisDial."""
 
 from __future__ import annotations

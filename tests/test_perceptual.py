@@ -1,4 +1,4 @@
-"""The perceptual-score engine (seed 000 §3, Eq. 1-5): paper arithmetic, exactness, sampling, the
+"""The perceptual-score engine (Gat et al., NeurIPS 2021, §3, Eq. 1-5): paper arithmetic, exactness, sampling, the
 decomposition and its majority vote, per-sample scores."""
 
 from __future__ import annotations

@@ -100,7 +100,8 @@ def test_build_load_and_baselines(cli, tmp_path):
         preds = tmp_path / f"{model}.json"
         assert cli("predict", "socialiq", "--data", out, "--model", f"baseline:{model}", "--out", preds)[0] == 0
         scores[model] = json.loads(cli("evaluate", "socialiq", "--data", out, "--predictions", preds)[1])
-    # Majority vote: 4 of 7 answers are correct -> 57.14 (seed 000 Table 3, Acc_D); every pair ties -> A2 50.
+    # Majority vote: 4 of 7 answers are correct -> 57.14 (Gat et al., NeurIPS 2021, Table 3, Acc_D);
+    # every pair ties -> A2 50.
     assert scores["majority"]["accuracy"] == pytest.approx(100 * 4 / 7, abs=1e-4)
     assert scores["majority"]["a2"] == 50.0
     # The sample's answers lean on sentiment like the real ones: the sentiment baseline beats the majority.

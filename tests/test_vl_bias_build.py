@@ -1,4 +1,5 @@
-"""VL-Bias builder (seed 004 §4.1, Table 1): folder and annotation-file layouts, captions, card, bad input."""
+"""VL-Bias builder (Zhang, Wang, Sang, ACM MM 2022, §4.1, Table 1): folder and annotation-file layouts,
+captions, card, bad input."""
 
 from __future__ import annotations
 

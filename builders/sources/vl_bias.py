@@ -1,4 +1,4 @@
-"""Reader for VL-Bias annotated images (seed 004 §4.1; DESIGN §5): either the folder layout
+"""Reader for VL-Bias annotated images (Zhang, Wang, Sang, ACM MM 2022, §4.1): either the folder layout
 `ROOT/{activity,occupation}/<target>/<gender>/<image>` or an annotation file (CSV with a header, or
 JSONL) with the fields image (a path relative to the file's folder), target, target_type, gender.
 Targets must be among the 52 activities / 13 occupations of their type, genders among the words of

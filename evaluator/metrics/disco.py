@@ -1,4 +1,4 @@
-"""Crowd-counting errors (DISCO; seed 000 Table 5 reports 1 - MAPE): per-sample absolute, squared and
+"""Crowd-counting errors (DISCO; Gat et al., NeurIPS 2021, Table 5 reports 1 - MAPE): per-sample absolute, squared and
 absolute percentage errors, and MAE, RMSE, MAPE (a fraction) and 1 - MAPE over a set."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GQA-OOD metrics (seed 002 §3-4, Figs. 3 and 5, appendix D), as plain functions over arrays.
+"""GQA-OOD metrics (Kervadec et al., CVPR 2021, §3-4, Figs. 3 and 5, appendix D), as plain functions over arrays.
 
 Per-sample values are exact-match correctness (the GQA evaluation compares answer strings as they
 are); aggregates are percentages over the scored questions.

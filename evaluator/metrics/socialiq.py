@@ -1,4 +1,4 @@
-"""Social-IQ metrics: answer-level binary accuracy (the task of seed 000 Table 3: is this answer
+"""Social-IQ metrics: answer-level binary accuracy (the task of Gat et al., NeurIPS 2021, Table 3: is this answer
 correct? majority = 4/7 = 57.14 %) and A2, the binary-pair accuracy of Zadeh et al. (is the correct
 answer scored above the incorrect one, over the 4 x 3 pairs per question)."""
 

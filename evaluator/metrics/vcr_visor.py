@@ -1,4 +1,4 @@
-"""VCR-Visor metrics (seed 003 §3.4, Eq. 1-6) as plain functions over arrays."""
+"""VCR-Visor metrics (the VCR-Visor paper, §3.4, Eq. 1-6) as plain functions over arrays."""
 
 from __future__ import annotations
 

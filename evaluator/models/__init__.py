@@ -1,4 +1,4 @@
-"""Model specs (DESIGN §3) and the adapter protocol (DESIGN §6).
+"""Model specs and the adapter protocol.
 
 Specs: `baseline:<name>`, `py:<module>:<factory>`, `hf:<hub id or path>`, `features:<folder>`.
 

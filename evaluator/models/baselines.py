@@ -17,7 +17,7 @@ def _most_frequent(counter: Counter) -> str:
 
 
 class MostFrequentAnswer:
-    """The majority vote (seed 000 Eq. 4): the most frequent training answer for every question."""
+    """The majority vote (Gat et al., NeurIPS 2021, Eq. 4): the most frequent training answer for every question."""
 
     input_columns = ()
 

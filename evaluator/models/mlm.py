@@ -1,5 +1,5 @@
-"""Masked-LM adapters for CounterBias (seed 004 §3): log-probabilities of chosen words at the [MASK]
-of a text, with an image (`ViltForMaskedLM`, e.g. `hf:dandelin/vilt-b32-mlm`) or without one (any
+"""Masked-LM adapters for CounterBias (Zhang, Wang, Sang, ACM MM 2022, §3): log-probabilities of chosen
+words at the [MASK] of a text, with an image (`ViltForMaskedLM`, e.g. `hf:dandelin/vilt-b32-mlm`) or without one (any
 transformers masked LM, e.g. `hf:bert-base-uncased`, for Table 3's comparison).
 
 Images are tensors in [0, 1] after the model's own resize and rescale (the space the L-infinity

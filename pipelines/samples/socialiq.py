@@ -1,5 +1,5 @@
 """Synthetic Social-IQ QA files (`q/a/i` lines, 6 questions x (4 correct + 3 incorrect)) and a folds file
-in the CMU-MultimodalSDK layout. Like the real data (seed 000 §4.2.2), correct answers lean positive
+in the CMU-MultimodalSDK layout. Like the real data (Gat et al., NeurIPS 2021, §4.2.2), correct answers lean positive
 and incorrect ones negative, more often than not."""
 
 from __future__ import annotations
