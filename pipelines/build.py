@@ -15,7 +15,7 @@ from builders.sources.files import expect_file
 from pipelines.export import export
 from pipelines.manifest import library_versions
 from pipelines.outdir import check_out
-from pipelines.stages import StageRunner, default_cache_dir
+from pipelines.stages import StageRunner, code_version, default_cache_dir
 from pipelines.verify import table_problems
 
 
@@ -120,7 +120,7 @@ def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = No
                  **({"--images": [Path(images)]} if images is not None else {})}
     check_out(out, protected, overwrite)
     signatures = check_inputs(files)
-    runner = StageRunner(default_cache_dir() if use_cache else None)
+    runner = StageRunner(default_cache_dir() if use_cache else None, code_version(type(builder).__module__))
     runner.clean_stale()
     with gc_paused():
         result = builder.build(sources, params, runner, **extra)

@@ -33,14 +33,50 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def code_version() -> str:
-    """Hash of the builders' source: any change to a reader or rule invalidates cached stages."""
+def builder_modules(module: str) -> list[Path]:
+    """The source files of a builder module and of every `builders` module it imports, directly or
+    not (read off the import statements, so the answer does not depend on what this process has
+    imported)."""
+    import ast
+
     import builders
 
-    root = Path(builders.__file__).parent
+    root = Path(builders.__file__).parent.parent
+
+    def path_of(name: str) -> Path | None:
+        base = root.joinpath(*name.split("."))
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+        return None
+
+    seen: dict[str, Path] = {}
+    todo = [module, "builders"]
+    while todo:
+        name = todo.pop()
+        path = path_of(name)
+        if name in seen or path is None:
+            continue
+        seen[name] = path
+        parts = name.split(".")
+        for parent in range(1, len(parts)):
+            todo.append(".".join(parts[:parent]))
+        for node in ast.walk(ast.parse(path.read_bytes())):
+            if isinstance(node, ast.Import):
+                todo += [a.name for a in node.names if a.name.split(".")[0] == "builders"]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "builders":
+                todo.append(node.module)
+                todo += [f"{node.module}.{a.name}" for a in node.names]  # `from builders.sources import gqa`
+    return sorted(set(seen.values()))
+
+
+def code_version(module: str) -> str:
+    """Hash of the source a builder runs: a change to one of its readers or rules invalidates its
+    cached stages, and only its own (editing disco.py leaves GQA-OOD's cache valid)."""
+    root = Path(__import__("builders").__file__).parent.parent
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    for path in builder_modules(module):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -60,13 +96,13 @@ def default_cache_dir() -> Path:
 class StageRunner:
     """Callable with the builders' `RunStage` signature; records timings and cache hits."""
 
-    def __init__(self, cache_dir: Path | None, code: str | None = None):
+    def __init__(self, cache_dir: Path | None, code: str):
         from pipelines.text_cache import DiskTextCache
 
         self.cache_dir = cache_dir
         # Builders' models look texts up here by (model, text); None when caching is off.
         self.text_cache = DiskTextCache(cache_dir) if cache_dir is not None else None
-        self.code = code or code_version()
+        self.code = code
         self.timings: dict[str, float] = {}
         self.cached: dict[str, bool] = {}
         self._digests: dict[Path, str] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +159,16 @@ def test_sample_sources_are_deterministic(tmp_path, sample_sources, cli):
     assert code == 0
     for path in (sample_sources / "gqa").glob("*.json"):
         assert (tmp_path / "again" / "gqa" / path.name).read_bytes() == path.read_bytes()
+
+
+def test_stage_code_version_covers_only_what_the_builder_imports():
+    """Editing one benchmark's builder leaves the other benchmarks' cached stages valid."""
+    from pipelines.stages import builder_modules
+
+    root = Path(__file__).resolve().parents[1]
+    gqa = {p.relative_to(root).as_posix() for p in builder_modules("builders.gqa_ood")}
+    assert {"builders/gqa_ood.py", "builders/gqa_ood_rules.py", "builders/gqa_ood_card.py", "builders/sources/gqa.py",
+            "builders/sources/files.py", "builders/splits.py", "builders/errors.py"} <= gqa
+    assert not gqa & {"builders/disco.py", "builders/sources/disco.py", "builders/vcr_visor.py", "builders/nlp.py"}
+    cp = {p.relative_to(root).as_posix() for p in builder_modules("builders.vqa_cp")}
+    assert {"builders/vqa_cp_split.py", "builders/vqa_v2.py", "builders/sources/vqa.py"} <= cp
