@@ -20,7 +20,6 @@ PER_INSTANCE = ("id", "instance_id", "image_id", "template", "target", "target_t
                 "p_t_lf", "p_t_lcf",
                 "bias_vl", "bias_v", "bias_l", "bias_l_log")
 TABLE2 = ("vl", "v", "l")
-EXAMPLES = 4
 
 
 def _pct(value) -> str:
@@ -43,9 +42,15 @@ def attack_summary(images: list[dict]) -> dict | None:
             "max_linf": float(get("linf").max())}
 
 
+def templates_present(cols: dict) -> list[str]:
+    """The split's templates in Table 1's order."""
+    present = set(cols["template"].tolist())
+    return [t for t in TEMPLATES if t in present]
+
+
 def metrics_of(result: dict, spec: str, split: str, options, model) -> dict:
     cols = result["columns"]
-    templates = [t for t in TEMPLATES if t in set(cols["template"].tolist())]
+    templates = templates_present(cols)
     vocab = result["vocab"]
     shared: dict[int, list[str]] = {}
     for word, col in vocab.column.items():
@@ -88,20 +93,6 @@ def per_target_rows(metrics: dict) -> tuple[list[str], list[list]]:
                 (_pct if m != "l_log" else _num)(metrics["measures"][m]["per_target_avg"][kind].get(target))
                 for m in measures])
     return header, rows
-
-
-def examples(result: dict, template: str, k: int = EXAMPLES) -> list[int]:
-    """Rows of the first template with the largest |Eq. 6| bias (Fig. 6), half male and half female."""
-    cols = result["columns"]
-    if "bias_vl" not in cols:
-        return []
-    picked = []
-    for side in ("male", "female"):
-        sel = np.flatnonzero((cols["template"] == template) & (cols["gender_class"] == side)
-                             & ~np.isnan(cols["bias_vl"].astype(np.float64)))
-        order = sel[np.argsort(-np.abs(cols["bias_vl"][sel].astype(np.float64)), kind="stable")]
-        picked += order[: k // 2].tolist()
-    return picked
 
 
 def _scatter(path: Path, metrics: dict) -> None:
@@ -158,9 +149,8 @@ def _examples_figure(path: Path, rows: list[int], result: dict, pixels: dict) ->
     plt.close(fig)
 
 
-def write_counterbias_report(folder: Path, metrics: dict, result: dict, table: pa.Table, model, options) -> None:
-    from evaluator.counterbias_run import example_pixels
-
+def write_counterbias_report(folder: Path, metrics: dict, result: dict, options) -> None:
+    """Render what the run measured (it also hands over the Fig. 6 examples with their images)."""
     folder = Path(folder)
     cols = result["columns"]
     softmax = ("full-vocabulary softmax" if options.softmax == "full"
@@ -209,7 +199,7 @@ def write_counterbias_report(folder: Path, metrics: dict, result: dict, table: p
               f"{a['mean_p_bcf_vcf']:.4f}", f"{a['max_linf']:.5f}"]])]
     if "v" in metrics["measures"]:
         lines += ["", "## Visual against language bias per target (Fig. 7)", "", "![B@V vs B@L](bv_vs_bl.png)"]
-    picked = examples(result, metrics["templates"][0])
+    picked = result["examples"]["rows"]
     if picked:
         lines += ["", "## Instance examples (Fig. 6)", "", markdown_table(
             ["Image", "Caption", "Target", "P(T|V_f,L_f)", "P(T|V_cf,L_cf)", "bias_V-L (%)"],
@@ -230,7 +220,6 @@ def write_counterbias_report(folder: Path, metrics: dict, result: dict, table: p
     if "v" in metrics["measures"]:
         _scatter(folder / "bv_vs_bl.png", metrics)
     if picked:
-        _examples_figure(folder / "instances.png", picked, result,
-                         example_pixels(table, [cols["image_id"][r] for r in picked], model, options))
+        _examples_figure(folder / "instances.png", picked, result, result["examples"]["pixels"])
     per_instance = {c: (cols[c].tolist() if cols[c].dtype == object else cols[c]) for c in PER_INSTANCE if c in cols}
     pq.write_table(pa.table(per_instance), folder / "per_instance.parquet")

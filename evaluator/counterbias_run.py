@@ -20,6 +20,7 @@ from builders.errors import ModelError, ParamsError
 from builders.vl_bias_words import TARGETS
 from evaluator import counterbias as cb
 from evaluator.attack import PGD, CounterfactualCache, pgd_attack
+from evaluator.counterbias_report import metrics_of, templates_present, write_counterbias_report
 from evaluator.data import load_table, pick_split, resolve_data
 from evaluator.images import open_image
 from evaluator.models import ModelOptions
@@ -27,6 +28,35 @@ from evaluator.models.mlm import load_masked_lm, pad_images
 
 COLUMNS = ("id", "instance_id", "image_id", "image", "target", "target_type", "gender", "gender_class",
            "counterfactual_gender", "template", "caption", "counterfactual_caption", "bias_prompt")
+EXAMPLES = 4  # Fig. 6 instances in the report, half male and half female
+
+
+class ExampleKeeper:
+    """The Fig. 6 examples, chosen while the images stream through `measure`: per gender class, the
+    k/2 rows of the first template with the largest |Eq. 6| bias (ties: the earlier row), kept with
+    their V_f and V_cf so that the report needs no second decode or attack."""
+
+    def __init__(self, template: str, k: int = EXAMPLES):
+        self.template, self.k = template, k
+        self.best: dict[str, list[tuple[float, int]]] = {"male": [], "female": []}
+        self.pixels: dict[str, dict] = {}
+
+    def offer(self, rows: list[int], bias: np.ndarray, cols: dict, x_f: dict, x_cf: dict) -> None:
+        for r, b in zip(rows, bias):
+            side = cols["gender_class"][r]
+            if cols["template"][r] == self.template and side in self.best and not np.isnan(b):
+                self.best[side].append((-abs(float(b)), r))
+        for side in self.best:
+            self.best[side] = sorted(self.best[side])[: self.k // 2]
+        wanted = {cols["image_id"][r] for _, r in self.best["male"] + self.best["female"]}
+        for r in rows:
+            image_id = cols["image_id"][r]
+            if image_id in wanted and image_id not in self.pixels:
+                self.pixels[image_id] = {"f": x_f[image_id], "cf": x_cf[image_id]}
+        self.pixels = {i: p for i, p in self.pixels.items() if i in wanted}
+
+    def rows(self) -> list[int]:
+        return [r for side in ("male", "female") for _, r in self.best[side]]
 
 
 @dataclass(frozen=True)
@@ -133,14 +163,15 @@ def measure(table: pa.Table, model, options: CounterBiasOptions, progress=None) 
         cols[name] = vocab.probability(np.stack([text_scores[t] for t in cols[source]]) if n else
                                        np.zeros((0, len(vocab.ids))), target_words, kinds)
     cols["bias_l_log"] = cb.bias_l_log(cols["p_t_lf"], cols["p_t_lcf"])
-    measures, images = ["l_log"], []
+    measures, images, keeper = ["l_log"], [], None
     if model.vision:
         measures = ["l"] + measures
         for name in ("p_t_vf_lf", "p_t_vf_lcf", "p_t_vcf_lcf", "p_t_vcf_lf"):
             cols[name] = np.full(n, np.nan)
         if options.attack is not None:
             measures = ["vl", "v"] + measures
-        images = _score_images(table, cols, model, options, vocab, prompt, target_words, kinds, progress)
+            keeper = ExampleKeeper(templates_present(cols)[0]) if n else None
+        images = _score_images(table, cols, model, options, vocab, prompt, target_words, kinds, keeper, progress)
         cols["bias_l"] = cb.bias_l(cols["p_t_vf_lf"], cols["p_t_vf_lcf"])
         if options.attack is not None:
             per_image = {r["image_id"]: r for r in images}
@@ -149,11 +180,14 @@ def measure(table: pa.Table, model, options: CounterBiasOptions, progress=None) 
             cols["p_b_vf"], cols["p_b_vcf"] = p_b_vf, p_b_vcf
             cols["bias_vl"] = cb.bias_vl(cols["p_t_vf_lf"], cols["p_t_vcf_lcf"], p_b_vf, p_b_vcf, options.min_change)
             cols["bias_v"] = cb.bias_v(cols["p_t_vf_lf"], cols["p_t_vcf_lf"], p_b_vf, p_b_vcf, options.min_change)
-    return {"columns": cols, "measures": measures, "images": images, "vocab": vocab, "prompt": prompt}
+    examples = {"rows": keeper.rows(), "pixels": keeper.pixels} if keeper else {"rows": [], "pixels": {}}
+    return {"columns": cols, "measures": measures, "images": images, "vocab": vocab, "prompt": prompt,
+            "examples": examples}
 
 
-def _score_images(table, cols, model, options, vocab, prompt, target_words, kinds, progress) -> list[dict]:
-    """Bias-prompt probabilities, counterfactual images and the four V x L target probabilities, chunk by chunk."""
+def _score_images(table, cols, model, options, vocab, prompt, target_words, kinds, keeper, progress) -> list[dict]:
+    """Bias-prompt probabilities, counterfactual images and the four V x L target probabilities, chunk by
+    chunk; the Fig. 6 examples are offered to `keeper` as each chunk is done."""
     cache = CounterfactualCache(options.cache)
     by_image = _rows_of_images(table)
     image_col = table.column("image")
@@ -190,6 +224,13 @@ def _score_images(table, cols, model, options, vocab, prompt, target_words, kind
             scores = model.score([(cols[text][r], pixels[cols["image_id"][r]]) for r in rows], vocab.ids)
             cols[name][rows] = vocab.probability(scores, [target_words[r] for r in rows],
                                                  None if kinds is None else [kinds[r] for r in rows])
+        if keeper is not None and x_cf:
+            chunk_records = {rec["image_id"]: rec for rec in records[-len(chunk):]}
+            images_of_rows = [cols["image_id"][r] for r in rows]
+            bias = cb.bias_vl(cols["p_t_vf_lf"][rows], cols["p_t_vcf_lcf"][rows],
+                              [chunk_records[i]["p_b_vf"] for i in images_of_rows],
+                              [chunk_records[i]["p_b_vcf"] for i in images_of_rows], options.min_change)
+            keeper.offer(rows, bias, cols, x_f, x_cf)
         if progress is not None:
             progress(len(chunk))
     return records
@@ -198,8 +239,6 @@ def _score_images(table, cols, model, options, vocab, prompt, target_words, kind
 def run_counterbias(data: str, spec: str, options: CounterBiasOptions, model_options: ModelOptions,
                     split: str | None = None, report: Path | None = None, progress=None) -> dict:
     """Measure a model on a built VL-Bias split; returns the metrics (and writes the report)."""
-    from evaluator.counterbias_report import metrics_of, write_counterbias_report
-
     folder = resolve_data(data)
     split = pick_split(folder, "default", split, "test")
     table = load_table(folder, "default", split)
@@ -210,22 +249,5 @@ def run_counterbias(data: str, spec: str, options: CounterBiasOptions, model_opt
     result = measure(table, model, options, progress)
     metrics = metrics_of(result, spec, split, options, model)
     if report is not None:
-        write_counterbias_report(report, metrics, result, table, model, options)
+        write_counterbias_report(report, metrics, result, options)
     return metrics
-
-
-def example_pixels(table: pa.Table, image_ids: list[str], model, options: CounterBiasOptions) -> dict:
-    """V_f and V_cf of a few images (for Fig. 6): decoded again, V_cf from the cache or a fresh attack."""
-    by_image = _rows_of_images(table)
-    image_col = table.column("image")
-    loaded, swapped = {}, {}
-    for image_id in dict.fromkeys(image_ids):
-        row = by_image[image_id][0]
-        data = image_col[row].as_py()["bytes"]
-        loaded[image_id] = (data, _decode(model, data, image_id))
-        swapped[image_id] = table.column("counterfactual_gender")[row].as_py()
-    vocab = Vocabulary(model, sorted(set(swapped.values()) | set(table.column("gender").to_pylist())))
-    prompt = table.column("bias_prompt")[0].as_py()
-    x_cf = counterfactuals(model, loaded, swapped, prompt, options.attack, vocab, CounterfactualCache(options.cache),
-                           model.runner.batch_size)
-    return {i: {"f": loaded[i][1], "cf": x_cf[i]} for i in loaded}

@@ -253,3 +253,34 @@ def test_py_spec_gives_an_adapter_object(cli, tiny, tmp_path):
     assert via_py == pq.read_table(tmp_path / "h" / "per_instance.parquet").column("bias_l_log").to_pylist()
     code, _, err = cli("counterbias", "--data", tiny["data"], "--model", "py:test_counterbias:not_a_masked_lm")
     assert code == 2 and "has no score(queries, ids) method" in err and len(err.strip().splitlines()) == 1
+
+
+def test_report_examples_need_no_second_attack(tiny, tmp_path, monkeypatch):
+    """Without a cache every image is attacked once, report included: the run hands the Fig. 6
+    examples (largest |Eq. 6| bias of the first template, half per gender class) to the report."""
+    import evaluator.counterbias_run as run
+
+    attacked = []
+    real = run.pgd_attack
+
+    def counting(forward, pixels, *args, **kwargs):
+        attacked.append(pixels.shape[0])
+        return real(forward, pixels, *args, **kwargs)
+
+    monkeypatch.setattr(run, "pgd_attack", counting)
+    options = run.CounterBiasOptions(attack=PGD(0.01, 2), cache=None, chunk_images=7)
+    metrics = run.run_counterbias(str(tiny["data"]), f"hf:{tiny['vilt']}", options, ModelOptions(),
+                                  report=tmp_path / "r")
+    assert sum(attacked) == metrics["attack"]["images"] == metrics["images"]
+    assert (tmp_path / "r" / "instances.png").is_file()
+    table = pq.read_table(tmp_path / "r" / "per_instance.parquet").to_pandas()
+    first = table[(table.template == metrics["templates"][0]) & table.bias_vl.notna()]
+    expected = []
+    for side in ("male", "female"):  # the selection rule, computed from the per-instance values
+        rows = first[first.gender_class == side]
+        order = np.lexsort((rows.index.to_numpy(), -rows.bias_vl.abs().to_numpy()))
+        expected += rows.index.to_numpy()[order][:2].tolist()
+    report = (tmp_path / "r" / "report.md").read_text()
+    shown = report.split("## Instance examples (Fig. 6)")[1].split("![examples]")[0]
+    assert [line.split("|")[1].strip() for line in shown.strip().splitlines()[2:]] == \
+        table.image_id[expected].tolist()
