@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Literal, Optional
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Regenerate bias-aware vision-and-language benchmarks, publish them, score models.")
 
 
@@ -50,10 +50,15 @@ def list_benchmarks(
 def sample_sources(out: Path = typer.Option(..., "--out", help="Folder to write the raw sample files into."),
                    scale: int = typer.Option(1, "--scale", min=1, help="Multiply the sample sizes.")):
     """Write small raw sources of every benchmark in their native formats (deterministic)."""
+    from collections import Counter
+
     from pipelines.samples import write_samples
 
-    for path in write_samples(out, scale):
-        typer.echo(str(path))
+    paths = write_samples(out, scale)
+    per_source = Counter(path.relative_to(Path(out).resolve()).parts[0] for path in paths)
+    for name, count in sorted(per_source.items()):
+        typer.echo(f"{Path(out) / name}/: {count:,} file{'s' if count != 1 else ''}")
+    typer.echo(f"wrote {len(paths):,} sample source files into {out}")
 
 
 @app.command(help=(
@@ -65,22 +70,26 @@ def build(
     bench: str = typer.Argument(..., help="Benchmark name (see `vlbench list`)."),
     source: Path = typer.Option(..., "--source", help="Raw source folder (or file)."),
     out: Path = typer.Option(..., "--out", help="Output folder (hub layout)."),
-    split: list[str] = typer.Option([], "--split", help="Split(s) to build; default: every split present."),
-    set_: list[str] = typer.Option([], "--set", help="Override a builder parameter: KEY=VALUE."),
+    split: list[str] = typer.Option([], "--split", metavar="SPLIT",
+                                    help="Split to build (repeat); default: every split present."),
+    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override a builder parameter (repeat)."),
     legacy_json: bool = typer.Option(False, "--legacy-json", help="Also write the benchmark's original files."),
     images: Optional[Path] = typer.Option(None, "--images", help="Embed the benchmark's images from this folder."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute every stage."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUT that vlbench did not write."),
 ):
+    import time
+
     from pipelines.build import run_build
 
+    started = time.perf_counter()
     manifest = run_build(bench, source, out, split, set_, legacy_json, use_cache=not no_cache, images=images,
                          overwrite=overwrite)
     for item in manifest["outputs"]:
         if "rows" in item:
             typer.echo(f"{item['path']}: {item['rows']:,} rows")
     cached = [k for k, v in manifest["run"]["stage_cached"].items() if v]
-    typer.echo(f"built {bench} into {out} in {manifest['run']['build_seconds']:.1f} s"
+    typer.echo(f"built {bench} into {out} in {time.perf_counter() - started:.1f} s (tables, card, figures, export)"
                + (f" (reused cached stages: {', '.join(cached)})" if cached else ""))
 
 
@@ -130,7 +139,8 @@ def predict(
     data: str = typer.Option(..., "--data", help="Built folder or hub dataset repo id."),
     model: str = typer.Option(..., "--model", help="baseline:<name>, py:<module>:<factory> or hf:<id>."),
     out: Path = typer.Option(..., "--out", help="Prediction file to write (JSON)."),
-    split: Optional[str] = typer.Option(None, "--split", help="Split to predict (default: the test split)."),
+    split: Optional[str] = typer.Option(None, "--split", metavar="SPLIT",
+                                       help="Split to predict (default: the benchmark's evaluation split)."),
     train_file: Optional[Path] = typer.Option(None, "--train-file", help="Training source for fitted baselines."),
     seed: int = typer.Option(0, "--seed", help="Seed of random baselines."),
     device: str = typer.Option("auto", "--device", help="torch device for hf: models (auto: CUDA when present)."),
@@ -154,11 +164,13 @@ def evaluate(
     bench: str = typer.Argument(..., help="Benchmark name."),
     data: str = typer.Option(..., "--data", help="Built folder or hub dataset repo id."),
     predictions: Path = typer.Option(..., "--predictions", help="Submission file (JSON)."),
-    split: Optional[str] = typer.Option(None, "--split", help="Split to score (default: the test split)."),
+    split: Optional[str] = typer.Option(None, "--split", metavar="SPLIT",
+                                       help="Split to score (default: the benchmark's evaluation split)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write metrics.json, report.md and plots here."),
     allow_partial: bool = typer.Option(False, "--allow-partial", help="Score the questions that have a prediction."),
     allow_extra: bool = typer.Option(False, "--allow-extra", help="Ignore predictions for ids outside the split."),
-    assignments: list[str] = typer.Option([], "--set", help="Scoring option KEY=VALUE (e.g. rule=pre-2021 for VQA)."),
+    assignments: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                         help="Scoring option (repeat; e.g. rule=pre-2021 for VQA)."),
 ):
     """Score a prediction file against a built split with the benchmark's metrics."""
     from builders.jsonout import dumps
@@ -177,14 +189,17 @@ def perceptual(
     data: str = typer.Option(..., "--data", help="Built folder or hub dataset repo id."),
     model: str = typer.Option(..., "--model",
                               help="baseline:<name>, hf:<id>, features:<folder> or py:<module>:<factory>."),
-    modalities: list[str] = typer.Option([], "--modalities", help="Modality to score (repeat; default: all)."),
+    modalities: list[str] = typer.Option([], "--modalities", metavar="MODALITY",
+                                         help="Modality to score (repeat; default: all)."),
     permutations: int = typer.Option(5, "--permutations", help="Draws per sample (Eq. 3)."),
     repeats: int = typer.Option(5, "--repeats", help="Repeats of the whole computation (mean ± std)."),
     seed: int = typer.Option(0, "--seed", help="Seed the draws of every repeat derive from."),
-    sampling: str = typer.Option("uniform", "--sampling", help="uniform (Eq. 3: j ~ U(1, |D|)) or permutation."),
+    sampling: Literal["uniform", "permutation"] = typer.Option(
+        "uniform", "--sampling", help="uniform (Eq. 3: j ~ U(1, |D|)) or permutation."),
     by: Optional[str] = typer.Option(None, "--by", help="Decompose by this column (e.g. answer_type, quality)."),
     where: Optional[str] = typer.Option(None, "--where", help="Evaluate the rows with COLUMN=VALUE only."),
-    split: Optional[str] = typer.Option(None, "--split", help="Split to score (default: the test split)."),
+    split: Optional[str] = typer.Option(None, "--split", metavar="SPLIT",
+                                       help="Split to score (default: the benchmark's evaluation split)."),
     report: Optional[Path] = typer.Option(None, "--report",
                                           help="Write metrics.json, report.md, plot, per-sample scores."),
     no_encoder_cache: bool = typer.Option(False, "--no-encoder-cache",
@@ -196,7 +211,8 @@ def perceptual(
     bf16: bool = typer.Option(False, "--bf16", help="Run hf: models in bfloat16 autocast."),
     workers: int = typer.Option(0, "--workers", min=0, help="DataLoader workers decoding images."),
     images: Optional[Path] = typer.Option(None, "--images", help="Image folder for models that read images."),
-    assignments: list[str] = typer.Option([], "--set", help="Scoring option KEY=VALUE (e.g. rule=pre-2021 for VQA)."),
+    assignments: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+                                         help="Scoring option (repeat; e.g. rule=pre-2021 for VQA)."),
 ):
     """Perceptual score of a model towards each modality (Gat et al., NeurIPS 2021, Eq. 1-5), with normalisations."""
     from tqdm import tqdm
@@ -232,16 +248,17 @@ def _fmt(value) -> str:
 def counterbias(
     data: str = typer.Option(..., "--data", help="Built VL-Bias folder or hub dataset repo id."),
     model: str = typer.Option(..., "--model", help="hf:<ViltForMaskedLM or text masked LM> or py:<module>:<factory>."),
-    attack: str = typer.Option("pgd", "--attack",
+    attack: Literal["pgd", "none"] = typer.Option("pgd", "--attack",
                                help="pgd (counterfactual images, Eq. 3) or none (language bias only)."),
     eps: float = typer.Option(8 / 255, "--eps", help="L-infinity budget on pixels in [0, 1]."),
     steps: int = typer.Option(10, "--steps", help="PGD steps."),
     step_size: Optional[float] = typer.Option(None, "--step-size", help="PGD step (default 2.5 eps / steps)."),
-    softmax: str = typer.Option("full", "--softmax", help="full (vocabulary, Eq. 1) or targets (the authors' code)."),
-    b0: str = typer.Option("male", "--b0", help="Eq. 7's B0: positive biases lean towards it."),
+    softmax: Literal["full", "targets"] = typer.Option(
+        "full", "--softmax", help="full (vocabulary, Eq. 1) or targets (the authors' code)."),
+    b0: Literal["male", "female"] = typer.Option("male", "--b0", help="Eq. 7's B0: positive biases lean towards it."),
     min_change: float = typer.Option(1e-6, "--min-concept-change",
                                      help="Smaller bias-concept changes leave a bias undefined."),
-    split: Optional[str] = typer.Option(None, "--split", help="Split (default: test)."),
+    split: Optional[str] = typer.Option(None, "--split", metavar="SPLIT", help="Split (default: test)."),
     report: Optional[Path] = typer.Option(None, "--report",
                                           help="Write metrics.json, report.md, plots, per-instance values."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write cached counterfactual images."),
@@ -252,15 +269,12 @@ def counterbias(
     """CounterBias (Zhang, Wang, Sang, ACM MM 2022): social bias of a masked-LM vision-language model on VL-Bias."""
     from tqdm import tqdm
 
-    from builders.errors import ParamsError
     from evaluator.attack import PGD
     from evaluator.counterbias import MEASURES
     from evaluator.counterbias_run import CounterBiasOptions, run_counterbias
     from evaluator.models import ModelOptions
     from pipelines.stages import default_cache_dir
 
-    if attack not in ("pgd", "none"):
-        raise ParamsError(f"--attack {attack}: expected pgd or none")
     options = CounterBiasOptions(attack=PGD(eps, steps, step_size) if attack == "pgd" else None, softmax=softmax,
                                  b0=b0, min_change=min_change,
                                  cache=None if no_cache else default_cache_dir() / "counterbias")
@@ -296,17 +310,49 @@ def _terminate(signum, frame):
     raise Terminated()
 
 
+def _click_exceptions():
+    """The command-line parser's exceptions: typer vendors click as `typer._click` in recent releases,
+    older ones use click itself."""
+    try:
+        from typer._click import exceptions
+    except ImportError:
+        from click import exceptions
+    return exceptions
+
+
+def _usage_line(exc) -> str:
+    """A click usage error (bad option value, unknown option, missing option) as one line."""
+    message = exc.format_message().replace("Value error, ", "")
+    where = f" (see `{exc.ctx.command_path} --help`)" if getattr(exc, "ctx", None) is not None else ""
+    return f"error: {message}{where}"
+
+
 def main(argv: list[str] | None = None) -> None:
     import signal
     import threading
 
     from builders.errors import VlbenchError
 
+    click = _click_exceptions()
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        app(args=argv, prog_name="vlbench")
+        code = app(args=argv, prog_name="vlbench", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+    except click.NoArgsIsHelpError as exc:
+        typer.echo(exc.ctx.get_help())
+        sys.exit(2)
+    except click.UsageError as exc:
+        _echo_err(_usage_line(exc))
+        sys.exit(2)
+    except click.ClickException as exc:
+        _echo_err(f"error: {exc.format_message()}")
+        sys.exit(2)
+    except typer.Abort:
+        _echo_err("error: interrupted; nothing half-written was left behind")
+        sys.exit(130)
     except VlbenchError as exc:
         _echo_err(f"error: {exc}")
         sys.exit(2)

@@ -879,3 +879,18 @@ def test_bad_model_spec(bench, spec, needle, scored, cli, tmp_path):
 def test_list_sources_present_missing_folder(cli, tmp_path):
     code, _, stderr = cli("list", "--sources-present", tmp_path / "missing")
     assert_one_error_line(code, stderr, ("--sources-present", "no such folder"))
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("build", "gqa-ood", "--source"), "requires an argument"),
+    (("build", "gqa-ood", "--bogus", "1"), "No such option: --bogus"),
+    (("build",), "Missing argument"),
+    (("frobnicate",), "No such command 'frobnicate'"),
+    (("predict", "gqa-ood", "--data", "d", "--model", "m", "--out", "o", "--batch-size", "0"), "--batch-size"),
+    (("perceptual", "socialiq", "--data", "d", "--model", "m", "--permutations", "many"), "--permutations"),
+    (("counterbias", "--data", "d", "--model", "m", "--attack", "fgsm"), "'fgsm' is not one of 'pgd', 'none'"),
+    (("counterbias", "--data", "d", "--model", "m", "--b0", "other"), "--b0"),
+])
+def test_command_line_usage_errors_are_one_line(args, needle, cli):
+    code, stdout, stderr = cli(*args)
+    assert_one_error_line(code, stderr, (needle,))

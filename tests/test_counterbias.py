@@ -212,9 +212,10 @@ def test_bad_input_is_one_line_exit_2(cli, tiny, tmp_path):
              (("--data", tiny["data"], "--model", vilt, "--eps", "-0.1"), "--eps -0.1"),
              (("--data", broken, "--model", vilt, "--no-cache"), f"image '{bad}': cannot decode image"),
              (("--data", tiny["data"], "--model", vilt, "--softmax", "verbs"),
-              "--softmax verbs: expected full or targets"),
+              "Invalid value for '--softmax': 'verbs' is not one of 'full', 'targets'"),
              (("--data", tiny["data"], "--model", "baseline:random"), "CounterBias measures a masked LM"),
-             (("--data", tiny["data"], "--model", vilt, "--attack", "fgsm"), "--attack fgsm: expected pgd or none")]
+             (("--data", tiny["data"], "--model", vilt, "--attack", "fgsm"),
+              "Invalid value for '--attack': 'fgsm' is not one of 'pgd', 'none'")]
     for args, needle in cases:
         code, out, err = cli("counterbias", *args)
         assert code == 2, (args, err)

@@ -150,3 +150,22 @@ def test_py_model_spec(split, tmp_path, cli, monkeypatch):
 def test_unknown_model_spec(split, tmp_path, cli):
     code, _, err = cli("predict", "gqa-ood", "--data", split, "--model", "nonsense", "--out", tmp_path / "p.json")
     assert code == 2 and "baseline:<name>" in err
+
+
+def test_py_model_in_the_current_folder_is_found(split, tmp_path, cli, monkeypatch):
+    """As `python -m` would: a module beside the user, no PYTHONPATH needed (and sys.path is restored)."""
+    import sys
+
+    (tmp_path / "localmodel.py").write_text(
+        "class Echo:\n    def predict(self, table):\n        return table.column('answer').to_pylist()\n")
+    monkeypatch.chdir(tmp_path)
+    before = list(sys.path)
+    code, _, err = cli("predict", "gqa-ood", "--data", split, "--model", "py:localmodel:Echo", "--out", "p.json")
+    assert code == 0, err
+    assert sys.path == before and (tmp_path / "p.json").is_file()
+
+
+def test_sample_sources_prints_a_summary(tmp_path, cli):
+    code, stdout, _ = cli("sample-sources", "--out", tmp_path / "s")
+    lines = stdout.strip().splitlines()
+    assert code == 0 and len(lines) <= 12 and lines[-1].startswith("wrote ") and "gqa/: 3 files" in stdout

@@ -158,7 +158,8 @@ def test_bad_input_is_one_line_exit_2(cli, built, tmp_path):
         (("socialiq", "--model", "py:perceptual_models:reads_missing_column"), "reads column 'transcript'"),
         (("socialiq", "--where", "video_id=nothing"), "no rows to score where video_id=nothing"),
         (("socialiq", "--by", "answer_mood"), "--by answer_mood: no such column"),
-        (("socialiq", "--sampling", "bootstrap"), "--sampling bootstrap: expected uniform or permutation"),
+        (("socialiq", "--sampling", "bootstrap"),
+         "Invalid value for '--sampling': 'bootstrap' is not one of 'uniform', 'permutation'"),
         (("socialiq", "--model", f"features:{tmp_path}"), "no feature file"),
     ]
     for args, needle in cases:

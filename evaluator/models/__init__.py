@@ -12,6 +12,8 @@ declares `encoders = {name: columns}` with `encode(name, table)` returning one e
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,10 +103,17 @@ def load_py_model(target: str, method: str = "predict", signature: str = "predic
     module, sep, factory = target.partition(":")
     if not sep:
         raise ModelError(f"--model py:{target}: expected py:<module>:<factory>")
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:  # `python -m` would find a module in the current folder; so does vlbench
+        sys.path.insert(0, cwd)
     try:
         model = getattr(importlib.import_module(module), factory)()
     except (ImportError, AttributeError) as exc:
         raise ModelError(f"--model py:{target}: {exc}") from None
+    finally:
+        if added:
+            sys.path.remove(cwd)
     if not callable(getattr(model, method, None)):
         raise ModelError(f"--model py:{target}: the factory's object has no {signature} method")
     return model
