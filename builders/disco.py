@@ -15,6 +15,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
+from builders.base import Builder
 from builders.errors import ParamsError, SourceError
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
@@ -82,7 +83,7 @@ def rows(samples: list[disco.Sample], params: DiscoParams) -> pa.Table:
     return pa.table(cols, schema=features().arrow_schema)
 
 
-class DiscoBuilder:
+class DiscoBuilder(Builder):
     name = "disco"
     params_class = DiscoParams
     configs = ("default",)

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders import gqa_ood_card
+from builders.base import Builder
 from builders.errors import ParamsError, SourceError
 from builders.gqa_ood_rules import (
     PUBLISHED_ALPHAS,
@@ -75,7 +76,7 @@ def features():
     })
 
 
-class GQAOODBuilder:
+class GQAOODBuilder(Builder):
     name = NAME
     params_class = GQAOODParams
     configs = ("all", "head", "tail")

@@ -1,30 +1,91 @@
-"""Benchmarks by name. A new benchmark adds one line here; modules are imported on first use."""
+"""Every benchmark, declared once. A `Benchmark` names (as "module:attribute" strings, imported on
+first use so that `vlbench --help` stays instant) its builder, its evaluation task, the writer of its
+sample sources and what `vlbench demo` runs on it; `vlbench list`, `build`, `predict`, `evaluate`,
+`perceptual`, `sample-sources`, `demo` and the tests all read this table. A new benchmark adds one
+entry here.
+"""
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 
 from builders.errors import ParamsError
+from builders.nlp import PACKAGED_MINILM
 
-BUILDERS = {
-    "disco": "builders.disco:DiscoBuilder",
-    "gqa-ood": "builders.gqa_ood:GQAOODBuilder",
-    "socialiq": "builders.socialiq:SocialIQBuilder",
-    "vcr-visor": "builders.vcr_visor:VCRVisorBuilder",
-    "vl-bias": "builders.vl_bias:VLBiasBuilder",
-    "visdial": "builders.visdial:VisDialBuilder",
-    "vqa-cp": "builders.vqa_cp:VQACPBuilder",
-    "vqa-v2": "builders.vqa_v2:VQAv2Builder",
-}
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    builder: str  # "module:Class" of its builders.base.Builder subclass
+    samples: str  # "module:function" writing its raw sample sources (shared by benchmarks of one source)
+    task: str | None = None  # "module:factory" of its evaluator.base.Task; None: measured another way
+    no_task_reason: str = ""  # what to run instead when there is no task
+    demo_build: tuple[str, ...] = ()  # `--set` overrides of the demo build (offline stand-ins)
+    demo_models: tuple[str, ...] = ()  # model specs the demo predicts and evaluates
+    demo_headline: tuple[tuple[str, str], ...] = ()  # (label, metrics key) printed by the demo
+    demo_perceptual: tuple[tuple[str, str | None], ...] = ()  # (model spec, --by column) for the demo
+    legacy_json: bool = False  # the demo also writes the authors' file format
+
+    def load(self, ref: str):
+        module, _, attribute = ref.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+# Registration order is the demo's order; names are listed sorted elsewhere.
+BENCHMARKS: tuple[Benchmark, ...] = (
+    Benchmark("gqa-ood", "builders.gqa_ood:GQAOODBuilder", "pipelines.samples.gqa:write_gqa_samples",
+              task="evaluator.gqa_ood:GQAOODTask", demo_models=("baseline:prior", "baseline:random"),
+              demo_headline=(("acc-all", "acc_all"), ("acc-tail", "acc_tail"), ("acc-head", "acc_head")),
+              legacy_json=True),
+    # Offline demo: the packaged MiniLM stands in for the recipe's SBERT, no NLI filter.
+    Benchmark("vcr-visor", "builders.vcr_visor:VCRVisorBuilder", "pipelines.samples.vcr:write_vcr_samples",
+              task="evaluator.vcr_visor:VCRVisorTask",
+              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",),
+              demo_headline=(("APQ", "apq"), ("HPQ", "hpq"), ("accuracy", "accuracy"))),
+    Benchmark("vqa-v2", "builders.vqa_v2:VQAv2Builder", "pipelines.samples.vqa:write_vqa_samples",
+              task="evaluator.vqa:vqa_v2_task", demo_models=("baseline:prior",),
+              demo_headline=(("VQA accuracy", "accuracy"),)),
+    # The demo re-splits the VQA v2 sample (the published VQA-CP files are imported by default).
+    Benchmark("vqa-cp", "builders.vqa_cp:VQACPBuilder", "pipelines.samples.vqa:write_vqa_samples",
+              task="evaluator.vqa:vqa_cp_task", demo_build=("mode=regenerate",), demo_models=("baseline:prior",),
+              demo_headline=(("VQA accuracy", "accuracy"),), demo_perceptual=(("baseline:prior", "answer_type"),)),
+    Benchmark("socialiq", "builders.socialiq:SocialIQBuilder", "pipelines.samples.socialiq:write_socialiq_samples",
+              task="evaluator.socialiq:SocialIQTask",
+              demo_models=("baseline:majority", "baseline:answer-sentiment"),
+              demo_headline=(("accuracy", "accuracy"), ("A2", "a2")),
+              demo_perceptual=(("baseline:answer-sentiment", None),)),
+    Benchmark("visdial", "builders.visdial:VisDialBuilder", "pipelines.samples.visdial:write_visdial_samples",
+              task="evaluator.visdial:VisDialTask", demo_models=("baseline:random",),
+              demo_headline=(("MRR", "mrr"), ("R@10", "r@10"), ("NDCG", "ndcg"))),
+    Benchmark("disco", "builders.disco:DiscoBuilder", "pipelines.samples.disco:write_disco_samples",
+              task="evaluator.disco:DiscoTask", demo_models=("baseline:mean",),
+              demo_headline=(("1 - MAPE", "one_minus_mape"), ("MAE", "mae"))),
+    Benchmark("vl-bias", "builders.vl_bias:VLBiasBuilder", "pipelines.samples.vl_bias:write_vl_bias_samples",
+              no_task_reason="measure a model's social bias with `vlbench counterbias --data DIR --model SPEC`"),
+)
+_BY_NAME = {b.name: b for b in BENCHMARKS}
 
 
 def builder_names() -> list[str]:
-    return sorted(BUILDERS)
+    return sorted(_BY_NAME)
+
+
+def get_benchmark(name: str) -> Benchmark:
+    if name not in _BY_NAME:
+        raise ParamsError(f"unknown benchmark '{name}'; known: {', '.join(builder_names())}")
+    return _BY_NAME[name]
 
 
 def get_builder(name: str):
     """An instance of the builder registered under `name`."""
-    if name not in BUILDERS:
-        raise ParamsError(f"unknown benchmark '{name}'; known: {', '.join(builder_names())}")
-    module, _, cls = BUILDERS[name].partition(":")
-    return getattr(importlib.import_module(module), cls)()
+    bench = get_benchmark(name)
+    return bench.load(bench.builder)()
+
+
+def get_task(name: str):
+    """The evaluation task of `name` (vl-bias has none: its reason says what to run instead)."""
+    bench = get_benchmark(name)
+    if bench.task is None:
+        raise ParamsError(f"{name} has no prediction file or perceptual score: {bench.no_task_reason}")
+    return bench.load(bench.task)()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from builders.base import Builder
 from builders.errors import SourceError
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
@@ -74,7 +75,7 @@ def qa_files(folder: Path) -> dict[str, Path]:
     return files
 
 
-class SocialIQBuilder:
+class SocialIQBuilder(Builder):
     name = "socialiq"
     params_class = SocialIQParams
     configs = ("answers", "pairs")

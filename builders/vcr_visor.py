@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders import vcr_visor_card
+from builders.base import Builder
 from builders.errors import ParamsError, SourceError
 from builders.nlp import NLIClassifier, SentenceEncoder
 from builders.result import BuildResult, RunStage, run_uncached
@@ -251,7 +252,7 @@ def _embed_images(rows: list[dict], images: Path) -> None:
         row["image"] = {"bytes": data, "path": row["img_fn"]}
 
 
-class VCRVisorBuilder:
+class VCRVisorBuilder(Builder):
     name = NAME
     params_class = VCRVisorParams
     configs = ("default",)
@@ -260,7 +261,6 @@ class VCRVisorBuilder:
     source_dir = "vcr"
     card_template = "vcr_visor.md"
     supports_images = True
-    published_blob_ids: dict[str, str] = {}
     description = "VCR-Visor: paired VCR val items that a text-only model cannot both answer (APQ, HPQ)"
     sources_help = "VCR v1.0 val.jsonl (23 fields per line)"
 

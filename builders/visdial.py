@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from builders.base import Builder
 from builders.errors import SourceError
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
@@ -59,7 +60,7 @@ def rows(dialogs: visdial.DialogFile, dense: dict[tuple[int, int], list[float]])
     return pa.table(cols, schema=features().arrow_schema)
 
 
-class VisDialBuilder:
+class VisDialBuilder(Builder):
     name = "visdial"
     params_class = VisDialParams
     configs = ("default",)

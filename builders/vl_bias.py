@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from builders.base import Builder
 from builders.errors import ParamsError
 from builders.markdown import table
 from builders.result import BuildResult, FigureSpec, RunStage, run_uncached
@@ -88,7 +89,7 @@ def samples_of(sources: dict, params: VLBiasParams) -> list[vl_bias.Sample]:
     return out
 
 
-class VLBiasBuilder:
+class VLBiasBuilder(Builder):
     name = "vl-bias"
     params_class = VLBiasParams
     configs = ("default",)

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders import vqa_card
+from builders.base import Builder
 from builders.errors import ParamsError
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import vqa
@@ -42,7 +43,7 @@ class VQACPParams:
             raise ParamsError(f"test_fraction={self.test_fraction}: expected a fraction in (0, 1)")
 
 
-class VQACPBuilder:
+class VQACPBuilder(Builder):
     name = "vqa-cp"
     params_class = VQACPParams
     configs = ("default",)

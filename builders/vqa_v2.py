@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from builders import vqa_card
+from builders.base import Builder
 from builders.errors import SourceError
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import vqa
@@ -69,7 +70,7 @@ def check_invariants(tables: dict[str, dict[str, pa.Table]], params: dict) -> li
     return problems
 
 
-class VQAv2Builder:
+class VQAv2Builder(Builder):
     name = "vqa-v2"
     params_class = VQAv2Params
     configs = ("default",)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from builders.errors import ModelError
 from builders.result import FigureSpec
+from evaluator.base import Task
 from evaluator.metrics.disco import counting_errors, counting_metrics
-from evaluator.models import ModelOptions, load_py_model, parse_spec, train_split
+from evaluator.models import ModelOptions, train_split
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_finite_number
@@ -32,13 +32,14 @@ def _rounded(metrics: dict) -> dict:
     return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in metrics.items()}
 
 
-class DiscoTask:
+class DiscoTask(Task):
     name = "disco"
     config = "default"
     default_split = "test"
     id_field, value_field, id_type = "id", "count", str
     value_check, value_desc = staticmethod(is_finite_number), "finite numbers"
     models_help = "baseline:mean (train-split mean count), features:<folder>, py:<module>:<factory>"
+    feature_heads = True
     # Seed 000 §4.4 / Table 5: image and audio. An image's content is named by the row id (the same
     # image_id has a high- and a low-quality version); the audio clip is named by image_id.
     modalities = (Modality("image", ("id", "image")),
@@ -50,22 +51,15 @@ class DiscoTask:
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("id").to_pylist()
 
-    def make_model(self, spec: str, options: ModelOptions):
-        kind, name = parse_spec(spec)
+    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
         if kind == "baseline" and name in ("mean", "majority"):
             return TrainMeanCount(train_split(options, self.config, spec))
-        if kind == "py":
-            return load_py_model(name)
-        if kind == "features":
-            from evaluator.models.features import feature_head
-
-            return feature_head(name, self, options, spec)
-        raise ModelError(f"--model {spec}: disco predictions come from {self.models_help}")
+        return None
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"id": i, "count": float(c)} for i, c in zip(self.ids(table), predictions)]
 
-    def per_sample(self, table: pa.Table, predictions: list) -> dict:
+    def per_sample(self, table: pa.Table, predictions: list, options=None) -> dict:
         """1 - APE per image (MAPE's complement); NaN for a zero count, which has no relative error."""
         errors = counting_errors(np.asarray(predictions), table.column("count").to_numpy())
         return {"one_minus_mape": 1.0 - errors["ape"]}
@@ -74,7 +68,7 @@ class DiscoTask:
         """The regression analogue of the majority vote: the training mean count."""
         return TrainMeanCount(train)
 
-    def score(self, table: pa.Table, predictions: dict, coverage: Coverage) -> dict:
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage, options=None) -> dict:
         ids = self.ids(table)
         keep = [i for i, k in enumerate(ids) if k in predictions]
         predicted = np.array([predictions[ids[i]] for i in keep])

@@ -9,15 +9,16 @@ import pyarrow as pa
 
 from builders.errors import ModelError
 from builders.gqa_ood_rules import PUBLISHED_ALPHAS
+from evaluator.base import Task
 from evaluator.metrics import gqa_ood as m
-from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.models import ModelOptions
 from evaluator.models.baselines import MostFrequentAnswer, QuestionPrior, RandomGroupAnswer
 from evaluator.perceptual import Modality
 from evaluator.report import LinePlot, markdown_table
 from evaluator.submission import Coverage, is_string
 
 
-class GQAOODTask:
+class GQAOODTask(Task):
     name = "gqa-ood"
     config = "all"
     default_split = "testdev"
@@ -39,14 +40,13 @@ class GQAOODTask:
     def majority(self, train: pa.Table) -> MostFrequentAnswer:
         return MostFrequentAnswer(train.column("answer").to_pylist())
 
-    def per_sample(self, table: pa.Table, predictions: list[str]) -> dict:
+    def per_sample(self, table: pa.Table, predictions: list[str], options=None) -> dict:
         return {"accuracy": m.exact_match(predictions, table.column("answer").to_pylist()).astype(np.float64)}
 
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("question_id").to_pylist()
 
-    def make_model(self, spec: str, options: ModelOptions):
-        kind, name = parse_spec(spec)
+    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
         if kind == "baseline" and name == "prior":
             if options.train_file is None:
                 raise ModelError("baseline:prior is fitted on GQA training questions: pass --train-file "
@@ -54,18 +54,16 @@ class GQAOODTask:
             return QuestionPrior(options.train_file)
         if kind == "baseline" and name == "random":
             return RandomGroupAnswer(options.seed)
-        if kind == "py":
-            return load_py_model(name)
         if kind == "hf":
             from evaluator.models.hf_vqa import load_vqa_model
 
             return load_vqa_model(name, options, None, image_key="imageId")
-        raise ModelError(f"--model {spec}: gqa-ood predictions come from {self.models_help}")
+        return None
 
     def predictions_file(self, table: pa.Table, predictions: list[str]) -> list[dict]:
         return [{"questionId": q, "prediction": p} for q, p in zip(self.ids(table), predictions)]
 
-    def score(self, table: pa.Table, predictions: dict[str, str], coverage: Coverage) -> dict:
+    def score(self, table: pa.Table, predictions: dict[str, str], coverage: Coverage, options=None) -> dict:
         """acc-all/head/tail, alpha curves (Fig. 3) and the reasoning-label matrix (Fig. 5a)."""
         keep = np.array([q in predictions for q in self.ids(table)], dtype=bool)
         scored = table.filter(pa.array(keep))

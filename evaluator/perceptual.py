@@ -83,7 +83,7 @@ def draw_rng(seed: int, repeat: int, modality: str) -> np.random.Generator:
 
 def resolve_modalities(task, table: pa.Table, wanted: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """The task's modalities (or the named subset) with the columns present in this table."""
-    declared = getattr(task, "modalities", None)
+    declared = task.modalities
     if not declared:
         raise ParamsError(f"{task.name} declares no modalities, so it has no perceptual score")
     by_name = {m.name: m for m in declared}
@@ -124,8 +124,7 @@ class _Passes:
     def _metrics(self, predictions) -> dict[str, np.ndarray]:
         if len(predictions) != self.rows.num_rows:
             raise ModelError(f"the model returned {len(predictions)} predictions for {self.rows.num_rows} rows")
-        args = () if self.score_options is None else (self.score_options,)
-        return self.task.per_sample(self.rows, predictions, *args)
+        return self.task.per_sample(self.rows, predictions, self.score_options)
 
     def unpermuted(self) -> tuple[list, dict[str, np.ndarray]]:
         if self.encodings is None:
@@ -219,8 +218,7 @@ def check_by_column(table: pa.Table, column: str) -> None:
 
 def _majority_values(task, train: pa.Table, rows: pa.Table, score_options) -> dict[str, np.ndarray]:
     predictions = task.majority(train).predict(rows)
-    args = () if score_options is None else (score_options,)
-    return task.per_sample(rows, predictions, *args)
+    return task.per_sample(rows, predictions, score_options)
 
 
 def _add_majority(result: PerceptualResult, task, table: pa.Table, train: pa.Table, by: str | None,

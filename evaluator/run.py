@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 from pathlib import Path
 
@@ -11,30 +10,11 @@ import pyarrow as pa
 
 from builders.errors import ModelError, ParamsError
 from builders.params import apply_overrides
+from builders.registry import get_task
 from evaluator.data import load_table, pick_split, resolve_data
 from evaluator.models import ModelOptions
 from evaluator.report import check_output_file, check_report_folder, write_atomically, write_report
 from evaluator.submission import load_predictions, match_ids
-
-TASKS = {
-    "disco": "evaluator.disco:DiscoTask",
-    "gqa-ood": "evaluator.gqa_ood:GQAOODTask",
-    "socialiq": "evaluator.socialiq:SocialIQTask",
-    "vcr-visor": "evaluator.vcr_visor:VCRVisorTask",
-    "visdial": "evaluator.visdial:VisDialTask",
-    "vqa-cp": "evaluator.vqa:vqa_cp_task",
-    "vqa-v2": "evaluator.vqa:vqa_v2_task",
-}
-
-
-def get_task(bench: str):
-    if bench == "vl-bias":
-        raise ParamsError("vl-bias has no prediction file or perceptual score: measure a model's social bias "
-                          "with `vlbench counterbias --data DIR --model SPEC`")
-    if bench not in TASKS:
-        raise ParamsError(f"unknown benchmark '{bench}' for evaluation; known: {', '.join(sorted(TASKS))}")
-    module, _, cls = TASKS[bench].partition(":")
-    return getattr(importlib.import_module(module), cls)()
 
 
 def _open(task, data: str, split: str | None):
@@ -45,7 +25,7 @@ def _open(task, data: str, split: str | None):
 
 def task_options(task, assignments: list[str]):
     """The task's scoring options with `--set KEY=VALUE` applied (tasks without options take none)."""
-    if not hasattr(task, "options_class"):
+    if task.options_class is None:
         if assignments:
             raise ParamsError(f"--set: {task.name} has no scoring options")
         return None
@@ -80,8 +60,7 @@ def evaluate(bench: str, data: str, predictions: Path, split: str | None = None,
                              task.value_desc)
     coverage = match_ids(predictions, preds, task.ids(table), task.id_field, allow_partial, allow_extra)
     metrics = {"benchmark": bench, "split": split, "predictions": Path(predictions).name,
-               **(task.score(table, preds, coverage) if options is None
-                  else task.score(table, preds, coverage, options))}
+               **task.score(table, preds, coverage, options)}
     if report is not None:
         markdown, plots = task.report(metrics, Path(predictions).stem)
         write_report(report, metrics, markdown, plots)
@@ -92,10 +71,11 @@ def _training_table(task, folder: Path, options: ModelOptions):
     """The rows Eq. 4's majority vote is fitted on: the task's own source, else the train split."""
     from evaluator.data import available_splits
 
-    if getattr(task, "majority", None) is None:
+    if not task.has_majority:
         return None
-    if hasattr(task, "training_table"):
-        return task.training_table(options)
+    own = task.training_table(options)
+    if own is not None:
+        return own
     return load_table(folder, task.config, "train") if "train" in available_splits(folder, task.config) else None
 
 
@@ -149,8 +129,7 @@ def perceptual_score(bench: str, data: str, model: str, options, split: str | No
                "all": p.summarise(result), "notes": result.notes}
     if options.by is not None:
         metrics["by"] = {"column": options.by, "groups": p.decompose(result, table.column(options.by).to_pylist())}
-    if hasattr(task, "perceptual_extras"):  # benchmark-specific analyses (VQA: Table 2)
-        metrics.update(task.perceptual_extras(table, train, result))
+    metrics.update(task.perceptual_extras(table, train, result))  # benchmark-specific analyses (VQA: Table 2)
     if report is not None:
         labels = task.metric_labels
         first = next(iter(labels))

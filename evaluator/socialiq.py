@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from builders.errors import ModelError, SubmissionError
+from builders.errors import SubmissionError
 from builders.result import FigureSpec
+from evaluator.base import Task
 from evaluator.metrics.socialiq import binary_correct, pair_correct
-from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.models import ModelOptions
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_finite_number
@@ -44,13 +45,14 @@ class MajorityLabel:
         return [self.score] * table.num_rows
 
 
-class SocialIQTask:
+class SocialIQTask(Task):
     name = "socialiq"
     config = "answers"
     default_split = "validation"
     id_field, value_field, id_type = "id", "score", str
     value_check, value_desc = staticmethod(is_finite_number), "finite numbers"
     models_help = "baseline:answer-sentiment, baseline:majority, features:<folder>, py:<module>:<factory>"
+    feature_heads = True
     # Seed 000 §4.2 / Table 3: video, question and answer; the label stays with its sample.
     modalities = (Modality("video", ("video_id",)), Modality("question", ("question",)),
                   Modality("answer", ("answer",)))
@@ -61,30 +63,23 @@ class SocialIQTask:
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("id").to_pylist()
 
-    def make_model(self, spec: str, options: ModelOptions):
-        kind, name = parse_spec(spec)
+    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
         if kind == "baseline" and name == "answer-sentiment":
             return AnswerSentiment()
         if kind == "baseline" and name == "majority":
             return MajorityLabel()
-        if kind == "py":
-            return load_py_model(name)
-        if kind == "features":
-            from evaluator.models.features import feature_head
-
-            return feature_head(name, self, options, spec)
-        raise ModelError(f"--model {spec}: socialiq predictions come from {self.models_help}")
+        return None
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"id": i, "score": float(s)} for i, s in zip(self.ids(table), predictions)]
 
-    def per_sample(self, table: pa.Table, predictions: list) -> dict:
+    def per_sample(self, table: pa.Table, predictions: list, options=None) -> dict:
         return {"accuracy": binary_correct(np.asarray(predictions, dtype=np.float64), table.column("label").to_numpy())}
 
     def majority(self, train: pa.Table) -> MajorityLabel:
         return MajorityLabel(train)
 
-    def score(self, table: pa.Table, predictions: dict, coverage: Coverage) -> dict:
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage, options=None) -> dict:
         """Answer-level accuracy over scored answers; A2 over the pairs whose two answers are scored."""
         rows = table.select(["id", "video_id", "question_index", "label"]).to_pylist()
         scored = [r for r in rows if r["id"] in predictions]

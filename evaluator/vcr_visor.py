@@ -7,8 +7,9 @@ import pyarrow as pa
 
 from builders.errors import SubmissionError
 from builders.result import FigureSpec
+from evaluator.base import Task
 from evaluator.metrics import vcr_visor as m
-from evaluator.models import ModelOptions, parse_spec
+from evaluator.models import ModelOptions
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_score_list
@@ -20,7 +21,7 @@ def _pct(values: np.ndarray) -> float | None:
     return round(100.0 * float(values.mean()), 4) if values.size else None
 
 
-class VCRVisorTask:
+class VCRVisorTask(Task):
     name = "vcr-visor"
     config = "default"
     default_split = "val"
@@ -38,22 +39,21 @@ class VCRVisorTask:
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("id").to_pylist()
 
-    def make_model(self, spec: str, options: ModelOptions):
+    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
         from evaluator.models import vcr
 
-        kind, name = parse_spec(spec)
-        return vcr.make_scorer(kind, name, options, self.models_help)
+        return vcr.make_scorer(kind, name, options)
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"id": i, "scores": [float(s) for s in scores]} for i, scores in zip(self.ids(table), predictions)]
 
-    def per_sample(self, table: pa.Table, predictions: list) -> dict:
+    def per_sample(self, table: pa.Table, predictions: list, options=None) -> dict:
         """Sub-question accuracy: the correct response has the larger score (Eq. 2's P > 0.5)."""
         scores = np.asarray(predictions, dtype=np.float64).reshape(-1, 2)
         labels = table.column("label").to_numpy().astype(np.int64)
         return {"accuracy": m.sub_question_accuracy(m.correct_probability(scores, labels))}
 
-    def score(self, table: pa.Table, predictions: dict, coverage: Coverage) -> dict:
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage, options=None) -> dict:
         """APQ and HPQ per pair (both sub-questions must be scored), accuracy per sub-question."""
         rows = table.select(["id", "pair_id", "sub_question", "reasoning_type", "label"]).to_pylist()
         scored = [r for r in rows if r["id"] in predictions]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from builders.errors import ModelError
 from builders.result import FigureSpec
+from evaluator.base import Task
 from evaluator.metrics import visdial as m
-from evaluator.models import ModelOptions, load_py_model, parse_spec, row_random
+from evaluator.models import ModelOptions, row_random
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_rank_permutation
@@ -47,7 +47,7 @@ class AnswerFrequencyRanks:
         return m.scores_to_ranks(scores).tolist()
 
 
-class VisDialTask:
+class VisDialTask(Task):
     name = "visdial"
     config = "default"
     default_split = "val"
@@ -63,23 +63,20 @@ class VisDialTask:
     def ids(self, table: pa.Table) -> list[tuple[int, int]]:
         return list(zip(table.column("image_id").to_pylist(), table.column("round_id").to_pylist()))
 
-    def make_model(self, spec: str, options: ModelOptions):
-        kind, name = parse_spec(spec)
+    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
         if kind == "baseline" and name == "random":
             return RandomRanks(options.seed)
         if kind == "baseline" and name == "majority":
             from evaluator.models import train_split
 
             return AnswerFrequencyRanks(train_split(options, self.config, spec))
-        if kind == "py":
-            return load_py_model(name)
-        raise ModelError(f"--model {spec}: visdial predictions come from {self.models_help}")
+        return None
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"image_id": i, "round_id": r, "ranks": [int(x) for x in ranks]}
                 for (i, r), ranks in zip(self.ids(table), predictions)]
 
-    def per_sample(self, table: pa.Table, predictions: list) -> dict:
+    def per_sample(self, table: pa.Table, predictions: list, options=None) -> dict:
         """MRR (1 / rank of the ground truth) per round; NDCG per densely annotated round, NaN elsewhere."""
         ranks = np.asarray(predictions, dtype=np.int64).reshape(-1, OPTIONS)
         mrr = 1.0 / m.gt_ranks(ranks, table.column("gt_index").to_numpy())
@@ -93,7 +90,7 @@ class VisDialTask:
     def majority(self, train: pa.Table) -> AnswerFrequencyRanks:
         return AnswerFrequencyRanks(train)
 
-    def score(self, table: pa.Table, predictions: dict, coverage: Coverage) -> dict:
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage, options=None) -> dict:
         """R@k, mean rank and MRR over every scored round; NDCG over the densely annotated ones."""
         ids = self.ids(table)
         keep = np.array([k in predictions for k in ids], dtype=bool)

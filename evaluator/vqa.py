@@ -10,10 +10,10 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from builders.errors import ModelError
 from builders.result import FigureSpec
+from evaluator.base import Task
 from evaluator.metrics.vqa import vqa_accuracy
-from evaluator.models import ModelOptions, load_py_model, parse_spec, train_split
+from evaluator.models import ModelOptions, train_split
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_string
@@ -60,13 +60,14 @@ def _by(keys: list[str], scores: np.ndarray) -> dict[str, dict]:
     return {k: {"questions": len(idx), "accuracy": _pct(scores[idx])} for k, idx in sorted(groups.items())}
 
 
-class VQATask:
+class VQATask(Task):
     """Shared by vqa-v2 (default split validation) and vqa-cp (default split test)."""
 
     config = "default"
     id_field, value_field, id_type = "question_id", "answer", int
     value_check, value_desc = staticmethod(is_string), "strings"
     options_class = VQAOptions
+    feature_heads = True
     models_help = ("baseline:prior, baseline:majority (fitted on the dataset's train split), "
                    "hf:<ViltForQuestionAnswering>, hf:<CLIP dual encoder>, features:<folder>, py:<module>:<factory>")
     # Seed 000 §4.1: image and question; the question type is read off the question, so it moves with it.
@@ -80,23 +81,17 @@ class VQATask:
     def ids(self, table: pa.Table) -> list[int]:
         return table.column("question_id").to_pylist()
 
-    def make_model(self, spec: str, options: ModelOptions):
-        kind, name = parse_spec(spec)
+    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
         if kind == "baseline" and name in ("prior", "majority"):
             return TrainPrior(train_split(options, self.config, spec), per_type=name == "prior")
-        if kind == "py":
-            return load_py_model(name)
         if kind == "hf":
             from evaluator.models.hf_vqa import load_vqa_model
 
             return load_vqa_model(name, options, lambda: train_split(options, self.config, spec))
-        if kind == "features":
-            from evaluator.models.features import feature_head
+        return None
 
-            return feature_head(name, self, options, spec)
-        raise ModelError(f"--model {spec}: {self.name} predictions come from {self.models_help}")
-
-    def per_sample(self, table: pa.Table, predictions: list[str], options: VQAOptions = VQAOptions()) -> dict:
+    def per_sample(self, table: pa.Table, predictions: list[str], options: VQAOptions | None = None) -> dict:
+        options = options or VQAOptions()
         return {"vqa_accuracy": vqa_accuracy(predictions, table.column("answers"), options.rule)}
 
     def majority(self, train: pa.Table) -> TrainPrior:
@@ -120,7 +115,8 @@ class VQATask:
     def predictions_file(self, table: pa.Table, predictions: list[str]) -> list[dict]:
         return [{"question_id": q, "answer": a} for q, a in zip(self.ids(table), predictions)]
 
-    def score(self, table: pa.Table, predictions: dict, coverage: Coverage, options: VQAOptions = VQAOptions()) -> dict:
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage, options: VQAOptions | None = None) -> dict:
+        options = options or VQAOptions()
         keep = pa.array([q in predictions for q in self.ids(table)])
         scored = table.filter(keep)
         scores = vqa_accuracy([predictions[q] for q in self.ids(scored)], scored.column("answers"),

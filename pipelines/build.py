@@ -43,8 +43,7 @@ def gc_paused():
 def source_folder(builder, source: Path, params) -> Path:
     """SOURCE may be the benchmark's own folder or a sources root holding it (as sample-sources writes);
     a builder whose raw format depends on its params names the folder with `source_dir_for(params)`."""
-    name = builder.source_dir_for(params) if hasattr(builder, "source_dir_for") else builder.source_dir
-    nested = source / name
+    nested = source / builder.source_dir_for(params)
     return nested if nested.is_dir() else source
 
 
@@ -106,7 +105,7 @@ def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = No
     source = source_folder(builder, given, params)
     extra = {}
     if images is not None:
-        if not getattr(builder, "supports_images", False):
+        if not builder.supports_images:
             raise ParamsError(f"--images: {bench} has no images to embed")
         if not Path(images).is_dir():
             raise ParamsError(f"--images {images}: " + ("is a file, expected a folder" if Path(images).exists()

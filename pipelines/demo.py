@@ -4,30 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builders.nlp import PACKAGED_MINILM
+from builders.registry import BENCHMARKS
 from evaluator.models import ModelOptions
 from evaluator.perceptual import PerceptualOptions
 from evaluator.run import evaluate, perceptual_score, predict
 from pipelines.build import run_build
 from pipelines.samples import write_samples
 from pipelines.verify import verify
-
-# benchmark, build overrides (offline: packaged MiniLM, no NLI filter; VQA-CP re-split from VQA v2),
-# blind baselines, and the headline metrics printed for each.
-PLAN = [
-    ("gqa-ood", [], ["baseline:prior", "baseline:random"], [("acc-all", "acc_all"), ("acc-tail", "acc_tail"),
-                                                           ("acc-head", "acc_head")]),
-    ("vcr-visor", [f"sbert_model={PACKAGED_MINILM}", "nli_model=none"], ["baseline:random"],
-     [("APQ", "apq"), ("HPQ", "hpq"), ("accuracy", "accuracy")]),
-    ("vqa-v2", [], ["baseline:prior"], [("VQA accuracy", "accuracy")]),
-    ("vqa-cp", ["mode=regenerate"], ["baseline:prior"], [("VQA accuracy", "accuracy")]),
-    ("socialiq", [], ["baseline:majority", "baseline:answer-sentiment"], [("accuracy", "accuracy"), ("A2", "a2")]),
-    ("visdial", [], ["baseline:random"], [("MRR", "mrr"), ("R@10", "r@10"), ("NDCG", "ndcg")]),
-    ("disco", [], ["baseline:mean"], [("1 - MAPE", "one_minus_mape"), ("MAE", "mae")]),
-    ("vl-bias", [], [], []),  # measured with CounterBias below
-]
-# Perceptual scores of blind baselines (Gat et al., NeurIPS 2021): each reads one modality, so only that one scores.
-PERCEPTUAL = [("socialiq", "baseline:answer-sentiment", None), ("vqa-cp", "baseline:prior", "answer_type")]
 
 
 def run_demo(out: Path, echo=print) -> dict:
@@ -37,9 +20,10 @@ def run_demo(out: Path, echo=print) -> dict:
     echo(f"sample sources: {sources}")
     options = ModelOptions(train_file=sources / "gqa" / "train_balanced_questions.json")
     results: dict = {}
-    for bench, assignments, models, headline in PLAN:
+    for benchmark in BENCHMARKS:
+        bench, models, headline = benchmark.name, benchmark.demo_models, benchmark.demo_headline
         dataset = out / bench
-        run_build(bench, sources, dataset, assignments=assignments, legacy_json=bench == "gqa-ood")
+        run_build(bench, sources, dataset, assignments=list(benchmark.demo_build), legacy_json=benchmark.legacy_json)
         problems = verify(dataset).problems
         echo(f"{bench:10s} {dataset} (card: README.md; verify: {'ok' if not problems else problems[0]})")
         for spec in models:
@@ -51,7 +35,9 @@ def run_demo(out: Path, echo=print) -> dict:
             results[f"{bench}:{name}"] = metrics
             shown = "  ".join(f"{label} {_fmt(metrics[key])}" for label, key in headline)
             echo(f"  {spec:26s} {split:10s} {shown}   report: {report / 'report.md'}")
-    for bench, spec, by in PERCEPTUAL:
+    # Perceptual scores of blind baselines (Gat et al., NeurIPS 2021): each reads one modality, so only
+    # that one scores.
+    for bench, spec, by in [(b.name, spec, by) for b in BENCHMARKS for spec, by in b.demo_perceptual]:
         report = out / "reports" / f"perceptual-{bench}-{spec.split(':', 1)[1]}"
         metrics = perceptual_score(bench, str(out / bench), spec, PerceptualOptions(by=by), report=report)
         results[f"perceptual:{bench}:{spec}"] = metrics

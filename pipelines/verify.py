@@ -99,7 +99,7 @@ def verify(folder: Path) -> Verification:
         tables = {c: {s: load_table(folder, c, s) for s in manifest["splits"]} for c in builder.configs}
         report.problems += table_problems(builder, tables, manifest["params"])
         report.checked.append("invariants of " + manifest["benchmark"] + " and finite numbers in every table")
-    published = getattr(builder, "published_blob_ids", {})
+    published = builder.published_blob_ids
     for rel in sorted(listed):
         if rel in published:
             report.published[rel] = (folder / rel).is_file() and git_blob_id(folder / rel) == published[rel]

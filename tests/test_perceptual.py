@@ -149,8 +149,9 @@ def test_bad_inputs():
     with pytest.raises(ParamsError, match="at least 1"):
         perceptual(task, AnswerLookup(), table, PerceptualOptions(permutations=0))
 
-    class NoModalities:
+    class NoModalities:  # evaluator.base.Task's default: no modalities declared
         name = "toy"
+        modalities = ()
 
     with pytest.raises(ParamsError, match="toy declares no modalities"):
         perceptual(NoModalities(), AnswerLookup(), table)

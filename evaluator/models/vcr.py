@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from builders.errors import ModelError
 from builders.nlp import torch_device
-from evaluator.models import ModelOptions, hf_config, load_py_model, row_random
+from evaluator.models import ModelOptions, hf_config, row_random
 
 
 class RandomScores:
@@ -60,11 +60,10 @@ class CrossEncoderScorer:
         return np.array(scores).reshape(-1, 2).tolist()
 
 
-def make_scorer(kind: str, name: str, options: ModelOptions, models_help: str):
+def make_scorer(kind: str, name: str, options: ModelOptions):
+    """The VCR-Visor scorer of a `baseline:` or `hf:` spec, or None."""
     if kind == "baseline" and name == "random":
         return RandomScores(options.seed)
-    if kind == "py":
-        return load_py_model(name)
     if kind == "hf":
         config = hf_config(name)
         if config.model_type == "clip":
@@ -75,4 +74,4 @@ def make_scorer(kind: str, name: str, options: ModelOptions, models_help: str):
             return CrossEncoderScorer(name, options)
         raise ModelError(f"hf:{name}: a {config.model_type} model is neither a CLIP dual encoder nor a "
                          "sequence-classification cross-encoder")
-    raise ModelError(f"--model {kind}:{name}: vcr-visor scores come from {models_help}")
+    return None

@@ -8,24 +8,14 @@ import tempfile
 from pathlib import Path
 
 from builders.errors import ParamsError
-from pipelines.samples.disco import write_disco_samples
-from pipelines.samples.gqa import write_gqa_samples
-from pipelines.samples.socialiq import write_socialiq_samples
-from pipelines.samples.vcr import write_vcr_samples
-from pipelines.samples.visdial import write_visdial_samples
-from pipelines.samples.vl_bias import write_vl_bias_samples
-from pipelines.samples.vqa import write_vqa_samples
+from builders.registry import BENCHMARKS
 
-# name -> writer(root, scale) -> written paths, under ROOT/<source_dir>/ of the builders it serves
-SAMPLE_WRITERS = {
-    "disco": write_disco_samples,
-    "gqa": write_gqa_samples,
-    "socialiq": write_socialiq_samples,
-    "vcr": write_vcr_samples,
-    "visdial": write_visdial_samples,
-    "vl_bias": write_vl_bias_samples,
-    "vqa": write_vqa_samples,  # vqa_v2/ and vqa_cp/
-}
+
+def sample_writers() -> list:
+    """The registry's sample writers, each once (vqa-v2 and vqa-cp share one): writer(root, scale)
+    writes under ROOT/<source_dir>/ and returns the written paths."""
+    refs = sorted({bench.samples: bench for bench in BENCHMARKS}.items())
+    return [bench.load(ref) for ref, bench in refs]
 
 
 def write_samples(root: Path, scale: int = 1) -> list[Path]:
@@ -43,8 +33,8 @@ def write_samples(root: Path, scale: int = 1) -> list[Path]:
     staging = Path(tempfile.mkdtemp(prefix=f".{root.name}.samples-", dir=root.parent))
     try:
         rels = []
-        for name in sorted(SAMPLE_WRITERS):
-            rels += [p.relative_to(staging) for p in SAMPLE_WRITERS[name](staging, scale)]
+        for writer in sample_writers():
+            rels += [p.relative_to(staging) for p in writer(staging, scale)]
         for rel in rels:
             target = root / rel
             if target.is_dir() or (target.exists() and target.read_bytes() != (staging / rel).read_bytes()):

@@ -1,0 +1,48 @@
+"""The build contract of a benchmark: a `Builder` subclass declares its configs, splits, sources and
+card, finds its raw files, builds typed tables, and states the invariants `verify` checks.
+
+Required: the class attributes below without a default, and `locate_sources`, `build`,
+`check_invariants`. Optional (defaults here): `source_dir_for` (a raw format chosen by the params),
+`supports_images` (`build --images DIR` embeds images, passed to `build` as `images=`), and
+`published_blob_ids` (git blob ids of the published legacy files that `verify` compares with).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+import pyarrow as pa
+
+from builders.result import BuildResult, RunStage
+
+
+class Builder(ABC):
+    name: ClassVar[str]  # the benchmark's registry name
+    params_class: ClassVar[type]  # a frozen dataclass whose defaults are the published recipe
+    configs: ClassVar[tuple[str, ...]]  # hub configs (one folder of parquet shards each)
+    default_config: ClassVar[str]
+    splits: ClassVar[tuple[str, ...]]
+    source_dir: ClassVar[str]  # the raw sources' folder under a sources root (as sample-sources writes)
+    card_template: ClassVar[str]  # file name in data_cards/
+    description: ClassVar[str]  # one line for `vlbench list`
+    sources_help: ClassVar[str]  # the raw files it reads, for `vlbench list`
+    supports_images: ClassVar[bool] = False
+    published_blob_ids: ClassVar[dict[str, str]] = {}
+
+    def source_dir_for(self, params) -> str:
+        """The raw sources' folder for these params (a builder that reads two formats overrides it)."""
+        return self.source_dir
+
+    @abstractmethod
+    def locate_sources(self, source: Path, splits: list[str], params) -> dict:
+        """{source key: path or tuple of paths} of the raw files to read; missing files are SourceErrors."""
+
+    @abstractmethod
+    def build(self, sources: dict, params, run_stage: RunStage, **extra) -> BuildResult:
+        """Tables, statistics, card fields, figures and legacy files, each stage through `run_stage`."""
+
+    @abstractmethod
+    def check_invariants(self, tables: dict[str, dict[str, pa.Table]], params: dict) -> list[str]:
+        """What must hold in the built tables; `build` refuses and `verify` reports any problem."""

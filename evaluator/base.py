@@ -1,0 +1,96 @@
+"""The evaluation contract of a benchmark: a `Task` subclass declares its submission format, its
+metrics and its models; `vlbench predict`, `evaluate` and `perceptual` call only these hooks.
+
+Required: the class attributes below without a default, and `ids`, `predictions_file`,
+`per_sample`, `score`, `report`. Optional (defaults here): scoring options (`options_class`), the
+majority vote of the perceptual score (`majority`), where its training rows come from
+(`training_table`), benchmark-specific perceptual analyses (`perceptual_extras`), the model kinds it
+builds (`adapter`), and whether `features:<folder>` heads apply (`feature_heads`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable, ClassVar
+
+import pyarrow as pa
+
+from builders.errors import ModelError
+from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.submission import Coverage
+
+
+class Task(ABC):
+    name: ClassVar[str]
+    config: ClassVar[str]  # the built config the task reads
+    default_split: ClassVar[str]  # the split scored when --split is not given
+    id_field: ClassVar[str | tuple[str, ...]]  # the submission's id field(s)
+    value_field: ClassVar[str]  # the submission's prediction field
+    id_type: ClassVar[type]
+    value_check: ClassVar[Callable[[Any], bool]]  # wrap with staticmethod in the subclass
+    value_desc: ClassVar[str]  # what value_check accepts, for error messages
+    models_help: ClassVar[str]  # the model specs this task takes, for --help and errors
+    metric_labels: ClassVar[dict[str, str]]  # per-sample metric -> table label (perceptual report)
+    layout: ClassVar[str]  # perceptual report layout: "by-subset" or "by-model"
+    modalities: ClassVar[tuple] = ()  # perceptual-score modalities (evaluator.perceptual.Modality)
+    options_class: ClassVar[type | None] = None  # scoring options set with `evaluate --set KEY=VALUE`
+    feature_heads: ClassVar[bool] = False  # `features:<folder>` heads fitted on the train split
+    has_majority: ClassVar[bool]  # set from whether the subclass defines `majority`
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.has_majority = cls.majority is not Task.majority
+
+    # -- submissions and metrics --------------------------------------------------------------
+    @abstractmethod
+    def ids(self, table: pa.Table) -> list:
+        """The submission ids of the split's rows, in row order."""
+
+    @abstractmethod
+    def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
+        """A model's per-row predictions as the benchmark's submission entries."""
+
+    @abstractmethod
+    def per_sample(self, table: pa.Table, predictions: list, options=None) -> dict:
+        """{metric: per-row values} of per-row predictions (the perceptual score averages these)."""
+
+    @abstractmethod
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage, options=None) -> dict:
+        """The benchmark's metrics of a validated submission ({id: value}) on the split."""
+
+    @abstractmethod
+    def report(self, metrics: dict, title: str) -> tuple[str, list]:
+        """report.md text and the plots it links."""
+
+    # -- perceptual score ---------------------------------------------------------------------
+    def majority(self, train: pa.Table):
+        """The majority-vote model of Gat et al., NeurIPS 2021, Eq. 4 (a subclass that has one
+        overrides this)."""
+        raise NotImplementedError(f"{self.name} has no majority vote")
+
+    def training_table(self, options: ModelOptions) -> pa.Table | None:
+        """Rows the majority vote is fitted on when the built folder has no train split (None: use it)."""
+        return None
+
+    def perceptual_extras(self, table: pa.Table, train: pa.Table | None, result) -> dict:
+        """Benchmark-specific analyses added to the perceptual metrics (VQA: Table 2's token analysis)."""
+        return {}
+
+    # -- models -------------------------------------------------------------------------------
+    def make_model(self, spec: str, options: ModelOptions):
+        """`py:` specs for every task, `features:` where `feature_heads`, the rest from `adapter`."""
+        kind, name = parse_spec(spec)
+        if kind == "py":
+            return load_py_model(name)
+        if kind == "features" and self.feature_heads:
+            from evaluator.models.features import feature_head
+
+            return feature_head(name, self, options, spec)
+        model = self.adapter(kind, name, spec, options)
+        if model is None:
+            raise ModelError(f"--model {spec}: {self.name} predictions come from {self.models_help}")
+        return model
+
+    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
+        """The model of a `baseline:` or `hf:` spec, or None when this task has no such model."""
+        return None
