@@ -40,7 +40,7 @@ class DiscoTask(Task):
     value_check, value_desc = staticmethod(is_finite_number), "finite numbers"
     models_help = "baseline:mean (train-split mean count), features:<folder>, py:<module>:<factory>"
     feature_heads = True
-    # Seed 000 §4.4 / Table 5: image and audio. An image's content is named by the row id (the same
+    # Gat et al., NeurIPS 2021, §4.4 / Table 5: image and audio. An image's content is named by the row id (the same
     # image_id has a high- and a low-quality version); the audio clip is named by image_id.
     modalities = (Modality("image", ("id", "image")),
                   Modality("audio", ("image_id", "audio", "sample_rate", "audio_frames")))

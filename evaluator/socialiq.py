@@ -17,7 +17,7 @@ from evaluator.submission import Coverage, is_finite_number
 
 
 class AnswerSentiment:
-    """Seed 000 Table 3's NLTK-Sentiment row, no training: the VADER compound polarity of the answer
+    """Gat et al. (NeurIPS 2021) Table 3's NLTK-Sentiment row, no training: the VADER compound polarity of the answer
     text (in [-1, 1]; > 0 reads as 'correct'). vaderSentiment ships the VADER lexicon NLTK downloads."""
 
     input_columns = ("answer",)
@@ -53,7 +53,7 @@ class SocialIQTask(Task):
     value_check, value_desc = staticmethod(is_finite_number), "finite numbers"
     models_help = "baseline:answer-sentiment, baseline:majority, features:<folder>, py:<module>:<factory>"
     feature_heads = True
-    # Seed 000 §4.2 / Table 3: video, question and answer; the label stays with its sample.
+    # Gat et al., NeurIPS 2021, §4.2 / Table 3: video, question and answer; the label stays with its sample.
     modalities = (Modality("video", ("video_id",)), Modality("question", ("question",)),
                   Modality("answer", ("answer",)))
     metric_labels = {"accuracy": "Acc"}

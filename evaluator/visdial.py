@@ -31,7 +31,7 @@ class RandomRanks:
 
 
 class AnswerFrequencyRanks:
-    """Seed 000 §4.3's majority ranking: options ordered by how often they are the answer in the
+    """Gat et al. (NeurIPS 2021) §4.3's majority ranking: options ordered by how often they are the answer in the
     training split (ties keep option order)."""
 
     input_columns = ("options",)
@@ -54,7 +54,7 @@ class VisDialTask(Task):
     id_field, value_field, id_type = ("image_id", "round_id"), "ranks", int
     value_check, value_desc = staticmethod(is_rank_permutation(OPTIONS)), "permutations of 1..100"
     models_help = "baseline:random, baseline:majority, py:<module>:<factory> (predict(table) -> ranks per row)"
-    # Seed 000 §4.3 / Table 4: image, question, caption and dialog history; options and labels stay.
+    # Gat et al., NeurIPS 2021, §4.3 / Table 4: image, question, caption and dialog history; options and labels stay.
     modalities = (Modality("image", ("image_id",)), Modality("question", ("question",)),
                   Modality("caption", ("caption",)), Modality("history", ("history",)))
     metric_labels = {"mrr": "MRR", "ndcg": "NDCG"}
