@@ -70,7 +70,8 @@ class VQATask(Task):
     feature_heads = True
     models_help = ("baseline:prior, baseline:majority (fitted on the dataset's train split), "
                    "hf:<ViltForQuestionAnswering>, hf:<CLIP dual encoder>, features:<folder>, py:<module>:<factory>")
-    # Gat et al., NeurIPS 2021, §4.1: image and question; the question type is read off the question, so it moves with it.
+    # Gat et al., NeurIPS 2021, §4.1: image and question; the question type is read off the question, so
+    # it moves with it.
     modalities = (Modality("image", ("image_id", "coco_split")), Modality("question", ("question", "question_type")))
     metric_labels = {"vqa_accuracy": "Acc"}
     layout = "by-subset"  # Table 1: rows are question (answer) types
@@ -99,7 +100,8 @@ class VQATask(Task):
         return TrainPrior(train, per_type=False)
 
     def perceptual_extras(self, table: pa.Table, train: pa.Table | None, result) -> dict:
-        """Gat et al., NeurIPS 2021, Table 2: yes/no proportions by question start token, with the image's sample scores."""
+        """Gat et al., NeurIPS 2021, Table 2: yes/no proportions by question start token, with the image's
+        sample scores."""
         from evaluator.perceptual import sample_scores
         from evaluator.perceptual_report import token_analysis
 

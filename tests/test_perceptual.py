@@ -21,7 +21,8 @@ from evaluator.perceptual import (
 )
 from evaluator.socialiq import SocialIQTask
 
-# Gat et al., NeurIPS 2021, Tables 1, 3, 4, 5: (Acc_M, Acc_M\{m}, majority accuracy) -> (P_m, P_m/Z_D, P_m/Z_{D,f}), in %.
+# Gat et al., NeurIPS 2021, Tables 1, 3, 4, 5: (Acc_M, Acc_M\{m}, majority accuracy) ->
+# (P_m, P_m/Z_D, P_m/Z_{D,f}), in %.
 PAPER_ROWS = [
     ("Table 1 LXMERT VQAv2 All, image", 68.97, 36.46, 31.42, 32.51, 47.40, 47.14),
     ("Table 3 Baseline, answer", 64.84, 56.73, 57.14, 8.11, 18.92, 12.51),
