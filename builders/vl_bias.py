@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from builders.base import Builder
 from builders.errors import ParamsError
 from builders.markdown import table
+from builders.params import param
 from builders.result import BuildResult, FigureSpec, RunStage, run_uncached
 from builders.sources import vl_bias
 from builders.splits import check_splits
@@ -27,9 +28,9 @@ SPLIT = "test"
 class VLBiasParams:
     """Defaults: Table 1's four templates, the authors' gender pairs and bias prompt."""
 
-    templates: tuple[str, ...] = tuple(TEMPLATES)
-    gender_pairs: tuple[str, ...] = GENDER_PAIRS
-    bias_prompt: str = BIAS_PROMPT
+    templates: tuple[str, ...] = param(tuple(TEMPLATES), "caption templates of Table 1")
+    gender_pairs: tuple[str, ...] = param(GENDER_PAIRS, "MALE:FEMALE word pairs swapped by counterfactual captions")
+    bias_prompt: str = param(BIAS_PROMPT, "the prompt whose [MASK] measures the bias concept (Eq. 2)")
 
     def __post_init__(self):
         unknown = [t for t in self.templates if t not in TEMPLATES]

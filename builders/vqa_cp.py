@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from builders import vqa_card
 from builders.base import Builder
 from builders.errors import ParamsError
+from builders.params import param
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources import vqa
 from builders.splits import check_disjoint_ids, check_splits
@@ -34,9 +35,11 @@ PUBLISHED = {"train": 438_183, "test": 219_928, "concept_coverage": 0.9901}
 class VQACPParams:
     """`test_fraction` defaults to the published VQA-CP v2 share, 219,928 / 658,111."""
 
-    mode: Literal["import", "regenerate"] = "import"
-    test_fraction: float = round(PUBLISHED["test"] / (PUBLISHED["train"] + PUBLISHED["test"]), 4)
-    seed: int = 0
+    mode: Literal["import", "regenerate"] = param(
+        "import", "import the published VQA-CP v2 files, or regenerate the split from VQA v2 train + val")
+    test_fraction: float = param(round(PUBLISHED["test"] / (PUBLISHED["train"] + PUBLISHED["test"]), 4),
+                                 "regenerate: target share of questions in test")
+    seed: int = param(0, "regenerate: seed of the greedy group assignment")
 
     def __post_init__(self):
         if not 0.0 < self.test_fraction < 1.0:

@@ -10,6 +10,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
+from builders.params import param
 from builders.result import FigureSpec
 from evaluator.base import Task
 from evaluator.metrics.vqa import vqa_accuracy
@@ -23,7 +24,8 @@ from evaluator.submission import Coverage, is_string
 class VQAOptions:
     """`--set rule=pre-2021` scores with the answer normalisation of the official code before 2021."""
 
-    rule: Literal["current", "pre-2021"] = "current"
+    rule: Literal["current", "pre-2021"] = param(
+        "current", "answer normalisation of the official VQA evaluation code: current or pre-2021")
 
 
 def _most_frequent(counter: Counter) -> str:

@@ -46,6 +46,26 @@ def list_benchmarks(
                        f"  configs: {', '.join(builder.configs)}   splits: {', '.join(builder.splits)}")
 
 
+@app.command("params")
+def params_command(bench: str = typer.Argument(..., help="Benchmark name (see `vlbench list`).")):
+    """A benchmark's `build --set` parameters and `evaluate --set` scoring options: type, default, meaning."""
+    from builders.params import describe
+    from builders.registry import get_benchmark, get_builder, get_task
+
+    sections = [(f"build parameters (vlbench build {bench} --set KEY=VALUE)", get_builder(bench).params_class)]
+    if get_benchmark(bench).task is not None:
+        options = get_task(bench).options_class
+        sections.append((f"scoring options (vlbench evaluate/perceptual {bench} --set KEY=VALUE)", options))
+    for title, params_class in sections:
+        rows = describe(params_class) if params_class is not None else []
+        typer.echo(f"{bench} {title}:" + ("" if rows else " none"))
+        for row in rows:
+            default = ",".join(map(str, row["default"])) if isinstance(row["default"], tuple) else row["default"]
+            typer.echo(f"  {row['name']:20s} {row['type']:22s} default {default}")
+            if row["help"]:
+                typer.echo(f"  {'':20s} {row['help']}")
+
+
 @app.command("sample-sources")
 def sample_sources(out: Path = typer.Option(..., "--out", help="Folder to write the raw sample files into."),
                    scale: int = typer.Option(1, "--scale", min=1, help="Multiply the sample sizes.")):

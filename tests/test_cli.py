@@ -102,3 +102,17 @@ def test_every_registered_benchmark_meets_its_contracts():
             task = get_task(bench.name)
             assert isinstance(task, Task) and task.name == bench.name and task.config in builder.configs
             assert task.default_split in builder.splits
+
+
+def test_params_lists_every_parameter_with_type_default_and_meaning(cli):
+    from builders.params import describe
+    from builders.registry import BENCHMARKS, get_builder
+
+    code, stdout, _ = cli("params", "gqa-ood")
+    assert code == 0
+    assert "alpha                float                  default 0.2" in stdout
+    assert "gqa-ood scoring options (vlbench evaluate/perceptual gqa-ood --set KEY=VALUE): none" in stdout
+    code, stdout, _ = cli("params", "vqa-v2")
+    assert code == 0 and "rule                 current|pre-2021       default current" in stdout
+    for bench in BENCHMARKS:  # the contract: every build parameter says what it means
+        assert all(row["help"] for row in describe(get_builder(bench.name).params_class)), bench.name
