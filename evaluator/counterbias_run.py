@@ -236,7 +236,7 @@ def _score_images(table, cols, model, options, vocab, prompt, target_words, kind
     return records
 
 
-def run_counterbias(data: str, spec: str, options: CounterBiasOptions, model_options: ModelOptions,
+def run_counterbias(data: str, spec: str, options: CounterBiasOptions, model_options: ModelOptions, *,
                     split: str | None = None, report: Path | None = None, progress=None) -> dict:
     """Measure a model on a built VL-Bias split; returns the metrics (and writes the report)."""
     folder = resolve_data(data)

@@ -32,7 +32,7 @@ def task_options(task, assignments: list[str]):
     return apply_overrides(task.options_class(), assignments)
 
 
-def predict(bench: str, data: str, model: str, out: Path, split: str | None = None,
+def predict(bench: str, data: str, model: str, out: Path, *, split: str | None = None,
             options: ModelOptions = ModelOptions()) -> tuple[str, int]:
     """Run a model over a built split and write a prediction file in the benchmark's format."""
     task = get_task(bench)
@@ -48,7 +48,7 @@ def predict(bench: str, data: str, model: str, out: Path, split: str | None = No
     return split, len(predictions)
 
 
-def evaluate(bench: str, data: str, predictions: Path, split: str | None = None, report: Path | None = None,
+def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = None, report: Path | None = None,
              allow_partial: bool = False, allow_extra: bool = False, assignments: list[str] | None = None) -> dict:
     """Validate a prediction file against a split and compute the benchmark's metrics."""
     task = get_task(bench)
@@ -97,7 +97,7 @@ def _where(table, condition: str | None):
             from None
 
 
-def perceptual_score(bench: str, data: str, model: str, options, split: str | None = None,
+def perceptual_score(bench: str, data: str, model: str, options, *, split: str | None = None,
                      model_options: ModelOptions = ModelOptions(), report: Path | None = None,
                      assignments: list[str] | None = None, where: str | None = None, progress=None) -> dict | None:
     """`vlbench perceptual`: the perceptual score of a model on a built split (Gat et al., NeurIPS 2021, Eq. 1-5).

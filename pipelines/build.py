@@ -88,7 +88,7 @@ def check_unchanged(signatures: dict[Path, tuple]) -> None:
             raise SourceError(path, "changed while the build was reading it; nothing was written, build again")
 
 
-def run_build(bench: str, source: Path, out: Path, splits: list[str] | None = None,
+def run_build(bench: str, source: Path, out: Path, *, splits: list[str] | None = None,
               assignments: list[str] | None = None, legacy_json: bool = False, use_cache: bool = True,
               images: Path | None = None, overwrite: bool = False) -> dict:
     """Build one benchmark into OUT; returns the manifest. Nothing is written when it fails.

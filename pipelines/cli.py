@@ -103,8 +103,8 @@ def build(
     from pipelines.build import run_build
 
     started = time.perf_counter()
-    manifest = run_build(bench, source, out, split, set_, legacy_json, use_cache=not no_cache, images=images,
-                         overwrite=overwrite)
+    manifest = run_build(bench, source, out, splits=split, assignments=set_, legacy_json=legacy_json,
+                         use_cache=not no_cache, images=images, overwrite=overwrite)
     for item in manifest["outputs"]:
         if "rows" in item:
             typer.echo(f"{item['path']}: {item['rows']:,} rows")
@@ -175,7 +175,7 @@ def predict(
 
     options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size, images=images,
                            bf16=bf16, workers=workers)
-    split, n = run_predict(bench, data, model, out, split, options)
+    split, n = run_predict(bench, data, model, out, split=split, options=options)
     typer.echo(f"wrote {n:,} predictions for {bench}/{split} to {out}")
 
 
@@ -196,7 +196,8 @@ def evaluate(
     from builders.jsonout import dumps
     from evaluator.run import evaluate as run_evaluate
 
-    metrics = run_evaluate(bench, data, predictions, split, report, allow_partial, allow_extra, assignments)
+    metrics = run_evaluate(bench, data, predictions, split=split, report=report, allow_partial=allow_partial,
+                           allow_extra=allow_extra, assignments=assignments)
     headline = {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
     typer.echo(dumps({**headline, "coverage": metrics["coverage"]}, note_key="undefined", indent=2))
     if report is not None:
@@ -246,8 +247,8 @@ def perceptual(
     model_options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size,
                                  images=images, bf16=bf16, workers=workers)
     with tqdm(desc="perceptual passes", unit="pass", disable=None) as bar:
-        metrics = perceptual_score(bench, data, model, options, split, model_options, report, assignments, where,
-                                   progress=bar.update)
+        metrics = perceptual_score(bench, data, model, options, split=split, model_options=model_options,
+                                   report=report, assignments=assignments, where=where, progress=bar.update)
     if metrics is None:  # a non-zero rank of a distributed launch
         return
     for metric, s in metrics["all"].items():
@@ -300,7 +301,8 @@ def counterbias(
                                  cache=None if no_cache else default_cache_dir() / "counterbias")
     model_options = ModelOptions(device=device, batch_size=batch_size, bf16=bf16)
     with tqdm(desc="images", unit="image", disable=None) as bar:
-        metrics = run_counterbias(data, model, options, model_options, split, report, progress=bar.update)
+        metrics = run_counterbias(data, model, options, model_options, split=split, report=report,
+                                  progress=bar.update)
     for m, s in metrics["measures"].items():
         shown = "  ".join(f"{k} {_fmt(v if v is None or m == 'l_log' else 100 * v)}" for k, v in s["avg"].items())
         typer.echo(f"{metrics['model']} {MEASURES[m][0]} ({MEASURES[m][1]}), mean |bias|"

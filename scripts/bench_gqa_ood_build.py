@@ -41,9 +41,9 @@ def _child(mode: str, source: Path, out: Path) -> None:
 
         warm = out / "warm"
         write_samples(warm / "src")
-        run_build("gqa-ood", warm / "src", warm / "out", ["val"], use_cache=False)
+        run_build("gqa-ood", warm / "src", warm / "out", splits=["val"], use_cache=False)
         start = time.perf_counter()
-        run_build("gqa-ood", source, out / "val", ["val"], use_cache=False)
+        run_build("gqa-ood", source, out / "val", splits=["val"], use_cache=False)
         seconds = time.perf_counter() - start
     report(seconds)
 

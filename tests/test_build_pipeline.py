@@ -70,8 +70,8 @@ def test_killed_build_leaves_no_output_and_rerun_reuses_stages(sample_sources, b
 
 
 def test_changing_a_param_recomputes_only_what_depends_on_it(sample_sources, tmp_path):
-    run_build("gqa-ood", sample_sources, tmp_path / "a", ["testdev"])
-    manifest = run_build("gqa-ood", sample_sources, tmp_path / "b", ["testdev"], ["alpha=0.5"])
+    run_build("gqa-ood", sample_sources, tmp_path / "a", splits=["testdev"])
+    manifest = run_build("gqa-ood", sample_sources, tmp_path / "b", splits=["testdev"], assignments=["alpha=0.5"])
     assert manifest["run"]["stage_cached"] == {"index-testdev": True, "select-testdev": False, "rows-testdev": False}
 
 

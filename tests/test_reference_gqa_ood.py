@@ -47,7 +47,7 @@ def test_statistics_match_table_1_of_the_paper(reference_dir, tmp_path):
     from pipelines.build import run_build
 
     src = _raw_testdev(reference_dir, tmp_path / "src", shuffle=False)
-    manifest = run_build("gqa-ood", src, tmp_path / "out", ["testdev"], ["group_threshold=0.99"])
+    manifest = run_build("gqa-ood", src, tmp_path / "out", splits=["testdev"], assignments=["group_threshold=0.99"])
     ood = manifest["statistics"]["splits"]["testdev"]["ood"]
     assert ood["all"] == {"questions": 2796, "groups": 471, "images": 388}
     assert ood["head"] == {"questions": 1733, "groups": 471, "images": 365}
