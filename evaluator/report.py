@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.errors import ParamsError
+from builders.errors import ParamsError, VlbenchError
 from builders.jsonout import dumps
 from builders.result import FigureSpec
 
@@ -115,10 +115,15 @@ def write_atomically(path: Path, data: bytes) -> None:
 
 
 def write_report(folder: Path, metrics: dict, markdown: str, plots: list) -> list[Path]:
+    """metrics.json (never NaN: undefined values are null and listed), report.md and the plots."""
     check_report_folder(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "metrics.json").write_text(dumps(metrics, note_key="undefined", indent=2, sort_keys=True) + "\n")
-    (folder / "report.md").write_text(markdown)
-    for plot in plots:
-        (draw_bars if isinstance(plot, FigureSpec) else _draw)(plot, folder / plot.filename)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomically(folder / "metrics.json",
+                         (dumps(metrics, note_key="undefined", indent=2, sort_keys=True) + "\n").encode())
+        write_atomically(folder / "report.md", markdown.encode())
+        for plot in plots:
+            (draw_bars if isinstance(plot, FigureSpec) else _draw)(plot, folder / plot.filename)
+    except OSError as exc:
+        raise VlbenchError(f"--report {folder}: cannot write the report ({exc.strerror or exc})") from None
     return [folder / "metrics.json", folder / "report.md"] + [folder / p.filename for p in plots]

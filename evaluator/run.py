@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from builders.errors import ModelError, ParamsError
+from builders.errors import ModelError, ParamsError, VlbenchError
 from builders.params import apply_overrides
 from builders.registry import get_task
 from evaluator.data import load_table, pick_split, resolve_data
@@ -44,7 +44,10 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     except ValueError:
         raise ModelError(f"{model}: the model produced NaN or infinite values; no prediction file was written") \
             from None
-    write_atomically(out, text.encode())
+    try:
+        write_atomically(out, text.encode())
+    except OSError as exc:
+        raise VlbenchError(f"--out {out}: cannot write the predictions ({exc.strerror or exc})") from None
     return split, len(predictions)
 
 

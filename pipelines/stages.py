@@ -84,7 +84,13 @@ def default_cache_dir() -> Path:
     """$VLBENCH_CACHE, else ~/.cache/vlbench; a file standing there is a one-line error."""
     from builders.errors import ParamsError
 
-    folder = Path(os.environ.get("VLBENCH_CACHE", Path.home() / ".cache" / "vlbench"))
+    if os.environ.get("VLBENCH_CACHE"):
+        folder = Path(os.environ["VLBENCH_CACHE"])
+    else:
+        try:
+            folder = Path.home() / ".cache" / "vlbench"
+        except RuntimeError:  # no HOME and no user entry
+            raise ParamsError("no home folder for the cache: set VLBENCH_CACHE to a folder") from None
     for path in (folder, *folder.parents):
         if path.exists():
             if not path.is_dir():

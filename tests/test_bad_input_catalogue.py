@@ -894,3 +894,40 @@ def test_list_sources_present_missing_folder(cli, tmp_path):
 def test_command_line_usage_errors_are_one_line(args, needle, cli):
     code, stdout, stderr = cli(*args)
     assert_one_error_line(code, stderr, (needle,))
+
+
+def test_density_map_that_is_not_numeric(cli, source_copy, tmp_path):
+    from scipy.io import savemat
+
+    root = source_copy("disco")
+    savemat(root / "density" / "train" / "0001.mat", {"map": {"a": [[1.0]]}})  # a MATLAB struct, not an array
+    code, _, stderr = cli("build", "disco", "--source", root, "--out", tmp_path / "out")
+    assert_one_error_line(code, stderr, ("0001.mat", "field 'map'", "numeric"))
+
+
+def test_disk_full_while_writing_a_report_or_predictions(scored, cli, tmp_path, monkeypatch):
+    import errno
+
+    folder, entries = scored["disco"]
+    p = tmp_path / "p.json"
+    p.write_bytes(_dump(entries))
+    real = Path.write_bytes
+
+    def full(self, data):
+        if ".partial-" in self.name:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    code, _, stderr = cli("evaluate", "disco", "--data", folder, "--predictions", p, "--report", tmp_path / "r")
+    assert_one_error_line(code, stderr, ("--report", "No space left"))
+    code, _, stderr = cli("predict", "disco", "--data", folder, "--model", "baseline:mean", "--out", tmp_path / "q.json")
+    assert_one_error_line(code, stderr, ("--out", "No space left"))
+    assert not list(tmp_path.glob("**/*.partial-*")) and not (tmp_path / "q.json").exists()
+
+
+def test_no_home_folder_for_the_cache(cli, sample_sources, tmp_path, monkeypatch):
+    monkeypatch.delenv("VLBENCH_CACHE")
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: (_ for _ in ()).throw(RuntimeError("no home"))))
+    code, _, stderr = cli("build", "gqa-ood", "--source", sample_sources, "--out", tmp_path / "out")
+    assert_one_error_line(code, stderr, ("VLBENCH_CACHE",))

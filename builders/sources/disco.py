@@ -59,7 +59,12 @@ def read_count(path: Path) -> tuple[float, tuple[int, int]]:
         raise SourceError(path, f"not a readable MATLAB file ({exc})") from None
     if "map" not in content:
         raise SourceError(path, "no density map (expected the key 'map')", field="map")
-    density = np.asarray(content["map"], dtype=np.float64)
+    raw = content["map"]
+    if not (isinstance(raw, np.ndarray) and (np.issubdtype(raw.dtype, np.integer)
+                                            or np.issubdtype(raw.dtype, np.floating))):
+        kind = getattr(raw, "dtype", type(raw).__name__)
+        raise SourceError(path, f"the density map must be a real numeric array, not {kind}", field="map")
+    density = np.asarray(raw, dtype=np.float64)
     if density.ndim != 2 or not np.isfinite(density).all() or (density < 0).any():
         raise SourceError(path, "the density map must be a 2-D array of finite, non-negative values", field="map")
     with np.errstate(over="ignore"):
