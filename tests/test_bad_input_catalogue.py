@@ -921,7 +921,8 @@ def test_disk_full_while_writing_a_report_or_predictions(scored, cli, tmp_path, 
     monkeypatch.setattr(Path, "write_bytes", full)
     code, _, stderr = cli("evaluate", "disco", "--data", folder, "--predictions", p, "--report", tmp_path / "r")
     assert_one_error_line(code, stderr, ("--report", "No space left"))
-    code, _, stderr = cli("predict", "disco", "--data", folder, "--model", "baseline:mean", "--out", tmp_path / "q.json")
+    code, _, stderr = cli("predict", "disco", "--data", folder, "--model", "baseline:mean",
+                          "--out", tmp_path / "q.json")
     assert_one_error_line(code, stderr, ("--out", "No space left"))
     assert not list(tmp_path.glob("**/*.partial-*")) and not (tmp_path / "q.json").exists()
 
