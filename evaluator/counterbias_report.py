@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from builders.result import FigureSpec
-from builders.vl_bias_words import TEMPLATES
+from builders.vl_bias.words import TEMPLATES
 from evaluator import counterbias as cb
 from evaluator.report import markdown_table, write_report
 

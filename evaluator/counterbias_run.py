@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from builders.errors import ModelError, ParamsError
-from builders.vl_bias_words import TARGETS
+from builders.vl_bias.words import TARGETS
 from evaluator import counterbias as cb
 from evaluator.attack import PGD, CounterfactualCache, pgd_attack
 from evaluator.counterbias_report import metrics_of, templates_present, write_counterbias_report

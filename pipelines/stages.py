@@ -66,7 +66,7 @@ def builder_modules(module: str) -> list[Path]:
                 todo += [a.name for a in node.names if a.name.split(".")[0] == "builders"]
             elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "builders":
                 todo.append(node.module)
-                todo += [f"{node.module}.{a.name}" for a in node.names]  # `from builders.sources import gqa`
+                todo += [f"{node.module}.{a.name}" for a in node.names]  # `from builders.gqa_ood import reader as gqa`
     return sorted(set(seen.values()))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from builders.vl_bias_words import BIAS_PROMPT, GENDER_PAIRS, TARGETS, TEMPLATES
+from builders.vl_bias.words import BIAS_PROMPT, GENDER_PAIRS, TARGETS, TEMPLATES
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 EXTRA_GENDERS = ("gentleman", "lady")

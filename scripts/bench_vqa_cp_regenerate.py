@@ -30,7 +30,7 @@ TARGET_RATIO = 5.0
 def _child(mode: str, source: Path, out: Path) -> None:
     """Runs in a fresh interpreter; prints {"seconds", "peak_rss_mb"} as JSON."""
     sys.path.insert(0, str(ROOT))
-    from builders.sources.vqa import V2_SUBTYPES, v2_files
+    from builders.vqa.reader import V2_SUBTYPES, v2_files
 
     if mode == "json":
         start = time.perf_counter()

@@ -8,7 +8,7 @@ import pytest
 from helpers import gqa_record, group, write_gqa
 
 from builders.errors import SourceError
-from builders.sources import gqa
+from builders.gqa_ood import reader as gqa
 
 
 @pytest.fixture

@@ -125,7 +125,7 @@ def test_verify_detects_tampering(built_sample, tmp_path, cli):
 
 
 def test_verify_checks_invariants(built_sample):
-    from builders.gqa_ood import check_invariants
+    from builders.gqa_ood.builder import check_invariants
     from evaluator.data import load_table
 
     tables = {c: {"val": load_table(built_sample, c, "val")} for c in ("all", "head", "tail")}
@@ -140,7 +140,7 @@ def test_invariants_find_overlaps_and_wrong_labels(built_sample):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from builders.gqa_ood import check_invariants
+    from builders.gqa_ood.builder import check_invariants
     from evaluator.data import load_table
 
     tables = {c: {"val": load_table(built_sample, c, "val")} for c in ("all", "head", "tail")}
@@ -166,9 +166,11 @@ def test_stage_code_version_covers_only_what_the_builder_imports():
     from pipelines.stages import builder_modules
 
     root = Path(__file__).resolve().parents[1]
-    gqa = {p.relative_to(root).as_posix() for p in builder_modules("builders.gqa_ood")}
-    assert {"builders/gqa_ood.py", "builders/gqa_ood_rules.py", "builders/gqa_ood_card.py", "builders/sources/gqa.py",
-            "builders/sources/files.py", "builders/splits.py", "builders/errors.py"} <= gqa
-    assert not gqa & {"builders/disco.py", "builders/sources/disco.py", "builders/vcr_visor.py", "builders/nlp.py"}
-    cp = {p.relative_to(root).as_posix() for p in builder_modules("builders.vqa_cp")}
-    assert {"builders/vqa_cp_split.py", "builders/vqa_v2.py", "builders/sources/vqa.py"} <= cp
+    gqa = {p.relative_to(root).as_posix() for p in builder_modules("builders.gqa_ood.builder")}
+    assert {"builders/gqa_ood/builder.py", "builders/gqa_ood/rules.py", "builders/gqa_ood/card.py",
+            "builders/gqa_ood/reader.py", "builders/sources/files.py", "builders/splits.py",
+            "builders/errors.py"} <= gqa
+    assert not gqa & {"builders/disco/builder.py", "builders/disco/reader.py", "builders/vcr_visor/builder.py",
+                      "builders/nlp.py"}
+    cp = {p.relative_to(root).as_posix() for p in builder_modules("builders.vqa.cp")}
+    assert {"builders/vqa/cp_split.py", "builders/vqa/v2.py", "builders/vqa/reader.py"} <= cp

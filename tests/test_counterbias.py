@@ -184,7 +184,7 @@ def test_text_only_model_and_restricted_softmax(cli, tiny, tmp_path):
     restricted = pq.read_table(tmp_path / "t" / "per_instance.parquet").to_pandas()
     assert (restricted.p_t_lf > full.p_t_lf).all()  # renormalised over 52 / 13 words instead of the vocabulary
     model = load_masked_lm(f"hf:{tiny['bert']}", ModelOptions())
-    from builders.vl_bias_words import OCCUPATIONS
+    from builders.vl_bias.words import OCCUPATIONS
 
     ids = [model.word_ids([w])[w][0] for w in OCCUPATIONS]
     logp = model.score([("The man is [MASK]", None)], ids)[0]

@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from builders.disco import degrade
+from builders.disco import reader as disco
+from builders.disco.builder import degrade
 from builders.errors import SourceError
-from builders.sources import disco
-from evaluator.metrics.disco import counting_metrics
+from evaluator.disco.metrics import counting_metrics
 from pipelines.samples.disco import write_disco
 
 

@@ -222,7 +222,7 @@ def test_existing_vlbench_output_is_replaced_and_overwrite_replaces_other_folder
 
 
 def test_build_refuses_tables_that_verify_would_reject(gqa_source, tmp_path, cli, monkeypatch):
-    from builders.gqa_ood import GQAOODBuilder
+    from builders.gqa_ood.builder import GQAOODBuilder
 
     monkeypatch.setattr(GQAOODBuilder, "check_invariants", lambda self, tables, params: ["testdev: planted problem"])
     code, _, stderr = cli("build", "gqa-ood", "--source", gqa_source, "--out", tmp_path / "out")
@@ -241,7 +241,7 @@ def test_non_finite_values_are_found_in_nested_columns():
 
 def test_source_changed_during_build_is_an_error(gqa_source, tmp_path, monkeypatch):
     from builders.errors import SourceError
-    from builders.gqa_ood import GQAOODBuilder
+    from builders.gqa_ood.builder import GQAOODBuilder
 
     real_build = GQAOODBuilder.build
 

@@ -7,8 +7,8 @@ import math
 import pyarrow as pa
 import pytest
 
-from builders.gqa_ood import GQAOODParams, select
-from builders.gqa_ood_rules import (
+from builders.gqa_ood.builder import GQAOODParams, select
+from builders.gqa_ood.rules import (
     alpha_fraction,
     entropy_threshold,
     normalized_entropy,

@@ -19,7 +19,7 @@ from evaluator.perceptual import (
     sample_scores,
     summarise,
 )
-from evaluator.socialiq import SocialIQTask
+from evaluator.socialiq.task import SocialIQTask
 
 # Gat et al., NeurIPS 2021, Tables 1, 3, 4, 5: (Acc_M, Acc_M\{m}, majority accuracy) ->
 # (P_m, P_m/Z_D, P_m/Z_{D,f}), in %.

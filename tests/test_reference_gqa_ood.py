@@ -63,7 +63,7 @@ def test_less_or_equal_would_move_108_questions(reference_dir):
     """The reference README: `<=` instead of `<` puts 108 questions on the wrong side."""
     from collections import Counter
 
-    from builders.gqa_ood_rules import alpha_fraction
+    from builders.gqa_ood.rules import alpha_fraction
 
     records = json.loads((reference_dir / "gqa_ood" / "ood_testdev_all.json").read_text())
     groups = Counter(r["groups"]["local"] for r in records.values())

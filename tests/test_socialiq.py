@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from builders.errors import SourceError
-from builders.sources import socialiq
-from evaluator.metrics.socialiq import binary_correct, pair_correct
+from builders.socialiq import reader as socialiq
+from evaluator.socialiq.metrics import binary_correct, pair_correct
 from pipelines.samples.socialiq import write_socialiq
 
 QA = """q1: Why is the man smiling?
@@ -39,7 +39,7 @@ def test_real_standard_folds(reference_dir):
 
 
 def test_qa_file_and_pairs(tmp_path):
-    from builders.socialiq import tables_of
+    from builders.socialiq.builder import tables_of
 
     path = tmp_path / "vid_0000001.txt"
     path.write_text(QA)

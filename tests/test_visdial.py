@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from builders.errors import SourceError
-from builders.sources import visdial
-from evaluator.metrics.visdial import gt_ranks, ndcg, retrieval_metrics, scores_to_ranks
+from builders.visdial import reader as visdial
+from evaluator.visdial.metrics import gt_ranks, ndcg, retrieval_metrics, scores_to_ranks
 from pipelines.samples.visdial import write_visdial
 
 

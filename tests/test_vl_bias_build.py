@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from builders.vl_bias_words import ACTIVITIES, OCCUPATIONS
+from builders.vl_bias.words import ACTIVITIES, OCCUPATIONS
 from pipelines.samples.vl_bias import write_vl_bias
 
 
@@ -33,7 +33,7 @@ def test_word_lists_are_the_release_readme_lists(reference_dir):
     assert OCCUPATIONS == tuple((ref / "occupations_13.txt").read_text().split())
     assert len(ACTIVITIES) == 52 and len(OCCUPATIONS) == 13
     code = json.loads((ref / "code_prompts_and_formats.json").read_text())
-    from builders.vl_bias_words import BIAS_PROMPT, GENDER_PAIRS
+    from builders.vl_bias.words import BIAS_PROMPT, GENDER_PAIRS
 
     assert BIAS_PROMPT == code["gender_probe_prompt"]
     assert [p.split(":") for p in GENDER_PAIRS] == code["gender_swap_pairs"]

@@ -11,9 +11,9 @@ import pyarrow.compute as pc
 import pytest
 
 from builders.errors import SourceError
-from builders.sources import vqa
-from builders.vqa_cp import VQACPParams, regenerate
-from evaluator.metrics.vqa import normalize_answer, score_question, vqa_accuracy
+from builders.vqa import reader as vqa
+from builders.vqa.cp import VQACPParams, regenerate
+from evaluator.vqa.metrics import normalize_answer, score_question, vqa_accuracy
 from pipelines.samples.vqa import generate_vqa, write_vqa_v2
 
 # -- the accuracy rule -------------------------------------------------------------------------------------------
@@ -164,7 +164,7 @@ def test_regenerate_properties(v2_tables):
     assert {t for t, _ in groups["test"]} <= {t for t, _ in groups["train"]}  # no question type only in test
     assert out["summary"].column("concept_coverage")[0].as_py() > 0.99
     # answer distributions per question type differ: some type has disjoint top answers
-    from builders.vqa_card import answer_shift
+    from builders.vqa.card import answer_shift
 
     shift = answer_shift({"train": train, "test": test})
     both = [s for s in shift.values() if s["test_questions"] and s["train_questions"]]

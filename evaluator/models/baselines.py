@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from builders.sources import gqa
+from builders.gqa_ood import reader as gqa
 
 
 def _most_frequent(counter: Counter) -> str:

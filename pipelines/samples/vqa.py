@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 
-from builders.sources.vqa import cp_files, v2_files
+from builders.vqa.reader import cp_files, v2_files
 
 YES_NO = ["yes", "no"]
 NUMBERS = ["0", "1", "2", "3", "4", "5", "6", "8", "10", "12"]

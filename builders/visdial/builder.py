@@ -14,9 +14,9 @@ from builders.base import Builder
 from builders.errors import SourceError
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
-from builders.sources import visdial
 from builders.sources.files import expect_file
 from builders.splits import check_splits
+from builders.visdial import reader as visdial
 
 DIALOG_FILE = "visdial_1.0_{}.json"
 DENSE_FILE = "visdial_1.0_{}_dense_annotations.json"

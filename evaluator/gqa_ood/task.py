@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 
 from builders.errors import ModelError
-from builders.gqa_ood_rules import PUBLISHED_ALPHAS
+from builders.gqa_ood.rules import PUBLISHED_ALPHAS
 from evaluator.base import Task
-from evaluator.metrics import gqa_ood as m
+from evaluator.gqa_ood import metrics as m
 from evaluator.models import ModelOptions
 from evaluator.models.baselines import MostFrequentAnswer, QuestionPrior, RandomGroupAnswer
 from evaluator.perceptual import Modality
@@ -33,7 +33,7 @@ class GQAOODTask(Task):
 
     def training_table(self, options: ModelOptions) -> pa.Table | None:
         """GQA-OOD has no training split of its own: the GQA training questions of --train-file."""
-        from builders.sources import gqa
+        from builders.gqa_ood import reader as gqa
 
         return None if options.train_file is None else gqa.read_index(Path(options.train_file))
 

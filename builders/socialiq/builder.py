@@ -13,7 +13,7 @@ from builders.base import Builder
 from builders.errors import SourceError
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
-from builders.sources import socialiq
+from builders.socialiq import reader as socialiq
 from builders.sources.files import expect_file, list_folder
 from builders.splits import check_splits
 

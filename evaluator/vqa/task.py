@@ -13,11 +13,11 @@ import pyarrow as pa
 from builders.params import param
 from builders.result import FigureSpec
 from evaluator.base import Task
-from evaluator.metrics.vqa import vqa_accuracy
 from evaluator.models import ModelOptions, train_split
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_string
+from evaluator.vqa.metrics import vqa_accuracy
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ import pyarrow as pa
 from builders.errors import SubmissionError
 from builders.result import FigureSpec
 from evaluator.base import Task
-from evaluator.metrics.socialiq import binary_correct, pair_correct
 from evaluator.models import ModelOptions
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
+from evaluator.socialiq.metrics import binary_correct, pair_correct
 from evaluator.submission import Coverage, is_finite_number
 
 

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from builders.markdown import table
 from builders.result import FigureSpec
-from builders.vqa_cp_split import jensen_shannon
+from builders.vqa.cp_split import jensen_shannon
 
 TOP_TYPES = 15
 

@@ -16,10 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builders import gqa_ood_card
 from builders.base import Builder
 from builders.errors import ParamsError, SourceError
-from builders.gqa_ood_rules import (
+from builders.gqa_ood import card as gqa_ood_card
+from builders.gqa_ood import reader as gqa
+from builders.gqa_ood.rules import (
     PUBLISHED_ALPHAS,
     entropy_threshold,
     normalized_entropy,
@@ -28,7 +29,6 @@ from builders.gqa_ood_rules import (
 )
 from builders.params import param
 from builders.result import BuildResult, RunStage, run_uncached
-from builders.sources import gqa
 from builders.sources.files import read_bytes
 from builders.splits import check_disjoint_ids, check_splits
 

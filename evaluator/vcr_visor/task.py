@@ -8,11 +8,11 @@ import pyarrow as pa
 from builders.errors import SubmissionError
 from builders.result import FigureSpec
 from evaluator.base import Task
-from evaluator.metrics import vcr_visor as m
 from evaluator.models import ModelOptions
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_score_list
+from evaluator.vcr_visor import metrics as m
 
 TYPES = ("causal", "temporal", "explanatory")
 

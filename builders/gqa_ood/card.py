@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builders.gqa_ood_rules import alpha_fraction
+from builders.gqa_ood.rules import alpha_fraction
 from builders.markdown import table
 from builders.result import FigureSpec
 

@@ -17,9 +17,9 @@ from builders.errors import ParamsError
 from builders.markdown import table
 from builders.params import param
 from builders.result import BuildResult, FigureSpec, RunStage, run_uncached
-from builders.sources import vl_bias
 from builders.splits import check_splits
-from builders.vl_bias_words import BIAS_PROMPT, GENDER_PAIRS, MASK, TARGETS, TEMPLATES, parse_gender_pairs
+from builders.vl_bias import reader as vl_bias
+from builders.vl_bias.words import BIAS_PROMPT, GENDER_PAIRS, MASK, TARGETS, TEMPLATES, parse_gender_pairs
 
 SPLIT = "test"
 

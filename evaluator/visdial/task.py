@@ -8,11 +8,11 @@ import pyarrow as pa
 
 from builders.result import FigureSpec
 from evaluator.base import Task
-from evaluator.metrics import visdial as m
 from evaluator.models import ModelOptions, row_random
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_rank_permutation
+from evaluator.visdial import metrics as m
 
 OPTIONS = 100
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from builders import vqa_card
 from builders.base import Builder
 from builders.errors import SourceError
 from builders.result import BuildResult, RunStage, run_uncached
-from builders.sources import vqa
 from builders.sources.files import expect_file
 from builders.splits import check_disjoint_ids, check_splits
+from builders.vqa import card as vqa_card
+from builders.vqa import reader as vqa
 
 SUBTYPE_OF_SPLIT = {"train": "train2014", "validation": "val2014"}
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from builders.result import FigureSpec
 from evaluator.base import Task
-from evaluator.metrics.disco import counting_errors, counting_metrics
+from evaluator.disco.metrics import counting_errors, counting_metrics
 from evaluator.models import ModelOptions, train_split
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table

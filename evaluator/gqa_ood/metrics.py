@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from builders.gqa_ood_rules import reasoning_label, tail_mask
+from builders.gqa_ood.rules import reasoning_label, tail_mask
 
 LABELS = ("head", "borderline", "tail")
 

@@ -16,11 +16,11 @@ import numpy as np
 import pyarrow as pa
 
 from builders.base import Builder
+from builders.disco import reader as disco
 from builders.errors import ParamsError, SourceError
 from builders.markdown import table
 from builders.params import param
 from builders.result import BuildResult, RunStage, run_uncached
-from builders.sources import disco
 from builders.sources.files import list_folder
 from builders.splits import check_splits
 

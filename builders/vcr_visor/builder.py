@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builders import vcr_visor_card
 from builders.base import Builder
 from builders.errors import ParamsError, SourceError
 from builders.nlp import NLIClassifier, SentenceEncoder
@@ -26,6 +25,7 @@ from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.files import decode_image, expect_file, inside, read_bytes
 from builders.sources.vcr import read_vcr
 from builders.text import person_tags, reasoning_types, render_tokens
+from builders.vcr_visor import card as vcr_visor_card
 
 NAME = "vcr-visor"
 TYPES = ("causal", "temporal", "explanatory")

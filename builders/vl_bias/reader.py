@@ -13,7 +13,7 @@ from pathlib import Path
 
 from builders.errors import SourceError
 from builders.sources.files import decode_image, decode_utf8, expect_file, inside, list_folder, load_json, read_bytes
-from builders.vl_bias_words import TARGETS
+from builders.vl_bias.words import TARGETS
 
 ANNOTATION_SUFFIXES = (".csv", ".jsonl")
 FIELDS = ("image", "target", "target_type", "gender")

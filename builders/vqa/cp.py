@@ -3,7 +3,7 @@ question type's answer distribution differs between train and test.
 
 `mode=import` converts the published `vqacp_v2_{train,test}_{questions,annotations}.json`;
 `mode=regenerate` re-splits VQA v2 train2014 + val2014 with the greedy group assignment of
-`builders.vqa_cp_split`.
+`builders.vqa.cp_split`.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builders import vqa_card
 from builders.base import Builder
 from builders.errors import ParamsError
 from builders.params import param
 from builders.result import BuildResult, RunStage, run_uncached
-from builders.sources import vqa
 from builders.splits import check_disjoint_ids, check_splits
-from builders.vqa_cp_split import concept_coverage, concept_matrix, resplit
-from builders.vqa_v2 import check_invariants, features, locate_pairs
+from builders.vqa import card as vqa_card
+from builders.vqa import reader as vqa
+from builders.vqa.cp_split import concept_coverage, concept_matrix, resplit
+from builders.vqa.v2 import check_invariants, features, locate_pairs
 
 # VQA-CP v2 as published (Agrawal et al., CVPR 2018, Table 1; Gat et al., NeurIPS 2021, §4.1): split sizes
 # and concept coverage.

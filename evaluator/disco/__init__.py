@@ -1,0 +1,1 @@
+"""DISCO evaluation: the task and the counting errors."""

@@ -1,0 +1,1 @@
+"""GQA-OOD evaluation: the task (submissions, models, report) and its metrics."""

@@ -1,0 +1,1 @@
+"""Social-IQ evaluation: the task and answer accuracy / A2."""

@@ -1,0 +1,1 @@
+"""VCR-Visor evaluation: the task and APQ / HPQ."""

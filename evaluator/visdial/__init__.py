@@ -1,0 +1,1 @@
+"""VisDial evaluation: the task and the retrieval metrics."""
