@@ -1,4 +1,5 @@
-"""Typed `--set KEY=VALUE` overrides of a builder's params dataclass."""
+"""Typed `KEY=VALUE` overrides of a params dataclass: `build --param` (builder parameters) and
+`evaluate/perceptual --option` (scoring options)."""
 
 from __future__ import annotations
 
@@ -11,45 +12,45 @@ import typing
 from builders.errors import ParamsError
 
 
-def _convert(name: str, raw: str, annotation):
+def _convert(name: str, raw: str, annotation, option: str = "--param"):
     """Parse `raw` as a value of `annotation` (bool, int, float, str, list[...], unions, Literal)."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         errors = []
-        for option in typing.get_args(annotation):
+        for choice in typing.get_args(annotation):
             try:
-                return _convert(name, raw, option)
+                return _convert(name, raw, choice, option)
             except ParamsError as exc:
                 errors.append(str(exc))
-        raise ParamsError(f"--set {name}={raw}: not a valid value ({'; '.join(errors)})")
+        raise ParamsError(f"{option} {name}={raw}: not a valid value ({'; '.join(errors)})")
     if origin is typing.Literal:
         choices = typing.get_args(annotation)
         if raw in choices:
             return raw
-        raise ParamsError(f"--set {name}={raw}: expected one of {', '.join(map(str, choices))}")
+        raise ParamsError(f"{option} {name}={raw}: expected one of {', '.join(map(str, choices))}")
     if origin in (list, tuple):
         (item,) = typing.get_args(annotation)[:1]
         text = raw.strip()
         parts = json.loads(text) if text.startswith("[") else [p for p in text.split(",") if p.strip()]
-        return tuple(_convert(name, str(p).strip(), item) for p in parts)
+        return tuple(_convert(name, str(p).strip(), item, option) for p in parts)
     if annotation is bool:
         lowered = raw.strip().lower()
         if lowered in ("true", "1", "yes"):
             return True
         if lowered in ("false", "0", "no"):
             return False
-        raise ParamsError(f"--set {name}={raw}: expected true or false")
+        raise ParamsError(f"{option} {name}={raw}: expected true or false")
     if annotation in (int, float):
         try:
             value = annotation(raw)
         except ValueError:
-            raise ParamsError(f"--set {name}={raw}: expected {annotation.__name__}") from None
+            raise ParamsError(f"{option} {name}={raw}: expected {annotation.__name__}") from None
         if not math.isfinite(value):
-            raise ParamsError(f"--set {name}={raw}: expected a finite number")
+            raise ParamsError(f"{option} {name}={raw}: expected a finite number")
         return value
     if annotation is str:
         return raw
-    raise ParamsError(f"--set {name}: unsupported parameter type {annotation!r}")
+    raise ParamsError(f"{option} {name}: unsupported parameter type {annotation!r}")
 
 
 def param(default, help: str):
@@ -75,7 +76,7 @@ def _type_name(annotation) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
-def apply_overrides(params, assignments: list[str]):
+def apply_overrides(params, assignments: list[str], option: str = "--param"):
     """Return a copy of the params dataclass with `KEY=VALUE` assignments applied and checked."""
     hints = typing.get_type_hints(type(params))
     fields = {f.name for f in dataclasses.fields(params)}
@@ -84,17 +85,17 @@ def apply_overrides(params, assignments: list[str]):
         key, sep, value = assignment.partition("=")
         key = key.strip()
         if not sep:
-            raise ParamsError(f"--set {assignment}: expected KEY=VALUE")
+            raise ParamsError(f"{option} {assignment}: expected KEY=VALUE")
         if key not in fields:
             known = f"known: {', '.join(sorted(fields))}" if fields else "there are no parameters to set"
-            raise ParamsError(f"--set {key}: unknown parameter; {known}")
-        changes[key] = _convert(key, value, hints[key])
+            raise ParamsError(f"{option} {key}: unknown parameter; {known}")
+        changes[key] = _convert(key, value, hints[key], option)
     try:
         return dataclasses.replace(params, **changes)
     except ParamsError as exc:  # the params' own range checks (__post_init__) name no option
         message = str(exc)
-        raise ParamsError(message if message.startswith("--set") else
-                          f"--set {', '.join(a for a in assignments)}: {message}") from None
+        raise ParamsError(message if message.startswith(option) else
+                          f"{option} {', '.join(a for a in assignments)}: {message}") from None
 
 
 def params_to_dict(params) -> dict:

@@ -21,7 +21,7 @@ class Benchmark:
     samples: str  # "module:function" writing its raw sample sources (shared by benchmarks of one source)
     task: str | None = None  # "module:factory" of its evaluator.base.Task; None: measured another way
     no_task_reason: str = ""  # what to run instead when there is no task
-    demo_build: tuple[str, ...] = ()  # `--set` overrides of the demo build (offline stand-ins)
+    demo_build: tuple[str, ...] = ()  # `--param` overrides of the demo build (offline stand-ins)
     demo_models: tuple[str, ...] = ()  # model specs the demo predicts and evaluates
     demo_headline: tuple[tuple[str, str], ...] = ()  # (label, metrics key) printed by the demo
     demo_perceptual: tuple[tuple[str, str | None], ...] = ()  # (model spec, --by column) for the demo

@@ -33,7 +33,7 @@ class Task(ABC):
     metric_labels: ClassVar[dict[str, str]]  # per-sample metric -> table label (perceptual report)
     layout: ClassVar[str]  # perceptual report layout: "by-subset" or "by-model"
     modalities: ClassVar[tuple] = ()  # perceptual-score modalities (evaluator.perceptual.Modality)
-    options_class: ClassVar[type | None] = None  # scoring options set with `evaluate --set KEY=VALUE`
+    options_class: ClassVar[type | None] = None  # scoring options set with `evaluate --option KEY=VALUE`
     feature_heads: ClassVar[bool] = False  # `features:<folder>` heads fitted on the train split
     has_majority: ClassVar[bool]  # set from whether the subclass defines `majority`
 

@@ -24,12 +24,12 @@ def _open(task, data: str, split: str | None):
 
 
 def task_options(task, assignments: list[str]):
-    """The task's scoring options with `--set KEY=VALUE` applied (tasks without options take none)."""
+    """The task's scoring options with `--option KEY=VALUE` applied (tasks without options take none)."""
     if task.options_class is None:
         if assignments:
-            raise ParamsError(f"--set: {task.name} has no scoring options")
+            raise ParamsError(f"--option: {task.name} has no scoring options")
         return None
-    return apply_overrides(task.options_class(), assignments)
+    return apply_overrides(task.options_class(), assignments, option="--option")
 
 
 def predict(bench: str, data: str, model: str, out: Path, *, split: str | None = None,

@@ -23,7 +23,7 @@ def build_command(bench: str, splits: list[str], assignments: list[str], legacy_
                   images: bool = False) -> str:
     """The command line that reproduces a build (paths left out: they differ between machines)."""
     parts = [f"vlbench build {bench} --source SOURCE --out OUT"] + (["--images IMAGES"] if images else [])
-    parts += [f"--split {s}" for s in splits] + [f"--set {a}" for a in assignments]
+    parts += [f"--split {s}" for s in splits] + [f"--param {a}" for a in assignments]
     return " ".join(parts + (["--legacy-json"] if legacy_json else []))
 
 

@@ -16,6 +16,14 @@ def _echo_err(message: str) -> None:
     typer.echo(message, err=True)
 
 
+def _renamed(new: list[str], old: list[str], command: str, option: str) -> list[str]:
+    """`--set` was renamed (builder parameters are `build --param`, scoring options `--option`); the old
+    spelling still works, with one note line."""
+    if old:
+        _echo_err(f"note: `vlbench {command} --set` is now `{option}`; --set still works for now")
+    return list(new) + list(old)
+
+
 @app.command("list")
 def list_benchmarks(
     sources_present: Optional[Path] = typer.Option(
@@ -48,14 +56,14 @@ def list_benchmarks(
 
 @app.command("params")
 def params_command(bench: str = typer.Argument(..., help="Benchmark name (see `vlbench list`).")):
-    """A benchmark's `build --set` parameters and `evaluate --set` scoring options: type, default, meaning."""
+    """A benchmark's `build --param` parameters and `evaluate --option` scoring options: type, default, meaning."""
     from builders.params import describe
     from builders.registry import get_benchmark, get_builder, get_task
 
-    sections = [(f"build parameters (vlbench build {bench} --set KEY=VALUE)", get_builder(bench).params_class)]
+    sections = [(f"build parameters (vlbench build {bench} --param KEY=VALUE)", get_builder(bench).params_class)]
     if get_benchmark(bench).task is not None:
         options = get_task(bench).options_class
-        sections.append((f"scoring options (vlbench evaluate/perceptual {bench} --set KEY=VALUE)", options))
+        sections.append((f"scoring options (vlbench evaluate/perceptual {bench} --option KEY=VALUE)", options))
     for title, params_class in sections:
         rows = describe(params_class) if params_class is not None else []
         typer.echo(f"{bench} {title}:" + ("" if rows else " none"))
@@ -92,7 +100,9 @@ def build(
     out: Path = typer.Option(..., "--out", help="Output folder (hub layout)."),
     split: list[str] = typer.Option([], "--split", metavar="SPLIT",
                                     help="Split to build (repeat); default: every split present."),
-    set_: list[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override a builder parameter (repeat)."),
+    param: list[str] = typer.Option([], "--param", metavar="KEY=VALUE",
+                                    help="Override a builder parameter (repeat; see `vlbench params BENCH`)."),
+    set_: list[str] = typer.Option([], "--set", hidden=True, help="Deprecated spelling of --param."),
     legacy_json: bool = typer.Option(False, "--legacy-json", help="Also write the benchmark's original files."),
     images: Optional[Path] = typer.Option(None, "--images", help="Embed the benchmark's images from this folder."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute every stage."),
@@ -103,7 +113,8 @@ def build(
     from pipelines.build import run_build
 
     started = time.perf_counter()
-    manifest = run_build(bench, source, out, splits=split, assignments=set_, legacy_json=legacy_json,
+    manifest = run_build(bench, source, out, splits=split, assignments=_renamed(param, set_, "build", "--param"),
+                         legacy_json=legacy_json,
                          use_cache=not no_cache, images=images, overwrite=overwrite)
     for item in manifest["outputs"]:
         if "rows" in item:
@@ -189,15 +200,16 @@ def evaluate(
     report: Optional[Path] = typer.Option(None, "--report", help="Write metrics.json, report.md and plots here."),
     allow_partial: bool = typer.Option(False, "--allow-partial", help="Score the questions that have a prediction."),
     allow_extra: bool = typer.Option(False, "--allow-extra", help="Ignore predictions for ids outside the split."),
-    assignments: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+    assignments: list[str] = typer.Option([], "--option", metavar="KEY=VALUE",
                                          help="Scoring option (repeat; e.g. rule=pre-2021 for VQA)."),
+    set_: list[str] = typer.Option([], "--set", hidden=True, help="Deprecated spelling of --option."),
 ):
     """Score a prediction file against a built split with the benchmark's metrics."""
     from builders.jsonout import dumps
     from evaluator.run import evaluate as run_evaluate
 
     metrics = run_evaluate(bench, data, predictions, split=split, report=report, allow_partial=allow_partial,
-                           allow_extra=allow_extra, assignments=assignments)
+                           allow_extra=allow_extra, assignments=_renamed(assignments, set_, "evaluate", "--option"))
     headline = {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
     typer.echo(dumps({**headline, "coverage": metrics["coverage"]}, note_key="undefined", indent=2))
     if report is not None:
@@ -232,8 +244,9 @@ def perceptual(
     bf16: bool = typer.Option(False, "--bf16", help="Run hf: models in bfloat16 autocast."),
     workers: int = typer.Option(0, "--workers", min=0, help="DataLoader workers decoding images."),
     images: Optional[Path] = typer.Option(None, "--images", help="Image folder for models that read images."),
-    assignments: list[str] = typer.Option([], "--set", metavar="KEY=VALUE",
+    assignments: list[str] = typer.Option([], "--option", metavar="KEY=VALUE",
                                          help="Scoring option (repeat; e.g. rule=pre-2021 for VQA)."),
+    set_: list[str] = typer.Option([], "--set", hidden=True, help="Deprecated spelling of --option."),
 ):
     """Perceptual score of a model towards each modality (Gat et al., NeurIPS 2021, Eq. 1-5), with normalisations."""
     from tqdm import tqdm
@@ -248,7 +261,8 @@ def perceptual(
                                  images=images, bf16=bf16, workers=workers)
     with tqdm(desc="perceptual passes", unit="pass", disable=None) as bar:
         metrics = perceptual_score(bench, data, model, options, split=split, model_options=model_options,
-                                   report=report, assignments=assignments, where=where, progress=bar.update)
+                                   report=report, assignments=_renamed(assignments, set_, "perceptual", "--option"),
+                                   where=where, progress=bar.update)
     if metrics is None:  # a non-zero rank of a distributed launch
         return
     for metric, s in metrics["all"].items():

@@ -77,7 +77,7 @@ def main() -> int:
         manifest = json.loads((Path(tmp) / "vqa-cp" / "manifest.json").read_text())
         sizes = {s: v["questions"] for s, v in manifest["statistics"]["splits"].items()}
         print(f"json.load of the 4 files: {loaded['seconds']:6.2f} s  (peak RSS {loaded['peak_rss_mb']:.0f} MB)")
-        print(f"vlbench build vqa-cp --set mode=regenerate: {built['seconds']:6.2f} s  "
+        print(f"vlbench build vqa-cp --param mode=regenerate: {built['seconds']:6.2f} s  "
               f"(peak RSS {built['peak_rss_mb']:.0f} MB); train {sizes['train']:,} / test {sizes['test']:,}, "
               f"concept coverage {100 * manifest['statistics']['concept_coverage']:.2f} %")
         verdict = "PASS" if ratio <= TARGET_RATIO else "FAIL"

@@ -4,7 +4,7 @@
 # SOURCES_ROOT holds one folder per raw source, as `vlbench sample-sources` writes them
 # (e.g. SOURCES_ROOT/gqa/{val,testdev}_balanced_questions.json, SOURCES_ROOT/vcr/val.jsonl); each
 # benchmark is built into OUT_ROOT/<name> with its legacy files, then verified. BENCH:KEY=VALUE
-# passes `--set KEY=VALUE` to that benchmark's build, e.g. vcr-visor:nli_model=none.
+# passes `--param KEY=VALUE` to that benchmark's build, e.g. vcr-visor:nli_model=none.
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: $0 SOURCES_ROOT OUT_ROOT [BENCH:KEY=VALUE ...]" >&2
@@ -23,7 +23,7 @@ for bench in $benches; do
   sets=()
   for override in "$@"; do
     case "$override" in
-      "$bench:"*) sets+=(--set "${override#"$bench:"}") ;;
+      "$bench:"*) sets+=(--param "${override#"$bench:"}") ;;
     esac
   done
   echo "== $bench"

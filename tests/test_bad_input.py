@@ -71,7 +71,7 @@ def test_wrong_type_of_a_field(cli, tmp_path, good):
 def test_wrong_type_of_a_field_read_only_for_kept_rows(cli, tmp_path, good):
     good["10001"]["question"] = 5
     write_gqa(tmp_path / "src" / "testdev_balanced_questions.json", good)
-    _expect_error(cli, tmp_path, "record 10001", "field 'question'", extra=("--set", "group_threshold=2"))
+    _expect_error(cli, tmp_path, "record 10001", "field 'question'", extra=("--param", "group_threshold=2"))
 
 
 def test_empty_file(cli, tmp_path):
@@ -117,15 +117,15 @@ def test_same_question_id_in_both_splits(cli, tmp_path, good):
 
 def test_unknown_set_key(cli, tmp_path, good):
     write_gqa(tmp_path / "src" / "testdev_balanced_questions.json", good)
-    _expect_error(cli, tmp_path, "--set alpah", "unknown parameter", extra=("--set", "alpah=0.3"))
+    _expect_error(cli, tmp_path, "--param alpah", "unknown parameter", extra=("--param", "alpah=0.3"))
 
 
 def test_mistyped_set_value(cli, tmp_path, good):
     write_gqa(tmp_path / "src" / "testdev_balanced_questions.json", good)
-    _expect_error(cli, tmp_path, "alpha=high", "expected float", extra=("--set", "alpha=high"))
-    _expect_error(cli, tmp_path, "group_threshold=median", extra=("--set", "group_threshold=median"))
-    _expect_error(cli, tmp_path, "tail_comparison", extra=("--set", "tail_comparison=fuzzy"))
-    _expect_error(cli, tmp_path, "1 + alpha must be positive", extra=("--set", "alpha=-1.5"))
+    _expect_error(cli, tmp_path, "alpha=high", "expected float", extra=("--param", "alpha=high"))
+    _expect_error(cli, tmp_path, "group_threshold=median", extra=("--param", "group_threshold=median"))
+    _expect_error(cli, tmp_path, "tail_comparison", extra=("--param", "tail_comparison=fuzzy"))
+    _expect_error(cli, tmp_path, "1 + alpha must be positive", extra=("--param", "alpha=-1.5"))
 
 
 def test_missing_source(cli, tmp_path):
@@ -135,7 +135,7 @@ def test_missing_source(cli, tmp_path):
 
 def test_failed_rebuild_keeps_the_previous_output(cli, tmp_path, good):
     write_gqa(tmp_path / "src" / "testdev_balanced_questions.json", good)
-    code, stderr, out = _build(cli, tmp_path, "--set", "group_threshold=2")
+    code, stderr, out = _build(cli, tmp_path, "--param", "group_threshold=2")
     assert code == 0, stderr
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
     (tmp_path / "src" / "testdev_balanced_questions.json").write_bytes(b"{")

@@ -24,7 +24,7 @@ from builders.nlp import PACKAGED_MINILM
 SOURCE_DIRS = {"gqa-ood": "gqa", "vqa-v2": "vqa_v2", "vqa-cp": "vqa_cp", "visdial": "visdial",
                "vcr-visor": "vcr", "socialiq": "socialiq", "disco": "disco", "vl-bias": "vl_bias"}
 # Offline builds: the packaged MiniLM stands in for the recipe's SBERT, no NLI model.
-BUILD_ARGS = {"vcr-visor": ("--set", f"sbert_model={PACKAGED_MINILM}", "--set", "nli_model=none")}
+BUILD_ARGS = {"vcr-visor": ("--param", f"sbert_model={PACKAGED_MINILM}", "--param", "nli_model=none")}
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -622,8 +622,8 @@ PARAM_CASES = [
 @pytest.mark.parametrize("bench,assignment,needle", PARAM_CASES, ids=[f"{b}:{a[:30]}" for b, a, _ in PARAM_CASES])
 def test_bad_parameter(bench, assignment, needle, cli, sample_sources, tmp_path):
     out = tmp_path / "out"
-    code, _, stderr = cli("build", bench, "--source", sample_sources, "--out", out, "--set", assignment)
-    assert_one_error_line(code, stderr, ("--set", needle))
+    code, _, stderr = cli("build", bench, "--source", sample_sources, "--out", out, "--param", assignment)
+    assert_one_error_line(code, stderr, ("--param", needle))
     assert not out.exists()
 
 
@@ -648,7 +648,7 @@ def test_bad_scoring_option(bench, assignment, needle, scored, cli, tmp_path):
     folder, entries = scored[bench]
     path = tmp_path / "p.json"
     path.write_bytes(_dump(entries))
-    code, _, stderr = cli("evaluate", bench, "--data", folder, "--predictions", path, "--set", assignment)
+    code, _, stderr = cli("evaluate", bench, "--data", folder, "--predictions", path, "--option", assignment)
     assert_one_error_line(code, stderr, (needle,))
 
 

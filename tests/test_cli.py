@@ -111,8 +111,18 @@ def test_params_lists_every_parameter_with_type_default_and_meaning(cli):
     code, stdout, _ = cli("params", "gqa-ood")
     assert code == 0
     assert "alpha                float                  default 0.2" in stdout
-    assert "gqa-ood scoring options (vlbench evaluate/perceptual gqa-ood --set KEY=VALUE): none" in stdout
+    assert "gqa-ood scoring options (vlbench evaluate/perceptual gqa-ood --option KEY=VALUE): none" in stdout
     code, stdout, _ = cli("params", "vqa-v2")
     assert code == 0 and "rule                 current|pre-2021       default current" in stdout
     for bench in BENCHMARKS:  # the contract: every build parameter says what it means
         assert all(row["help"] for row in describe(get_builder(bench.name).params_class)), bench.name
+
+
+def test_old_set_spelling_still_works_with_one_note(cli, sample_sources, tmp_path):
+    """`build --param` and `evaluate --option` replaced `--set`; the old spelling keeps working."""
+    code, _, err = cli("build", "gqa-ood", "--source", sample_sources, "--out", tmp_path / "a", "--set", "alpha=0.3")
+    assert code == 0 and err.strip() == "note: `vlbench build --set` is now `--param`; --set still works for now"
+    manifest = (tmp_path / "a" / "manifest.json").read_text()
+    assert '"alpha": 0.3' in manifest and "--param alpha=0.3" in manifest
+    code, _, err = cli("build", "gqa-ood", "--source", sample_sources, "--out", tmp_path / "b", "--set", "alpha=inf")
+    assert code == 2 and err.strip().splitlines()[-1] == "error: --param alpha=inf: expected a finite number"

@@ -19,7 +19,7 @@ def split(tmp_path, cli):
                **group("3", "g3", {"p": 1, "q": 1})}
     write_gqa(tmp_path / "src" / "testdev_balanced_questions.json", records)
     code, _, err = cli("build", "gqa-ood", "--source", tmp_path / "src", "--out", tmp_path / "data",
-                       "--set", "group_threshold=0.95")
+                       "--param", "group_threshold=0.95")
     assert code == 0, err
     return tmp_path / "data"
 

@@ -99,7 +99,7 @@ def test_staging_of_a_live_build_is_left_alone(gqa_source, tmp_path):
 @pytest.mark.slow
 def test_two_concurrent_builds_into_one_out(gqa_source, tmp_path):
     out = tmp_path / "out"
-    procs = [_spawn("build", "gqa-ood", "--source", gqa_source, "--out", out, "--set", f"alpha={a}", "--no-cache")
+    procs = [_spawn("build", "gqa-ood", "--source", gqa_source, "--out", out, "--param", f"alpha={a}", "--no-cache")
              for a in (0.2, 0.3)]
     results = [p.communicate(timeout=300) for p in procs]
     for proc, (_, stderr) in zip(procs, results):
@@ -203,7 +203,7 @@ def test_symlinked_source_folder_and_files_are_followed(sample_sources, tmp_path
 def test_existing_vlbench_output_is_replaced_and_overwrite_replaces_other_folders(gqa_source, tmp_path, cli):
     out = tmp_path / "out"
     run_build("gqa-ood", gqa_source, out)
-    code, _, stderr = cli("build", "gqa-ood", "--source", gqa_source, "--out", out, "--set", "alpha=0.3")
+    code, _, stderr = cli("build", "gqa-ood", "--source", gqa_source, "--out", out, "--param", "alpha=0.3")
     assert code == 0, stderr
     mine = tmp_path / "mine"
     mine.mkdir()

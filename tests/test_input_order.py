@@ -29,7 +29,7 @@ def _reverse(path):
     path.write_text(json.dumps(list(reversed(json.loads(path.read_text())))))
 
 
-@pytest.mark.parametrize("bench, extra", [("vqa-v2", []), ("vqa-cp", ["--set", "mode=regenerate"]),
+@pytest.mark.parametrize("bench, extra", [("vqa-v2", []), ("vqa-cp", ["--param", "mode=regenerate"]),
                                           ("vqa-cp", []), ("visdial", [])])
 def test_record_order_does_not_change_outputs(cli, tmp_path, bench, extra):
     roots = []

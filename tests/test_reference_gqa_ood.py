@@ -32,7 +32,7 @@ def test_rebuild_is_byte_identical_to_published_testdev(reference_dir, tmp_path,
     src = _raw_testdev(reference_dir, tmp_path / "src", shuffle)
     out = tmp_path / "out"
     code, _, err = cli("build", "gqa-ood", "--source", src, "--out", out, "--split", "testdev",
-                       "--set", "group_threshold=0.99", "--legacy-json")
+                       "--param", "group_threshold=0.99", "--legacy-json")
     assert code == 0, err
     for name, blob in PUBLISHED.items():
         assert git_blob_id(out / "legacy" / name) == blob, name

@@ -15,7 +15,7 @@ from tiny_models import tiny_clip, tiny_sequence_classifier
 from builders.nlp import PACKAGED_MINILM
 from evaluator.vcr_visor import metrics as m
 
-OFFLINE = ["--set", f"sbert_model={PACKAGED_MINILM}", "--set", "nli_model=none"]
+OFFLINE = ["--param", f"sbert_model={PACKAGED_MINILM}", "--param", "nli_model=none"]
 
 
 def _rows(folder):
@@ -97,7 +97,7 @@ def test_nli_filter_in_a_build(sample_sources, tmp_path, cli):
     model = tiny_sequence_classifier(tmp_path / "nli", {0: "neutral", 1: "entailment", 2: "contradiction"}, favour=1)
     out = tmp_path / "out"
     code, _, err = cli("build", "vcr-visor", "--source", sample_sources, "--out", out,
-                       "--set", f"sbert_model={PACKAGED_MINILM}", "--set", f"nli_model={model}")
+                       "--param", f"sbert_model={PACKAGED_MINILM}", "--param", f"nli_model={model}")
     assert code == 0, err
     manifest = json.loads((out / "manifest.json").read_text())
     mining = manifest["statistics"]["mining"]
@@ -106,7 +106,7 @@ def test_nli_filter_in_a_build(sample_sources, tmp_path, cli):
     assert "filtered with the MNLI model" in (out / "README.md").read_text()
     no_entail = tiny_sequence_classifier(tmp_path / "bad", {0: "yes", 1: "no"})
     code, _, err = cli("build", "vcr-visor", "--source", sample_sources, "--out", tmp_path / "o2",
-                       "--set", f"sbert_model={PACKAGED_MINILM}", "--set", f"nli_model={no_entail}")
+                       "--param", f"sbert_model={PACKAGED_MINILM}", "--param", f"nli_model={no_entail}")
     assert code == 2 and "has no entailment label" in err and not (tmp_path / "o2").exists()
 
 
@@ -279,7 +279,7 @@ def test_failed_invariant_and_skip_invalid(reference_dir, tmp_path, cli):
     lines[3] = json.dumps(rec)
     code, _, err = _build_lines(cli, tmp_path, lines)
     assert code == 2 and f"({rec['annot_id']})" in err and "answer_match_iter" in err
-    code, _, err = _build_lines(cli, tmp_path, lines, "--set", "skip_invalid=true")
+    code, _, err = _build_lines(cli, tmp_path, lines, "--param", "skip_invalid=true")
     assert code == 0, err
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert list(manifest["statistics"]["skipped_records"]) == [rec["annot_id"]]
@@ -291,9 +291,9 @@ def test_missing_field_and_unknown_param(reference_dir, tmp_path, cli):
     del rec["movie"]
     code, _, err = _build_lines(cli, tmp_path, [json.dumps(rec)] + lines[3:])
     assert code == 2 and "line 1" in err and "movie" in err
-    code, _, err = _build_lines(cli, tmp_path, lines, "--set", "query_treshold=0.8")
+    code, _, err = _build_lines(cli, tmp_path, lines, "--param", "query_treshold=0.8")
     assert code == 2 and "unknown parameter" in err
-    code, _, err = _build_lines(cli, tmp_path, lines, "--set", "query_threshold=1.5")
+    code, _, err = _build_lines(cli, tmp_path, lines, "--param", "query_threshold=1.5")
     assert code == 2 and "[-1, 1]" in err
 
 

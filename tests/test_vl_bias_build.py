@@ -100,7 +100,8 @@ def test_further_gender_pairs_and_templates(cli, source, tmp_path):
     code, _, err = cli("build", "vl-bias", "--source", source, "--out", tmp_path / "out")
     assert code == 2 and "unknown gender word 'gentleman'" in err and "cooking/gentleman" in err
     code, _, err = cli("build", "vl-bias", "--source", source, "--out", tmp_path / "out",
-                       "--set", "gender_pairs=man:woman,boy:girl,gentleman:lady", "--set", "templates=sentence,phrase")
+                       "--param", "gender_pairs=man:woman,boy:girl,gentleman:lady",
+                       "--param", "templates=sentence,phrase")
     assert code == 0, err
     t = _table(tmp_path / "out").to_pylist()
     assert {r["template"] for r in t} == {"sentence", "phrase"}
@@ -144,7 +145,7 @@ def test_bad_input_is_one_line_exit_2_and_no_output(cli, source, tmp_path, case)
         (source / "annotations.jsonl").write_text('{"image": "a.jpg"\n')
         expected = "annotations.jsonl: record line 1: not valid JSON"
     else:
-        extra = ["--set", "gender_pairs=man:man"]
+        extra = ["--param", "gender_pairs=man:man"]
         expected = "gender_pairs: gender pair 'man:man'"
     code, out, err = cli("build", "vl-bias", "--source", source, "--out", tmp_path / "out", "--no-cache", *extra)
     assert code == 2, err

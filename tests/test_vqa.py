@@ -138,7 +138,7 @@ def test_regenerate_rejects_a_question_in_train_and_val(cli, tmp_path):
     val_a["annotations"].append(train_a["annotations"][3])
     (src / names["val2014"][0]).write_text(json.dumps(val_q))
     (src / names["val2014"][1]).write_text(json.dumps(val_a))
-    code, _, err = cli("build", "vqa-cp", "--source", src, "--out", tmp_path / "out", "--set", "mode=regenerate")
+    code, _, err = cli("build", "vqa-cp", "--source", src, "--out", tmp_path / "out", "--param", "mode=regenerate")
     qid = train_q["questions"][3]["question_id"]
     assert code == 2 and names["val2014"][0] in err and f"record {qid}" in err and "also in" in err
     assert not (tmp_path / "out").exists()
@@ -201,7 +201,7 @@ def test_import_and_regenerate_builds(cli, sample_sources, tmp_path):
     card = (tmp_path / "imp" / "README.md").read_text()
     assert 0.0 < coverage < 0.9 and f"{100 * coverage:.2f} % of the imported" in card
     code, _, err = cli("build", "vqa-cp", "--source", sample_sources, "--out", tmp_path / "re",
-                       "--set", "mode=regenerate")
+                       "--param", "mode=regenerate")
     assert code == 0, err
     card = (tmp_path / "re" / "README.md").read_text()
     assert "Concept coverage: 100.00 %" in card and "JSD(train, test)" in card
@@ -238,7 +238,7 @@ def test_vqa_v2_build_evaluate_end_to_end(cli, sample_sources, tmp_path):
 def test_prior_baseline_loses_its_prior_on_vqa_cp(cli, sample_sources, tmp_path):
     """The question-type prior scores far lower on the re-split test than on VQA v2 validation."""
     scores = {}
-    for bench, extra in (("vqa-v2", []), ("vqa-cp", ["--set", "mode=regenerate"])):
+    for bench, extra in (("vqa-v2", []), ("vqa-cp", ["--param", "mode=regenerate"])):
         out = tmp_path / bench
         assert cli("build", bench, "--source", sample_sources, "--out", out, *extra)[0] == 0
         preds = tmp_path / f"{bench}.json"

@@ -37,7 +37,8 @@ def _check(where: Path, target: str, target_type: str, gender: str, genders, rec
                           f"{target_type} words", record=record, field="target" if record else None)
     if gender not in genders:
         raise SourceError(where, f"unknown gender word '{gender}' (expected one of {', '.join(sorted(genders))}; "
-                          "add a pair with --set gender_pairs=...)", record=record, field="gender" if record else None)
+                          "add a pair with --param gender_pairs=...)", record=record,
+                          field="gender" if record else None)
 
 
 def find_annotation_file(source: Path) -> Path | None:

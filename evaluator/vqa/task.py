@@ -22,7 +22,7 @@ from evaluator.vqa.metrics import vqa_accuracy
 
 @dataclass(frozen=True)
 class VQAOptions:
-    """`--set rule=pre-2021` scores with the answer normalisation of the official code before 2021."""
+    """`--option rule=pre-2021` scores with the answer normalisation of the official code before 2021."""
 
     rule: Literal["current", "pre-2021"] = param(
         "current", "answer normalisation of the official VQA evaluation code: current or pre-2021")
