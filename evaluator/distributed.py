@@ -42,6 +42,17 @@ class World:
             out[idx] = part
         return out
 
+    def close(self) -> None:
+        """Wait for every rank, then leave the process group. Exiting with the group still up lets
+        gloo's threads outlive the interpreter (a rank can then abort with std::terminate)."""
+        if self.size == 1:
+            return
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
 
 def single_process() -> World:
     return World()

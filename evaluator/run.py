@@ -124,6 +124,7 @@ def perceptual_score(bench: str, data: str, model: str, options, *, split: str |
     adapter = task.make_model(model, model_options)
     train = _training_table(task, folder, model_options)
     result = p.perceptual(task, adapter, table, options, score_options, train, world, progress)
+    world.close()
     if not world.is_main:
         return None
     metrics = {"benchmark": bench, "split": split, "model": model, "rows": table.num_rows, "where": where,
