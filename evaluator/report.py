@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from builders.errors import ParamsError, VlbenchError
 from builders.jsonout import dumps
 from builders.result import FigureSpec
+from builders.tempfiles import temp_name
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def write_atomically(path: Path, data: bytes) -> None:
     temporary one) behind."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    tmp = path.with_name(temp_name(path.name))
     try:
         tmp.write_bytes(data)
         tmp.replace(path)

@@ -3,7 +3,7 @@ atomically, safe under concurrent builds and kills.
 
 * `check_out` refuses an OUT that is, contains or lies inside a protected folder (the sources, the
   images) and an existing OUT that vlbench did not write, unless `--overwrite` (never a source).
-* `atomic_folder` stages the build beside OUT in `.OUT.partial-PID` and publishes it with two
+* `atomic_folder` stages the build beside OUT in `.OUT.vlbench-partial-PID` and publishes it with two
   renames under an exclusive lock on OUT's parent folder, so two builds into one OUT end with one
   complete build. Staging folders and partial files of dead processes in OUT's parent are cleaned up
   (a backup whose publish was cut short is put back), and SIGTERM unwinds like SIGINT (see
@@ -16,15 +16,14 @@ import errno
 import fcntl
 import json
 import os
-import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
 from builders.errors import ParamsError, VlbenchError
 from builders.sources.files import os_problem
+from builders.tempfiles import parse_temp_name, pid_alive, temp_name
 from pipelines.manifest import MANIFEST
-from pipelines.pids import pid_alive
 
 
 def _same_or_inside(a: Path, b: Path) -> bool:
@@ -67,9 +66,6 @@ def check_out(out: Path, protected: dict[str, list[Path]], overwrite: bool) -> N
         raise ParamsError(f"--out {out}: a file with this name exists; pass --overwrite to replace it")
 
 
-_STAGING = re.compile(r"^\.(?P<name>.+)\.(?P<marker>partial|old)-(?P<pid>\d+)$")
-
-
 def _remove(path: Path) -> None:
     if path.is_symlink() or not path.is_dir():
         path.unlink(missing_ok=True)
@@ -78,15 +74,15 @@ def _remove(path: Path) -> None:
 
 
 def clean_stale(parent: Path) -> None:
-    """Remove what dead vlbench processes left in PARENT (`.NAME.partial-PID` staging folders and
-    files); a dead build's backup `.NAME.old-PID` is put back when NAME is missing (the build was
-    killed between its two renames), else removed."""
+    """Remove what dead vlbench processes left in PARENT (`.NAME.vlbench-partial-PID` staging folders
+    and files); a dead build's backup `.NAME.vlbench-old-PID` is put back when NAME is missing (the
+    build was killed between its two renames), else removed. Other names are never touched."""
     for stale in sorted(parent.iterdir(), key=lambda p: p.name):
-        m = _STAGING.match(stale.name)
-        if m is None or int(m["pid"]) == os.getpid() or pid_alive(int(m["pid"])):
+        parsed = parse_temp_name(stale.name)
+        if parsed is None or parsed[2] == os.getpid() or pid_alive(parsed[2]):
             continue
-        target = parent / m["name"]
-        if m["marker"] == "old" and not (target.exists() or target.is_symlink()):
+        target = parent / parsed[0]
+        if parsed[1] == "old" and not (target.exists() or target.is_symlink()):
             stale.rename(target)
         else:
             _remove(stale)
@@ -108,7 +104,7 @@ def _make_parent(out: Path) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         problem = "a file stands where a folder belongs" if isinstance(exc, (FileExistsError, NotADirectoryError)) \
-            else os_problem(exc)
+            else exc.strerror or str(exc)
         raise VlbenchError(f"--out {out}: cannot create its parent folder {out.parent}: {problem}") from None
     if not os.access(out.parent, os.W_OK):
         raise VlbenchError(f"--out {out}: the folder {out.parent} is not writable")
@@ -122,7 +118,7 @@ def atomic_folder(out: Path, recheck=None):
     _make_parent(out)
     with parent_lock(out.parent):
         clean_stale(out.parent)
-    staging = out.parent / f".{out.name}.partial-{os.getpid()}"
+    staging = out.parent / temp_name(out.name)
     _remove(staging)
     try:
         staging.mkdir()
@@ -130,7 +126,7 @@ def atomic_folder(out: Path, recheck=None):
         with parent_lock(out.parent):
             if recheck is not None:
                 recheck()
-            backup = out.parent / f".{out.name}.old-{os.getpid()}"
+            backup = out.parent / temp_name(out.name, "old")
             had_out = out.exists() or out.is_symlink()
             if had_out:
                 out.rename(backup)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 from tqdm import tqdm
 
-from pipelines.pids import pid_alive
+from builders.tempfiles import pid_alive
 
 _CHUNK = 1 << 22
 

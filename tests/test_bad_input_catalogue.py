@@ -914,7 +914,7 @@ def test_disk_full_while_writing_a_report_or_predictions(scored, cli, tmp_path, 
     real = Path.write_bytes
 
     def full(self, data):
-        if ".partial-" in self.name:
+        if ".vlbench-partial-" in self.name:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(self, data)
 
@@ -924,7 +924,7 @@ def test_disk_full_while_writing_a_report_or_predictions(scored, cli, tmp_path, 
     code, _, stderr = cli("predict", "disco", "--data", folder, "--model", "baseline:mean",
                           "--out", tmp_path / "q.json")
     assert_one_error_line(code, stderr, ("--out", "No space left"))
-    assert not list(tmp_path.glob("**/*.partial-*")) and not (tmp_path / "q.json").exists()
+    assert not list(tmp_path.rglob(".*")) and not (tmp_path / "q.json").exists()
 
 
 def test_no_home_folder_for_the_cache(cli, sample_sources, tmp_path, monkeypatch):

@@ -34,7 +34,7 @@ def _wait_for_staging(parent: Path, proc: subprocess.Popen, timeout: float = 120
     """True once the build's staging folder exists (the export is running)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        if any(p.name.startswith(".out.partial-") for p in parent.iterdir()):
+        if any(p.name.startswith(".out.vlbench-partial-") for p in parent.iterdir()):
             return True
         time.sleep(0.01)
     return False
@@ -70,7 +70,7 @@ def test_kill_9_mid_export_then_rebuild_removes_the_dead_staging(gqa_source, tmp
     proc.kill()
     proc.communicate(timeout=60)
     assert not verify(out).problems  # OUT is still the previous complete build
-    assert any(name.startswith(".out.partial-") for name in _hidden(tmp_path))
+    assert any(name.startswith(".out.vlbench-partial-") for name in _hidden(tmp_path))
     run_build("gqa-ood", gqa_source, out)
     assert _hidden(tmp_path) == []
     assert not verify(out).problems
@@ -82,15 +82,15 @@ def test_dead_builds_backup_is_put_back_when_out_is_missing(gqa_source, tmp_path
     run_build("gqa-ood", gqa_source, out)
     dead = subprocess.Popen(["true"])
     dead.wait()
-    out.rename(tmp_path / f".out.old-{dead.pid}")
-    (tmp_path / f".out.partial-{dead.pid}").mkdir()
+    out.rename(tmp_path / f".out.vlbench-old-{dead.pid}")
+    (tmp_path / f".out.vlbench-partial-{dead.pid}").mkdir()
     run_build("gqa-ood", gqa_source, out, assignments=["alpha=0.3"])
     assert _hidden(tmp_path) == []
     assert json.loads((out / "manifest.json").read_text())["params"]["alpha"] == 0.3
 
 
 def test_staging_of_a_live_build_is_left_alone(gqa_source, tmp_path):
-    live = tmp_path / f".out.partial-{os.getppid()}"
+    live = tmp_path / f".out.vlbench-partial-{os.getppid()}"
     live.mkdir()
     run_build("gqa-ood", gqa_source, tmp_path / "out")
     assert live.is_dir()
@@ -272,11 +272,14 @@ def test_metrics_json_never_holds_nan(tmp_path):
 def test_dead_processes_leftovers_of_other_outs_are_cleaned_too(gqa_source, tmp_path):
     dead = subprocess.Popen(["true"])
     dead.wait()
-    (tmp_path / f".other.partial-{dead.pid}").mkdir()
-    (tmp_path / f".p.json.partial-{dead.pid}").write_text("half a prediction file")
-    (tmp_path / ".notes.partial-x").write_text("not ours: no PID")
+    (tmp_path / f".other.vlbench-partial-{dead.pid}").mkdir()
+    (tmp_path / f".p.json.vlbench-partial-{dead.pid}").write_text("half a prediction file")
+    # the user's own hidden files, even with a dead-PID-like number, are not vlbench's to remove
+    user_files = [f".config.old-{dead.pid}", f".notes.partial-{dead.pid}", ".notes.vlbench-partial-x"]
+    for name in user_files:
+        (tmp_path / name).write_text("the user's")
     run_build("gqa-ood", gqa_source, tmp_path / "out")
-    assert _hidden(tmp_path) == [".notes.partial-x"]
+    assert _hidden(tmp_path) == sorted(user_files)
 
 
 def test_image_keys_from_data_stay_inside_the_images_folder(tmp_path):
