@@ -78,12 +78,14 @@ def params_command(bench: str = typer.Argument(..., help="Benchmark name (see `v
 def sample_sources(out: Path = typer.Option(..., "--out", help="Folder to write the raw sample files into."),
                    scale: int = typer.Option(1, "--scale", min=1, help="Multiply the sample sizes.")):
     """Write small raw sources of every benchmark in their native formats (deterministic)."""
+    import os
     from collections import Counter
 
     from pipelines.samples import write_samples
 
     paths = write_samples(out, scale)
-    per_source = Counter(path.relative_to(Path(out).resolve()).parts[0] for path in paths)
+    root = Path(os.path.abspath(out))  # the root write_samples wrote under (symlinks not resolved)
+    per_source = Counter(path.relative_to(root).parts[0] for path in paths)
     for name, count in sorted(per_source.items()):
         typer.echo(f"{Path(out) / name}/: {count:,} file{'s' if count != 1 else ''}")
     typer.echo(f"wrote {len(paths):,} sample source files into {out}")
@@ -114,8 +116,7 @@ def build(
 
     started = time.perf_counter()
     manifest = run_build(bench, source, out, splits=split, assignments=_renamed(param, set_, "build", "--param"),
-                         legacy_json=legacy_json,
-                         use_cache=not no_cache, images=images, overwrite=overwrite)
+                         legacy_json=legacy_json, use_cache=not no_cache, images=images, overwrite=overwrite)
     for item in manifest["outputs"]:
         if "rows" in item:
             typer.echo(f"{item['path']}: {item['rows']:,} rows")

@@ -166,6 +166,10 @@ def test_py_model_in_the_current_folder_is_found(split, tmp_path, cli, monkeypat
 
 
 def test_sample_sources_prints_a_summary(tmp_path, cli):
-    code, stdout, _ = cli("sample-sources", "--out", tmp_path / "s")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)  # a folder the user linked
+    code, stdout, err = cli("sample-sources", "--out", tmp_path / "link" / "s")
     lines = stdout.strip().splitlines()
-    assert code == 0 and len(lines) <= 12 and lines[-1].startswith("wrote ") and "gqa/: 3 files" in stdout
+    assert code == 0, err
+    assert len(lines) <= 12 and lines[-1].startswith("wrote ") and "gqa/: 3 files" in stdout
+    assert (tmp_path / "real" / "s" / "gqa" / "val_balanced_questions.json").is_file()
