@@ -33,15 +33,20 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _package_root() -> Path:
+    """The folder holding the `builders` package (module names map to paths under it)."""
+    import builders
+
+    return Path(builders.__file__).parent.parent
+
+
 def builder_modules(module: str) -> list[Path]:
     """The source files of a builder module and of every `builders` module it imports, directly or
     not (read off the import statements, so the answer does not depend on what this process has
     imported)."""
     import ast
 
-    import builders
-
-    root = Path(builders.__file__).parent.parent
+    root = _package_root()
 
     def path_of(name: str) -> Path | None:
         base = root.joinpath(*name.split("."))
@@ -73,7 +78,7 @@ def builder_modules(module: str) -> list[Path]:
 def code_version(module: str) -> str:
     """Hash of the source a builder runs: a change to one of its readers or rules invalidates its
     cached stages, and only its own (editing disco.py leaves GQA-OOD's cache valid)."""
-    root = Path(__import__("builders").__file__).parent.parent
+    root = _package_root()
     digest = hashlib.sha256()
     for path in builder_modules(module):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())

@@ -14,7 +14,7 @@ from builders.errors import SourceError
 from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.socialiq import reader as socialiq
-from builders.sources.files import expect_file, list_folder
+from builders.sources.files import expect_file
 from builders.splits import check_splits
 
 FOLDS_FILE = "socialiq_std_folds.json"
@@ -60,21 +60,6 @@ def tables_of(videos: dict[str, list[socialiq.QAItem]]) -> dict[str, pa.Table]:
             "pairs": pa.table(pairs, schema=features("pairs").arrow_schema)}
 
 
-def qa_files(folder: Path) -> dict[str, Path]:
-    """{video id: QA file} of every `<video_id>.txt` under qa/ (sub-folders included); a video id
-    found twice is an error naming both files, never a silent replacement."""
-    if not folder.exists():
-        return {}
-    list_folder(folder)  # a file where the qa/ folder belongs is an error
-    files: dict[str, Path] = {}
-    for path in sorted(folder.rglob("*.txt")):
-        expect_file(path, "a QA text file")
-        if path.stem in files:
-            raise SourceError(path, f"video '{path.stem}' also has {files[path.stem]}", record=path.stem)
-        files[path.stem] = path
-    return files
-
-
 class SocialIQBuilder(Builder):
     name = "socialiq"
     params_class = SocialIQParams
@@ -93,7 +78,7 @@ class SocialIQBuilder(Builder):
         if not (folds_path.exists() or folds_path.is_symlink()):
             raise SourceError(folds_path, "Social-IQ folds file not found")
         expect_file(folds_path, "the Social-IQ folds JSON file")
-        files = qa_files(source / "qa")
+        files = socialiq.qa_files(source / "qa")
         if not files:
             raise SourceError(source / "qa", "no Social-IQ QA files (<video_id>.txt)")
         folds = socialiq.read_folds(folds_path)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builders.errors import SourceError
-from builders.sources.files import decode_utf8, load_json, read_bytes, read_text
+from builders.sources.files import decode_utf8, expect_file, list_folder, load_json, read_bytes, read_text
 
 CORRECT, INCORRECT = 4, 3
 FOLD_KEYS = {"train": "standard_train_fold", "validation": "standard_valid_fold"}
@@ -75,3 +75,18 @@ def read_folds(path: Path) -> dict[str, list[str]]:
     if common:
         raise SourceError(path, "video in both folds", record=sorted(common)[0])
     return folds
+
+
+def qa_files(folder: Path) -> dict[str, Path]:
+    """{video id: QA file} of every `<video_id>.txt` under qa/ (sub-folders included); a video id
+    found twice is an error naming both files, never a silent replacement."""
+    if not folder.exists():
+        return {}
+    list_folder(folder)  # a file where the qa/ folder belongs is an error
+    files: dict[str, Path] = {}
+    for path in sorted(folder.rglob("*.txt")):
+        expect_file(path, "a QA text file")
+        if path.stem in files:
+            raise SourceError(path, f"video '{path.stem}' also has {files[path.stem]}", record=path.stem)
+        files[path.stem] = path
+    return files
