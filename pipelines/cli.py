@@ -250,8 +250,7 @@ def perceptual(
     set_: list[str] = typer.Option([], "--set", hidden=True, help="Deprecated spelling of --option."),
 ):
     """Perceptual score of a model towards each modality (Gat et al., NeurIPS 2021, Eq. 1-5), with normalisations."""
-    from tqdm import tqdm
-
+    from builders.progress import progress
     from evaluator.models import ModelOptions
     from evaluator.perceptual import PerceptualOptions
     from evaluator.run import perceptual_score
@@ -260,7 +259,7 @@ def perceptual(
                                 sampling=sampling, by=by, encoder_cache=not no_encoder_cache)
     model_options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size,
                                  images=images, bf16=bf16, workers=workers)
-    with tqdm(desc="perceptual passes", unit="pass", disable=None) as bar:
+    with progress(desc="perceptual passes", unit="pass", leave=True) as bar:
         metrics = perceptual_score(bench, data, model, options, split=split, model_options=model_options,
                                    report=report, assignments=_renamed(assignments, set_, "perceptual", "--option"),
                                    where=where, progress=bar.update)
@@ -303,8 +302,7 @@ def counterbias(
     bf16: bool = typer.Option(False, "--bf16", help="Run the model in bfloat16 autocast."),
 ):
     """CounterBias (Zhang, Wang, Sang, ACM MM 2022): social bias of a masked-LM vision-language model on VL-Bias."""
-    from tqdm import tqdm
-
+    from builders.progress import progress
     from evaluator.attack import PGD
     from evaluator.counterbias import MEASURES
     from evaluator.counterbias_run import CounterBiasOptions, run_counterbias
@@ -315,7 +313,7 @@ def counterbias(
                                  b0=b0, min_change=min_change,
                                  cache=None if no_cache else default_cache_dir() / "counterbias")
     model_options = ModelOptions(device=device, batch_size=batch_size, bf16=bf16)
-    with tqdm(desc="images", unit="image", disable=None) as bar:
+    with progress(desc="images", unit="image", leave=True) as bar:
         metrics = run_counterbias(data, model, options, model_options, split=split, report=report,
                                   progress=bar.update)
     for m, s in metrics["measures"].items():
@@ -369,7 +367,9 @@ def main(argv: list[str] | None = None) -> None:
     import threading
 
     from builders.errors import VlbenchError
+    from builders.progress import quiet_library_bars
 
+    quiet_library_bars()
     click = _click_exceptions()
     previous = None
     if threading.current_thread() is threading.main_thread():

@@ -9,9 +9,10 @@ from typing import Callable
 
 import pyarrow.parquet as pq
 
-from builders.result import BuildResult
-from evaluator.report import draw_bars
+from builders.progress import progress
+from builders.result import BuildResult, FigureSpec
 from pipelines.cards import render_card
+from pipelines.figure_process import draw_pngs
 from pipelines.manifest import describe_outputs, write_manifest
 from pipelines.outdir import atomic_folder
 
@@ -26,9 +27,11 @@ def _write_shard(table, path: Path) -> int:
     return sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups))
 
 
-def write_tables(result: BuildResult, folder: Path, pool: ThreadPoolExecutor) -> Callable[[], tuple[dict, dict]]:
+def write_tables(result: BuildResult, folder: Path, pool: ThreadPoolExecutor,
+                 written: Callable[[], object] = lambda: None) -> Callable[[], tuple[dict, dict]]:
     """Start writing parquet shards `<config>/<split>-0000i-of-0000N.parquet` on the pool (Arrow
-    releases the GIL); the returned function waits and gives (card split info, rows per file)."""
+    releases the GIL); the returned function waits (calling `written` per shard) and gives (card
+    split info, rows per file)."""
     jobs = []
     for config, by_split in result.tables.items():
         (folder / config).mkdir()
@@ -48,26 +51,30 @@ def write_tables(result: BuildResult, folder: Path, pool: ThreadPoolExecutor) ->
             info["num_examples"] += n
             info["num_bytes"] += job.result()
             rows[rel] = n
+            written()
         return splits, rows
 
     return finish
 
 
-def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json: bool, recheck=None) -> dict:
+def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json: bool,
+           figure_pngs: Callable[[list[FigureSpec]], list[bytes]] = draw_pngs, recheck=None) -> dict:
     """Tables, legacy files, figures, card and manifest, all or nothing. Returns the manifest.
-    `recheck` runs under the publish lock, just before OUT is replaced."""
-    with atomic_folder(out, recheck) as folder, ThreadPoolExecutor(max_workers=2) as pool:
-        tables_written = write_tables(result, folder, pool)
+    `figure_pngs` draws the figures (pipelines.figure_process); `recheck` runs under the publish
+    lock, just before OUT is replaced."""
+    with (atomic_folder(out, recheck) as folder, ThreadPoolExecutor(max_workers=2) as pool,
+          progress(desc=f"writing {out.name}", unit="file") as bar):
+        tables_written = write_tables(result, folder, pool, bar.update)
         if legacy_json:
             for rel, produce in sorted(result.legacy_files.items()):
                 (folder / rel).parent.mkdir(parents=True, exist_ok=True)
                 (folder / rel).write_bytes(produce())
-        figure_links = []
+                bar.update()
         if result.figures:
             (folder / "figures").mkdir()
-            for spec in result.figures:
-                draw_bars(spec, folder / "figures" / spec.filename)
-                figure_links.append(f"![{spec.title}](figures/{spec.filename})")
+            for spec, png in zip(result.figures, figure_pngs(result.figures)):
+                (folder / "figures" / spec.filename).write_bytes(png)
+        figure_links = [f"![{spec.title}](figures/{spec.filename})" for spec in result.figures]
         splits, rows = tables_written()
         fields = {**result.card_fields, "figures": "\n\n".join(figure_links),
                   "build_command": manifest["command"]}

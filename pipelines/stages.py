@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-from tqdm import tqdm
 
+from builders.progress import progress
 from builders.tempfiles import pid_alive
 
 _CHUNK = 1 << 22
@@ -137,7 +137,8 @@ class StageRunner:
         if tables is not None:
             self.cached[name] = True
         else:
-            with tqdm(total=1, desc=f"stage {name}", bar_format="{desc}: {elapsed}", disable=None) as bar:
+            with progress(total=1, desc=f"stage {name}", unit="stage", leave=True,
+                          bar_format="{desc}: {elapsed}") as bar:
                 tables = compute()
                 bar.update()
             if folder is not None:

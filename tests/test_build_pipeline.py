@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import pipelines.export
+import pipelines.figure_process
 from pipelines.build import run_build
 
 
@@ -57,7 +57,7 @@ def test_killed_build_leaves_no_output_and_rerun_reuses_stages(sample_sources, b
         raise KeyboardInterrupt  # the user's Ctrl-C while figures are being drawn
 
     with monkeypatch.context() as m:
-        m.setattr(pipelines.export, "draw_bars", killed)
+        m.setattr(pipelines.figure_process.FigureProcess, "pngs", killed)
         with pytest.raises(KeyboardInterrupt):
             run_build("gqa-ood", sample_sources, out, legacy_json=True)
     assert not out.exists()

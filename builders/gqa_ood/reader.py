@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from builders.errors import SourceError
+from builders.progress import progress
 from builders.sources.files import read_bytes, utf8_problem
 
 SPLIT_FILES = {
@@ -198,7 +199,7 @@ def read_index(path: Path, data: bytes | None = None) -> pa.Table:
         raise SourceError(path, "no questions (an empty JSON object)")
     decode = msgspec.json.Decoder(_IndexRecord).decode
     try:
-        recs = [decode(raw) for raw in raws]
+        recs = [decode(raw) for raw in progress(raws, desc=f"reading {path.name}", unit="record")]
     except msgspec.ValidationError:
         for qid, raw in zip(qids, raws):  # find the first bad record for the message
             try:

@@ -1,0 +1,81 @@
+"""The figure helper process (pipelines.figure_process): same PNG bytes as drawing in-process, and a
+helper that dies or is handed other specs never loses a figure."""
+
+from __future__ import annotations
+
+import pytest
+
+import pipelines.build
+from builders.result import FigureSpec
+from pipelines.build import run_build
+from pipelines.figure_process import HELPER_MIN_INPUT_BYTES, FigureProcess, draw_pngs, helper_worthwhile
+
+SPECS = [
+    FigureSpec(filename="a.png", title="answers per group", categories=["yes", "no", "red"],
+               series={"val": [3.0, 2.0, 1.0]}, xlabel="answer", ylabel="questions",
+               bar_colors=["tab:blue", "tab:orange", "tab:blue"], legend_colors={"head": "tab:blue"}),
+    FigureSpec(filename="b.png", title="two series", categories=[f"c{i}" for i in range(9)],
+               series={"x": [float(i) for i in range(9)], "y": [9.0 - i for i in range(9)]},
+               errors={"x": [0.5] * 9}),
+]
+
+
+def test_the_helper_draws_the_bytes_drawn_here():
+    # The golden is the in-process drawing of the same specs by the same function.
+    with FigureProcess() as figures:
+        figures.start(SPECS)
+        from_helper = figures.pngs(SPECS)
+    assert from_helper == draw_pngs(SPECS)
+    assert all(png.startswith(b"\x89PNG\r\n\x1a\n") for png in from_helper)
+
+
+def test_a_dead_helper_means_drawing_here():
+    with FigureProcess() as figures:
+        figures._proc.kill()
+        figures._proc.wait()
+        figures.start(SPECS)
+        assert figures.pngs(SPECS) == draw_pngs(SPECS)
+
+
+def test_specs_other_than_those_sent_are_drawn_here():
+    with FigureProcess() as figures:
+        figures.start(SPECS[:1])
+        assert figures.pngs(SPECS) == draw_pngs(SPECS)
+
+
+def test_no_helper_when_not_worth_it():
+    assert not helper_worthwhile(HELPER_MIN_INPUT_BYTES - 1)
+    with FigureProcess(start_helper=False) as figures:
+        figures.start(SPECS)
+        assert figures._proc is None
+        assert figures.pngs(SPECS) == draw_pngs(SPECS)
+
+
+def test_a_build_drawing_in_the_helper_equals_one_drawing_here(sample_sources, built_sample, tmp_path, monkeypatch):
+    started = []
+    original = FigureProcess.__init__
+
+    def spy(self, start_helper=True):
+        original(self, start_helper)
+        started.append(self._proc is not None)
+
+    monkeypatch.setattr(pipelines.build, "helper_worthwhile", lambda input_bytes: True)
+    monkeypatch.setattr(FigureProcess, "__init__", spy)
+    out = tmp_path / "helper"
+    run_build("gqa-ood", sample_sources, out, legacy_json=True)
+    assert started == [True]
+    figures = sorted(p.relative_to(built_sample) for p in (built_sample / "figures").iterdir())
+    assert figures
+    for rel in figures:
+        assert (out / rel).read_bytes() == (built_sample / rel).read_bytes(), rel
+    assert (out / "README.md").read_bytes() == (built_sample / "README.md").read_bytes()
+
+
+@pytest.mark.parametrize("input_bytes", [HELPER_MIN_INPUT_BYTES, 10 * HELPER_MIN_INPUT_BYTES])
+def test_large_inputs_are_worth_a_helper_unless_matplotlib_is_loaded(input_bytes, monkeypatch):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "matplotlib.pyplot", raising=False)
+    assert helper_worthwhile(input_bytes)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", object())
+    assert not helper_worthwhile(input_bytes)
