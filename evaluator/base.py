@@ -5,7 +5,8 @@ Required: the class attributes below without a default, and `ids`, `predictions_
 `per_sample`, `score`, `report`. Optional (defaults here): scoring options (`options_class`), the
 majority vote of the perceptual score (`majority`), where its training rows come from
 (`training_table`), benchmark-specific perceptual analyses (`perceptual_extras`), the model kinds it
-builds (`adapter`), and whether `features:<folder>` heads apply (`feature_heads`).
+builds (`adapter`), whether `features:<folder>` heads apply (`feature_heads`), and how a generative
+VLM is asked (`generative`, an `evaluator.models.ask.Ask`; `hf:` image-text-to-text checkpoints).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any, Callable, ClassVar
 import pyarrow as pa
 
 from builders.errors import ModelError
-from evaluator.models import ModelOptions, load_py_model, parse_spec
+from evaluator.models import ModelOptions, hf_config, load_py_model, parse_spec
+from evaluator.models.ask import Ask
+from evaluator.models.generative import is_generative
 from evaluator.submission import Coverage
 
 
@@ -35,6 +38,8 @@ class Task(ABC):
     modalities: ClassVar[tuple] = ()  # perceptual-score modalities (evaluator.perceptual.Modality)
     options_class: ClassVar[type | None] = None  # scoring options set with `evaluate --option KEY=VALUE`
     feature_heads: ClassVar[bool] = False  # `features:<folder>` heads fitted on the train split
+    generative: ClassVar[Ask | None] = None  # how a generative VLM is asked (None: it cannot answer)
+    generative_reason: ClassVar[str] = "the benchmark declares no way to ask a generative model"
     has_majority: ClassVar[bool]  # set from whether the subclass defines `majority`
 
     def __init_subclass__(cls, **kwargs):
@@ -82,6 +87,10 @@ class Task(ABC):
         kind, name = parse_spec(spec)
         if kind == "py":
             return load_py_model(name)
+        if kind == "hf":
+            config = hf_config(name)
+            if is_generative(config):
+                return self._generative_model(name, config, options)
         if kind == "features" and self.feature_heads:
             from evaluator.models.features import feature_head
 
@@ -90,6 +99,17 @@ class Task(ABC):
         if model is None:
             raise ModelError(f"--model {spec}: {self.name} predictions come from {self.models_help}")
         return model
+
+    def _generative_model(self, name: str, config, options: ModelOptions):
+        """An image-text-to-text checkpoint, asked the way this benchmark declares (`generative`)."""
+        if self.generative is None:
+            raise ModelError(f"hf:{name}: a generative {config.model_type} model cannot answer {self.name}: "
+                             f"{self.generative_reason}")
+        from evaluator.models.ask import GenerativeAdapter, prompt_template
+        from evaluator.models.generative import GenerativeVLM
+
+        template = prompt_template(options, self.generative, self.name)  # before the weights are loaded
+        return GenerativeAdapter(GenerativeVLM(name, config, options), self.generative, template, options)
 
     def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
         """The model of a `baseline:` or `hf:` spec, or None when this task has no such model."""

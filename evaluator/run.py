@@ -32,19 +32,49 @@ def task_options(task, assignments: list[str]):
     return apply_overrides(task.options_class(), assignments, option="--option")
 
 
+def metadata_path(out: Path) -> Path:
+    """The reproducibility record beside a prediction file: preds.json -> preds.meta.json."""
+    return Path(out).with_suffix(".meta.json")
+
+
+def samples_path(out: Path) -> Path:
+    """`--log-samples`' file beside a prediction file: preds.json -> preds.samples.jsonl."""
+    return Path(out).with_suffix(".samples.jsonl")
+
+
 def predict(bench: str, data: str, model: str, out: Path, *, split: str | None = None,
-            options: ModelOptions = ModelOptions()) -> tuple[str, int]:
-    """Run a model over a built split and write a prediction file in the benchmark's format."""
+            options: ModelOptions = ModelOptions(), log_samples: bool = False) -> tuple[str, int]:
+    """Run a model over a built split and write a prediction file in the benchmark's format, with its
+    metadata file beside it (and one JSON line per sample with `log_samples`, generative models)."""
+    from builders.jsonout import dumps
+    from pipelines.manifest import library_versions
+
     task = get_task(bench)
-    check_output_file(out, "--out")
+    for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--log-samples")):
+        check_output_file(path, option)
     folder, split, table = _open(task, data, split)
-    predictions = task.make_model(model, dataclasses.replace(options, data=folder)).predict(table)
+    adapter = task.make_model(model, dataclasses.replace(options, data=folder))
+    samples = getattr(adapter, "samples", None)
+    if log_samples and samples is None:
+        raise ParamsError(f"--log-samples: {model} has no prompts or raw outputs to log (generative hf: models do)")
+    predictions = adapter.predict(table)
     try:
         text = json.dumps(task.predictions_file(table, predictions), indent=1, allow_nan=False) + "\n"
     except ValueError:
         raise ModelError(f"{model}: the model produced NaN or infinite values; no prediction file was written") \
             from None
+    describe = getattr(adapter, "metadata", None)
+    meta = {"benchmark": bench, "data": str(data), "split": split, "rows": table.num_rows, "model": model,
+            "predictions": Path(out).name, **(describe() if describe is not None else {}),
+            "options": {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()
+                        if k != "data"},
+            "library_versions": library_versions()}
     try:
+        if log_samples:
+            lines = [dumps({"id": list(i) if isinstance(i, tuple) else i, **s}) for i, s in zip(task.ids(table),
+                                                                                              adapter.samples)]
+            write_atomically(samples_path(out), ("\n".join(lines) + "\n").encode())
+        write_atomically(metadata_path(out), (dumps(meta, indent=2) + "\n").encode())
         write_atomically(out, text.encode())
     except OSError as exc:
         raise VlbenchError(f"--out {out}: cannot write the predictions ({exc.strerror or exc})") from None

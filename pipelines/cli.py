@@ -180,15 +180,32 @@ def predict(
     images: Optional[Path] = typer.Option(None, "--images", help="Image folder for models that read images."),
     bf16: bool = typer.Option(False, "--bf16", help="Run hf: models in bfloat16 autocast."),
     workers: int = typer.Option(0, "--workers", min=0, help="DataLoader workers decoding images."),
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = typer.Option(
+        "auto", "--dtype", help="Weights of generative hf: models (auto: bfloat16 on CUDA, float32 on CPU)."),
+    max_new_tokens: int = typer.Option(16, "--max-new-tokens", min=1, help="Greedy answer length (generative)."),
+    prompt: Optional[str] = typer.Option(None, "--prompt",
+                                         help="User prompt template with {field}s (generative; default: the "
+                                              "benchmark's, see the README)."),
+    min_pixels: Optional[int] = typer.Option(None, "--min-pixels", min=1,
+                                             help="Image-size lower bound where the processor has one (Qwen2-VL)."),
+    max_pixels: Optional[int] = typer.Option(None, "--max-pixels", min=1,
+                                             help="Image-size upper bound where the processor has one (Qwen2-VL)."),
+    loglik: Literal["sum", "mean"] = typer.Option(
+        "sum", "--loglik", help="A scored answer's log-likelihood: sum or per-token mean (generative)."),
+    log_samples: bool = typer.Option(False, "--log-samples",
+                                     help="Also write OUT's .samples.jsonl: prompt, raw output, prediction per row."),
 ):
-    """Write a model's predictions for a built split in the benchmark's submission format."""
+    """Write a model's predictions for a built split in the benchmark's submission format, and beside
+    them OUT's .meta.json (model, revision, dtype, prompt, generation settings, versions)."""
     from evaluator.models import ModelOptions
+    from evaluator.run import metadata_path
     from evaluator.run import predict as run_predict
 
     options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size, images=images,
-                           bf16=bf16, workers=workers)
-    split, n = run_predict(bench, data, model, out, split=split, options=options)
-    typer.echo(f"wrote {n:,} predictions for {bench}/{split} to {out}")
+                           bf16=bf16, workers=workers, dtype=dtype, max_new_tokens=max_new_tokens, prompt=prompt,
+                           min_pixels=min_pixels, max_pixels=max_pixels, loglik=loglik)
+    split, n = run_predict(bench, data, model, out, split=split, options=options, log_samples=log_samples)
+    typer.echo(f"wrote {n:,} predictions for {bench}/{split} to {out} (metadata: {metadata_path(out)})")
 
 
 @app.command()
@@ -248,6 +265,18 @@ def perceptual(
     assignments: list[str] = typer.Option([], "--option", metavar="KEY=VALUE",
                                          help="Scoring option (repeat; e.g. rule=pre-2021 for VQA)."),
     set_: list[str] = typer.Option([], "--set", hidden=True, help="Deprecated spelling of --option."),
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = typer.Option(
+        "auto", "--dtype", help="Weights of generative hf: models (auto: bfloat16 on CUDA, float32 on CPU)."),
+    max_new_tokens: int = typer.Option(16, "--max-new-tokens", min=1, help="Greedy answer length (generative)."),
+    prompt: Optional[str] = typer.Option(None, "--prompt",
+                                         help="User prompt template with {field}s (generative; default: the "
+                                              "benchmark's, see the README)."),
+    min_pixels: Optional[int] = typer.Option(None, "--min-pixels", min=1,
+                                             help="Image-size lower bound where the processor has one (Qwen2-VL)."),
+    max_pixels: Optional[int] = typer.Option(None, "--max-pixels", min=1,
+                                             help="Image-size upper bound where the processor has one (Qwen2-VL)."),
+    loglik: Literal["sum", "mean"] = typer.Option(
+        "sum", "--loglik", help="A scored answer's log-likelihood: sum or per-token mean (generative)."),
 ):
     """Perceptual score of a model towards each modality (Gat et al., NeurIPS 2021, Eq. 1-5), with normalisations."""
     from builders.progress import progress
@@ -258,7 +287,9 @@ def perceptual(
     options = PerceptualOptions(modalities=tuple(modalities), permutations=permutations, repeats=repeats, seed=seed,
                                 sampling=sampling, by=by, encoder_cache=not no_encoder_cache)
     model_options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size,
-                                 images=images, bf16=bf16, workers=workers)
+                                 images=images, bf16=bf16, workers=workers, dtype=dtype,
+                                 max_new_tokens=max_new_tokens, prompt=prompt, min_pixels=min_pixels,
+                                 max_pixels=max_pixels, loglik=loglik)
     with progress(desc="perceptual passes", unit="pass", leave=True) as bar:
         metrics = perceptual_score(bench, data, model, options, split=split, model_options=model_options,
                                    report=report, assignments=_renamed(assignments, set_, "perceptual", "--option"),

@@ -54,3 +54,104 @@ def write_tiny_bert_mlm(path: Path, seed: int = 0) -> Path:
     BertForMaskedLM(config).eval().save_pretrained(path)
     tokenizer().save_pretrained(path)
     return Path(path)
+
+
+def _char_tokenizer(special: list[str], named: dict[str, str]):
+    """A character-level fast tokenizer (printable ASCII) with the given special tokens, built
+    offline; `named` maps tokenizer attributes (pad_token, image_token...) to special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(special + [chr(c) for c in range(32, 127)]))}
+    backend = Tokenizer(models.WordPiece(vocab, unk_token=special[0], max_input_chars_per_word=1 << 20))
+    backend.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    backend.decoder = decoders.Fuse()
+    standard = {k: v for k, v in named.items() if k in ("pad_token", "bos_token", "eos_token")}
+    extra = {k: v for k, v in named.items() if k not in standard}
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token=special[0], extra_special_tokens=extra,
+                                   **standard)
+
+
+# Chat templates in the shape of the real ones (LLaVA-1.5's USER/ASSISTANT turns; Qwen2-VL's ChatML with
+# vision markers), images inside the message content.
+LLAVA_CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'].upper() }}: {% for c in m['content'] %}{% if c['type'] == 'image' %}"
+    "<image>\n{% else %}{{ c['text'] }}{% endif %}{% endfor %}\n{% endfor %}"
+    "{% if add_generation_prompt %}ASSISTANT:{% endif %}")
+QWEN2_VL_CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% for c in m['content'] %}{% if c['type'] == 'image' %}"
+    "<|vision_start|><|image_pad|><|vision_end|>{% else %}{{ c['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def write_tiny_llava(path: Path, seed: int = 0) -> Path:
+    """A LlavaForConditionalGeneration (CLIP vision tower and Llama decoder, hidden size 32, 2 layers,
+    32 px images in 8 px patches) with its LlavaProcessor, which needs no torchvision."""
+    import torch
+    from transformers import (
+        CLIPImageProcessorPil,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
+
+    special = ["<unk>", "<pad>", "<s>", "</s>", "<image>"]
+    tokenizer = _char_tokenizer(special, {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>",
+                                          "image_token": "<image>"})
+    torch.manual_seed(seed)
+    config = LlavaConfig(
+        vision_config=CLIPVisionConfig(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+                                       image_size=32, patch_size=8),
+        text_config=LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                                pad_token_id=1, bos_token_id=2, eos_token_id=3),
+        image_token_index=4, vision_feature_layer=-1, vision_feature_select_strategy="full",
+        architectures=["LlavaForConditionalGeneration"])
+    LlavaForConditionalGeneration(config).eval().save_pretrained(path)
+    processor = LlavaProcessor(image_processor=CLIPImageProcessorPil(size={"shortest_edge": 32},
+                                                                     crop_size={"height": 32, "width": 32}),
+                               tokenizer=tokenizer, chat_template=LLAVA_CHAT_TEMPLATE, patch_size=8,
+                               vision_feature_select_strategy="full", num_additional_image_tokens=1)
+    processor.save_pretrained(path)
+    return Path(path)
+
+
+def write_tiny_qwen2_vl(path: Path, seed: int = 0) -> Path:
+    """A Qwen2VLForConditionalGeneration (hidden size 32, 2 layers, M-RoPE; images resized to 4-16
+    merged 28 px patches) with the files of a Qwen2VLProcessor, whose video part needs torchvision."""
+    import json
+
+    import torch
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessorPil, Qwen2VLProcessor
+
+    special = ["<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
+               "<|image_pad|>", "<|video_pad|>"]
+    tokenizer = _char_tokenizer(special, {"pad_token": "<|endoftext|>", "eos_token": "<|im_end|>",
+                                          "image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
+                                          "vision_start_token": "<|vision_start|>",
+                                          "vision_end_token": "<|vision_end|>"})
+    torch.manual_seed(seed)
+    config = Qwen2VLConfig(
+        text_config={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2,
+                     "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
+                     "rope_scaling": {"type": "mrope", "mrope_section": [2, 1, 1]}},
+        vision_config={"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2,
+                       "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_chans": 3},
+        image_token_id=6, video_token_id=7, vision_start_token_id=4, vision_end_token_id=5,
+        architectures=["Qwen2VLForConditionalGeneration"])
+    Qwen2VLForConditionalGeneration(config).eval().save_pretrained(path)
+    image_processor = Qwen2VLImageProcessorPil(min_pixels=4 * 28 * 28, max_pixels=16 * 28 * 28, patch_size=14,
+                                               merge_size=2, temporal_patch_size=2)
+    attributes = [a for a in Qwen2VLProcessor.get_attributes() if a != "video_processor"]
+    image_only = type("Qwen2VLProcessor", (Qwen2VLProcessor,), {"get_attributes": classmethod(lambda cls: attributes)})
+    image_only(image_processor=image_processor, tokenizer=tokenizer,
+               chat_template=QWEN2_VL_CHAT_TEMPLATE).save_pretrained(path)
+    config_file = Path(path) / "processor_config.json"  # as the hub's: the full processor, video part included
+    saved = json.loads(config_file.read_text())
+    config_file.write_text(json.dumps({**saved, "processor_class": "Qwen2VLProcessor"}, indent=2, sort_keys=True))
+    video = {**saved["image_processor"], "video_processor_type": "Qwen2VLVideoProcessor"}
+    video.pop("image_processor_type", None)
+    (Path(path) / "video_preprocessor_config.json").write_text(json.dumps(video, indent=2, sort_keys=True))
+    return Path(path)

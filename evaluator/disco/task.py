@@ -10,6 +10,7 @@ from builders.result import FigureSpec
 from evaluator.base import Task
 from evaluator.disco.metrics import counting_errors, counting_metrics
 from evaluator.models import ModelOptions, train_split
+from evaluator.models.ask import CLEANING, Ask, parse_count
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_finite_number
@@ -32,6 +33,25 @@ def _rounded(metrics: dict) -> dict:
     return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in metrics.items()}
 
 
+class PeopleCount(Ask):
+    """The count of people in the image, generated and parsed to a number (the audio is not read)."""
+
+    mode = "generate"
+    default_prompt = "How many people are in this image? Answer with a number."
+    fields = ()
+    input_columns = ("id", "image")
+    image_column = "id"
+    cleaning = (CLEANING + "; then the first number (digits, or a number word up to twenty); an output "
+                "without one predicts 0 and is counted under unparsed_outputs")
+    note = "image only: the audio is not read"
+
+    def values(self, table: pa.Table) -> list[dict[str, str]]:
+        return [{} for _ in range(table.num_rows)]
+
+    def prediction(self, output: str) -> float | None:
+        return parse_count(output)
+
+
 class DiscoTask(Task):
     name = "disco"
     config = "default"
@@ -46,6 +66,7 @@ class DiscoTask(Task):
                   Modality("audio", ("image_id", "audio", "sample_rate", "audio_frames")))
     metric_labels = {"one_minus_mape": "1 - MAPE"}
     layout = "by-subset"  # Table 5: rows are image qualities
+    generative = PeopleCount()
     head_target, head_kind = "count", "regression"
 
     def ids(self, table: pa.Table) -> list[str]:

@@ -12,6 +12,7 @@ from builders.gqa_ood.rules import PUBLISHED_ALPHAS
 from evaluator.base import Task
 from evaluator.gqa_ood import metrics as m
 from evaluator.models import ModelOptions
+from evaluator.models.ask import ShortAnswer
 from evaluator.models.baselines import MostFrequentAnswer, QuestionPrior, RandomGroupAnswer
 from evaluator.perceptual import Modality
 from evaluator.report import LinePlot, markdown_table
@@ -25,11 +26,12 @@ class GQAOODTask(Task):
     id_field, value_field, id_type = "questionId", "prediction", str
     value_check, value_desc = staticmethod(is_string), "strings"
     models_help = ("baseline:prior (needs --train-file), baseline:random, hf:<ViltForQuestionAnswering> "
-                   "(needs --images), py:<module>:<factory>")
+                   "or hf:<image-text-to-text VLM> (need --images), py:<module>:<factory>")
     # Image and question; the question's program, types and groups are read off the question.
     modalities = (Modality("image", ("imageId",)), Modality("question", ("question", "semantic", "types", "groups")))
     metric_labels = {"accuracy": "Acc"}
     layout = "by-subset"
+    generative = ShortAnswer("imageId")  # compared with the answer by exact match
 
     def training_table(self, options: ModelOptions) -> pa.Table | None:
         """GQA-OOD has no training split of its own: the GQA training questions of --train-file."""

@@ -32,6 +32,13 @@ class ModelOptions:
     data: Path | None = None  # the built folder being predicted (fitted baselines read its train split)
     bf16: bool = False  # autocast to bfloat16 (CUDA, or CPU where supported)
     workers: int = 0  # DataLoader workers decoding images
+    # Generative VLMs (evaluator/models/generative.py):
+    dtype: str = "auto"  # weights' dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16, float16
+    max_new_tokens: int = 16  # greedy generation length (short answers, counts)
+    prompt: str | None = None  # user prompt template with {field}s; None: the benchmark's default
+    min_pixels: int | None = None  # image-size bounds, where the processor has them (Qwen2-VL family)
+    max_pixels: int | None = None
+    loglik: str = "sum"  # a scored continuation's log-likelihood: sum of token log-probs, or mean
 
 
 class LateFusion:

@@ -10,6 +10,7 @@ from builders.errors import SubmissionError
 from builders.result import FigureSpec
 from evaluator.base import Task
 from evaluator.models import ModelOptions
+from evaluator.models.ask import Ask
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.socialiq.metrics import binary_correct, pair_correct
@@ -45,6 +46,28 @@ class MajorityLabel:
         return [self.score] * table.num_rows
 
 
+class AnswerLikelihood(Ask):
+    """Each answer's log-likelihood given the question, text only (the model does not see the video).
+    A log-likelihood is negative, so the answer-level decision (score > 0: 'correct') calls every
+    answer incorrect; the pairwise A2 accuracy compares the two answers' scores and is the measure."""
+
+    mode = "score"
+    default_prompt = "{question}"
+    fields = ("question",)
+    input_columns = ("question", "answer")
+    note = ("blind: the video is not read; scores are log-likelihoods (< 0), so answer-level accuracy "
+            "(score > 0 = correct) is not meaningful, A2 is")
+
+    def values(self, table: pa.Table) -> list[dict[str, str]]:
+        return [{"question": q} for q in table.column("question").to_pylist()]
+
+    def continuations(self, table: pa.Table) -> list[list[str]]:
+        return [[a] for a in table.column("answer").to_pylist()]
+
+    def prediction(self, scores: list[float]) -> float:
+        return scores[0]
+
+
 class SocialIQTask(Task):
     name = "socialiq"
     config = "answers"
@@ -58,6 +81,7 @@ class SocialIQTask(Task):
                   Modality("answer", ("answer",)))
     metric_labels = {"accuracy": "Acc"}
     layout = "by-modality"  # Table 3
+    generative = AnswerLikelihood()
     head_target, head_kind = "label", "binary"
 
     def ids(self, table: pa.Table) -> list[str]:

@@ -9,6 +9,7 @@ from builders.errors import SubmissionError
 from builders.result import FigureSpec
 from evaluator.base import Task
 from evaluator.models import ModelOptions
+from evaluator.models.ask import Ask
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_score_list
@@ -19,6 +20,26 @@ TYPES = ("causal", "temporal", "explanatory")
 
 def _pct(values: np.ndarray) -> float | None:
     return round(100.0 * float(values.mean()), 4) if values.size else None
+
+
+class ResponseLikelihood(Ask):
+    """Each response's log-likelihood given the image and the query: the two scores of a sub-question,
+    so APQ and HPQ (the VCR-Visor paper, §3.4, Eq. 2-6) apply unchanged."""
+
+    mode = "score"
+    default_prompt = "{query}"
+    fields = ("query",)
+    input_columns = ("img_fn", "metadata_fn", "query", "choices")
+    image_column = "img_fn"
+
+    def values(self, table: pa.Table) -> list[dict[str, str]]:
+        return [{"query": q} for q in table.column("query").to_pylist()]
+
+    def continuations(self, table: pa.Table) -> list[list[str]]:
+        return table.column("choices").to_pylist()
+
+    def prediction(self, scores: list[float]) -> list[float]:
+        return list(scores)
 
 
 class VCRVisorTask(Task):
@@ -34,6 +55,7 @@ class VCRVisorTask(Task):
                   Modality("response", ("choices", "rewritten")))
     metric_labels = {"accuracy": "Acc"}
     layout = "by-modality"
+    generative = ResponseLikelihood()
     majority = None  # VCR-Visor is built from VCR val only: no training split for Z_D
 
     def ids(self, table: pa.Table) -> list[str]:

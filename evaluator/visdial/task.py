@@ -9,6 +9,7 @@ import pyarrow as pa
 from builders.result import FigureSpec
 from evaluator.base import Task
 from evaluator.models import ModelOptions, row_random
+from evaluator.models.ask import Ask
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_rank_permutation
@@ -47,6 +48,28 @@ class AnswerFrequencyRanks:
         return m.scores_to_ranks(scores).tolist()
 
 
+class OptionLikelihood(Ask):
+    """The 100 options of a round ranked by their log-likelihood given the image, the caption, the
+    dialogue so far and the question (the image and dialogue run once; evaluator.models.generative)."""
+
+    mode = "score"
+    default_prompt = ("Caption: {caption}\nDialogue so far:\n{history}\nQuestion: {question}?\n"
+                      "Answer the question using a single word or phrase.")
+    fields = ("caption", "history", "question")
+    input_columns = ("image_id", "caption", "history", "question", "options")
+    image_column = "image_id"
+
+    def values(self, table: pa.Table) -> list[dict[str, str]]:
+        return [{"caption": c, "history": "\n".join(h) if h else "(none)", "question": q}
+                for c, h, q in zip(*(table.column(k).to_pylist() for k in ("caption", "history", "question")))]
+
+    def continuations(self, table: pa.Table) -> list[list[str]]:
+        return table.column("options").to_pylist()
+
+    def prediction(self, scores: list[float]) -> list[int]:
+        return m.scores_to_ranks(np.asarray([scores]))[0].tolist()
+
+
 class VisDialTask(Task):
     name = "visdial"
     config = "default"
@@ -59,6 +82,7 @@ class VisDialTask(Task):
                   Modality("caption", ("caption",)), Modality("history", ("history",)))
     metric_labels = {"mrr": "MRR", "ndcg": "NDCG"}
     layout = "by-modality"  # Table 4
+    generative = OptionLikelihood()
 
     def ids(self, table: pa.Table) -> list[tuple[int, int]]:
         return list(zip(table.column("image_id").to_pylist(), table.column("round_id").to_pylist()))

@@ -14,6 +14,7 @@ from builders.params import param
 from builders.result import FigureSpec
 from evaluator.base import Task
 from evaluator.models import ModelOptions, train_split
+from evaluator.models.ask import ShortAnswer
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_string
@@ -71,12 +72,14 @@ class VQATask(Task):
     options_class = VQAOptions
     feature_heads = True
     models_help = ("baseline:prior, baseline:majority (fitted on the dataset's train split), "
-                   "hf:<ViltForQuestionAnswering>, hf:<CLIP dual encoder>, features:<folder>, py:<module>:<factory>")
+                   "hf:<ViltForQuestionAnswering>, hf:<CLIP dual encoder>, hf:<image-text-to-text VLM>, "
+                   "features:<folder>, py:<module>:<factory>")
     # Gat et al., NeurIPS 2021, §4.1: image and question; the question type is read off the question, so
     # it moves with it.
     modalities = (Modality("image", ("image_id", "coco_split")), Modality("question", ("question", "question_type")))
     metric_labels = {"vqa_accuracy": "Acc"}
     layout = "by-subset"  # Table 1: rows are question (answer) types
+    generative = ShortAnswer("image_id")  # scored by VQA accuracy, with the official answer normalisation
 
     def __init__(self, name: str = "vqa-v2", default_split: str = "validation"):
         self.name, self.default_split = name, default_split

@@ -1,0 +1,157 @@
+"""How a benchmark asks a generative VLM, and the model adapter that asks it.
+
+A Task declares `generative = <Ask subclass>()`: per row, the values of its prompt template's fields,
+the image (if any), and either nothing (the model generates an answer, `mode = "generate"`) or the
+continuations to score (`mode = "score"`: answers, responses, dialogue options); then how a raw
+output or the continuations' log-likelihoods become the row's prediction in the benchmark's format.
+`GenerativeAdapter` runs that over a table with a loaded `GenerativeVLM`
+(evaluator/models/generative.py).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from abc import ABC, abstractmethod
+
+import pyarrow as pa
+
+from builders.errors import ModelError
+from evaluator.images import ImageFolder, image_sources
+from evaluator.models import ModelOptions
+
+SHORT_ANSWER_PROMPT = "{question}\nAnswer the question using a single word or phrase."
+CLEANING = "first line of the output, trimmed, one trailing period removed"
+_NUMBER_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+
+
+def clean_answer(text: str) -> str:
+    """A generated short answer as the benchmark scores it: the first line, trimmed, without one
+    trailing period ("Yes.\\nBecause..." -> "Yes")."""
+    first = text.strip().split("\n", 1)[0].strip()
+    return first[:-1].rstrip() if first.endswith(".") else first
+
+
+def parse_count(text: str) -> float | None:
+    """The first number of a cleaned answer (digits, or a number word up to twenty), else None."""
+    answer = clean_answer(text).lower()
+    match = re.search(r"-?\d+(?:\.\d+)?", answer.replace(",", ""))
+    if match:
+        return float(match.group())
+    words = re.findall(r"[a-z]+", answer)
+    return next((float(_NUMBER_WORDS[w]) for w in words if w in _NUMBER_WORDS), None)
+
+
+def template_fields(template: str) -> list[str]:
+    """The {field} names a prompt template uses."""
+    try:
+        return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+    except ValueError as exc:
+        raise ModelError(f"--prompt {template!r}: not a template ({exc}); write literal braces as {{{{ }}}}") \
+            from None
+
+
+def prompt_template(options: ModelOptions, ask: Ask, benchmark: str) -> str:
+    """`--prompt` (or the benchmark's default), checked: every {field} must be one the benchmark has."""
+    template = options.prompt if options.prompt is not None else ask.default_prompt
+    unknown = [f for f in template_fields(template) if f not in ask.fields]
+    if unknown:
+        known = ", ".join("{" + f + "}" for f in ask.fields) or "none"
+        raise ModelError(f"--prompt: unknown field {{{unknown[0]}}} for {benchmark} (fields: {known})")
+    return template
+
+
+class Ask(ABC):
+    """A benchmark's way of asking a generative VLM (declared by its Task as `generative`)."""
+
+    mode: str  # "generate" (an answer per row) or "score" (log-likelihoods of continuations)
+    default_prompt: str  # the user prompt template; {field}s from `fields`
+    fields: tuple[str, ...]  # the fields a template may use
+    input_columns: tuple[str, ...]  # the columns read (the perceptual score permutes these)
+    image_column: str | None = None  # the row's image key (an embedded `image` is used first)
+    cleaning: str = ""  # how a raw output becomes the prediction, for the record
+    note: str = ""  # what the model is not shown, for the record
+
+    @abstractmethod
+    def values(self, table: pa.Table) -> list[dict[str, str]]:
+        """Per row, the value of every field in `fields`."""
+
+    def continuations(self, table: pa.Table) -> list[list[str]]:
+        """Per row, the texts whose log-likelihood is scored (`mode = "score"`)."""
+        raise NotImplementedError(f"{type(self).__name__} generates; it scores no continuations")
+
+    @abstractmethod
+    def prediction(self, output):
+        """The row's prediction from its raw output (generate) or its continuations' scores (score)."""
+
+
+class ShortAnswer(Ask):
+    """VQA-style questions (GQA-OOD, VQA v2, VQA-CP): a short generated answer, cleaned, then scored by
+    the benchmark's own metric."""
+
+    mode = "generate"
+    default_prompt = SHORT_ANSWER_PROMPT
+    fields = ("question",)
+    cleaning = CLEANING
+
+    def __init__(self, image_column: str):
+        self.image_column = image_column
+        self.input_columns = ("question", image_column)
+
+    def values(self, table: pa.Table) -> list[dict[str, str]]:
+        return [{"question": q} for q in table.column("question").to_pylist()]
+
+    def prediction(self, output: str) -> str:
+        return clean_answer(output)
+
+
+class GenerativeAdapter:
+    """A task model over a generative VLM: `predict(table)` asks every row as the task's Ask says."""
+
+    def __init__(self, vlm, ask: Ask, template: str, options: ModelOptions):
+        self.vlm, self.ask, self.template, self.options = vlm, ask, template, options
+        self.images = ImageFolder(options.images)
+        self.input_columns = ask.input_columns
+        self.samples: list[dict] = []
+        self.unparsed = 0
+
+    def _turns(self, table: pa.Table) -> list:
+        from evaluator.models.generative import Turn
+
+        texts = [self.template.format(**v) for v in self.ask.values(table)]
+        if self.ask.image_column is None:
+            return [Turn(t) for t in texts]
+        return [Turn(t, (source,)) for t, source in zip(texts, image_sources(table, self.ask.image_column,
+                                                                             self.images))]
+
+    def predict(self, table: pa.Table) -> list:
+        turns = self._turns(table)
+        self.samples = []
+        if self.ask.mode == "generate":
+            outputs = self.vlm.generate(turns, self.options.max_new_tokens)
+            predictions = [self.ask.prediction(o) for o in outputs]
+            self.unparsed = sum(p is None for p in predictions)
+            predictions = [0.0 if p is None else p for p in predictions]
+            self.samples = [{"prompt": t.text, "output": o, "prediction": p}
+                            for t, o, p in zip(turns, outputs, predictions)]
+        else:
+            continuations = self.ask.continuations(table)
+            scores = self.vlm.score(turns, continuations)
+            predictions = [self.ask.prediction(s) for s in scores]
+            self.samples = [{"prompt": t.text, "continuations": c, "loglik": s, "prediction": p}
+                            for t, c, s, p in zip(turns, continuations, scores, predictions)]
+        return predictions
+
+    def metadata(self) -> dict:
+        """What the prediction's metadata file records about how the model was asked."""
+        asked = {"mode": self.ask.mode, "prompt_template": self.template,
+                 "prompt_is_default": self.options.prompt is None, "images": self.ask.image_column is not None,
+                 "note": self.ask.note or None}
+        if self.ask.mode == "generate":
+            asked |= {"generation": {"greedy": True, "max_new_tokens": self.options.max_new_tokens},
+                      "cleaning": self.ask.cleaning, "unparsed_outputs": self.unparsed}
+        else:
+            asked |= {"loglik": self.options.loglik, "cleaning": self.ask.cleaning or None}
+        return {**self.vlm.describe(), "asked": asked}

@@ -1,0 +1,310 @@
+"""Generative vision-language models: checkpoints of transformers' image-text-to-text family
+(`AutoModelForImageTextToText`: Qwen2-VL / Qwen2.5-VL, LLaVA, LLaVA-OneVision, Idefics3 / SmolVLM,
+PaliGemma, Gemma 3, InternVL...) loaded with their processor, and the two things a benchmark asks of
+them (evaluator/models/ask.py):
+
+- `generate`: greedy decoding of the user turn (the processor's chat template, the images inside the
+  message content), batched with left padding; only the new tokens are decoded.
+- `score`: the log-likelihood of each continuation (an answer, a response, a dialogue option) given
+  the user turn: the sum of its tokens' log-probabilities (or their mean). A context with many
+  continuations (VisDial's 100 options) is run once; its keys and values are reused for the
+  continuations in batches (`score_cached`), instead of 100 full sequences (`score_full`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from builders.errors import ModelError
+from evaluator.images import open_image
+from evaluator.models import ModelOptions
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+PREFIX_CACHE_MIN_CONTINUATIONS = 8  # fewer continuations per context are batched as full sequences
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One user turn: its text and its images (paths or bytes, opened batch by batch), in the order
+    the message shows them."""
+
+    text: str
+    images: tuple = ()
+
+
+def is_generative(config) -> bool:
+    """Whether a transformers config belongs to the image-text-to-text family."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+    return config.model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+
+def _image_only_processor(path: str, config):
+    """The processor without its video part, for installs without torchvision: the image processor,
+    the tokenizer and the chat template of the checkpoint, in the checkpoint's processor class."""
+    import transformers
+    from transformers import AutoImageProcessor, AutoTokenizer
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    base = getattr(transformers, PROCESSOR_MAPPING_NAMES.get(config.model_type, ""), None)
+    if base is None:
+        raise ModelError(f"hf:{path}: no processor class known for a {config.model_type} model")
+    attributes = [a for a in base.get_attributes() if "video" not in a]
+    if set(attributes) != {"image_processor", "tokenizer"}:
+        raise ModelError(f"hf:{path}: the {base.__name__} needs torchvision for more than videos; install torchvision")
+    image_only = type(f"ImageOnly{base.__name__}", (base,), {"get_attributes": classmethod(lambda cls: attributes)})
+    template = None
+    jinja = Path(path) / "chat_template.jinja"
+    if jinja.is_file():
+        template = jinja.read_text()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return image_only(image_processor=AutoImageProcessor.from_pretrained(path), tokenizer=tokenizer,
+                      chat_template=template or getattr(tokenizer, "chat_template", None))
+
+
+def load_processor(path: str, config) -> tuple[object, str | None]:
+    """(processor, note): the note says when only the image and text parts could be loaded."""
+    from transformers import AutoProcessor
+
+    try:
+        return AutoProcessor.from_pretrained(path), None
+    except (ImportError, OSError) as exc:
+        if "torchvision" not in str(exc).lower():
+            raise ModelError(f"hf:{path}: cannot load the processor ({str(exc).strip().splitlines()[0]})") from None
+    return _image_only_processor(path, config), (
+        "the processor's video part needs torchvision (not installed): loaded its image and text parts only "
+        "(no benchmark here reads video)")
+
+
+def _snapshot(path: str, config) -> str | None:
+    """The revision of the weights: the hub cache's snapshot hash, or the config's commit hash."""
+    parts = Path(path).expanduser().resolve().parts if Path(path).expanduser().exists() else ()
+    if "snapshots" in parts[:-1]:
+        return parts[parts.index("snapshots") + 1]
+    return getattr(config, "_commit_hash", None)
+
+
+class GenerativeVLM:
+    """A loaded image-text-to-text checkpoint and its processor."""
+
+    def __init__(self, path: str, config, options: ModelOptions):
+        import torch
+        from transformers import AutoModelForImageTextToText
+
+        from builders.nlp import torch_device
+        from evaluator.distributed import local_device
+
+        if options.dtype not in DTYPES:
+            raise ModelError(f"--dtype {options.dtype}: expected one of {', '.join(DTYPES)}")
+        if options.loglik not in ("sum", "mean"):
+            raise ModelError(f"--loglik {options.loglik}: expected sum or mean")
+        self.path, self.options = path, options
+        self.device = torch_device(local_device(options.device))
+        dtype = options.dtype if options.dtype != "auto" else "bfloat16" if self.device.type == "cuda" else "float32"
+        self.dtype = dtype
+        self.processor, self.note = load_processor(path, config)
+        self._bound_pixels(options)
+        self.tokenizer = self.processor.tokenizer
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        if getattr(self.processor, "chat_template", None) is None:
+            raise ModelError(f"hf:{path}: the processor has no chat template (not an instruction-tuned VLM?)")
+        self.model = AutoModelForImageTextToText.from_pretrained(path, dtype=getattr(torch, dtype))
+        self.model.to(self.device).eval()
+        self.revision = _snapshot(path, config)
+        self.batch_size = options.batch_size
+
+    def _bound_pixels(self, options: ModelOptions) -> None:
+        bounds = {k: v for k, v in (("min_pixels", options.min_pixels), ("max_pixels", options.max_pixels))
+                  if v is not None}
+        if not bounds:
+            return
+        image_processor = self.processor.image_processor
+        known = getattr(getattr(image_processor, "valid_kwargs", None), "__annotations__", {})
+        if not all(k in known for k in bounds):
+            raise ModelError(f"--{next(iter(bounds)).replace('_', '-')}: the {type(image_processor).__name__} of "
+                             f"hf:{self.path} has no pixel bounds")
+        # Qwen2-VL's processors keep the pixel bounds as size = {shortest_edge: min, longest_edge: max}.
+        size = _size_dict(image_processor.size)
+        size = {"shortest_edge": bounds.get("min_pixels", size.get("shortest_edge")),
+                "longest_edge": bounds.get("max_pixels", size.get("longest_edge"))}
+        if None not in size.values() and size["shortest_edge"] > size["longest_edge"]:
+            raise ModelError(f"--min-pixels {size['shortest_edge']} is larger than --max-pixels {size['longest_edge']}")
+        image_processor.size = {k: v for k, v in size.items() if v is not None}
+
+    # -- inputs -----------------------------------------------------------------------------------
+    def prompt_text(self, turn: Turn) -> str:
+        """The chat-template text of one user turn with its images inside the message, ready for the
+        assistant's answer."""
+        content = [{"type": "image"} for _ in turn.images] + [{"type": "text", "text": turn.text}]
+        return self.processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
+                                                  tokenize=False)
+
+    def _encode(self, turns: list[Turn], padding_side: str) -> dict:
+        images = [[open_image(source) for source in t.images] for t in turns]
+        kwargs = {"images": images} if any(images) else {}
+        self.tokenizer.padding_side = padding_side
+        try:
+            enc = self.processor(text=[self.prompt_text(t) for t in turns], return_tensors="pt", padding=True,
+                                 **kwargs)
+        finally:
+            self.tokenizer.padding_side = "right"
+        return dict(enc)
+
+    def _to_device(self, enc: dict) -> dict:
+        import torch
+
+        return {k: (v.to(self.device, dtype=self.model.dtype) if torch.is_floating_point(v) else v.to(self.device))
+                if hasattr(v, "to") else v for k, v in enc.items()}
+
+    # -- generation -------------------------------------------------------------------------------
+    def generate(self, turns: list[Turn], max_new_tokens: int) -> list[str]:
+        """Greedy answers, in order; batches of similar prompt length, left-padded."""
+        import torch
+
+        order = sorted(range(len(turns)), key=lambda i: (len(turns[i].images), len(turns[i].text)))
+        out: list[str | None] = [None] * len(turns)
+        from builders.progress import progress
+
+        with torch.inference_mode(), progress(total=len(turns), desc="generating", unit="sample") as bar:
+            for b in range(0, len(order), self.batch_size):
+                idx = order[b:b + self.batch_size]
+                enc = self._to_device(self._encode([turns[i] for i in idx], "left"))
+                generated = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                                                num_beams=1, pad_token_id=self.tokenizer.pad_token_id)
+                texts = self.tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+                for i, text in zip(idx, texts):
+                    out[i] = text
+                bar.update(len(idx))
+        return out
+
+    # -- log-likelihoods --------------------------------------------------------------------------
+    def _continuation_ids(self, text: str) -> list[int]:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if not ids:
+            raise ModelError(f"hf:{self.path}: the continuation {text!r} has no tokens")
+        return ids
+
+    def _reduce(self, logprobs, n: int) -> float:
+        total = float(logprobs.sum())
+        return total / n if self.options.loglik == "mean" else total
+
+    def score(self, turns: list[Turn], continuations: list[list[str]]) -> list[list[float]]:
+        """Per turn, the log-likelihood of each of its continuations. Turns with many continuations run
+        their context once (score_cached); the others are batched as full sequences (score_full)."""
+        from builders.progress import progress
+
+        out: list[list[float] | None] = [None] * len(turns)
+        few = [i for i, c in enumerate(continuations) if len(c) < PREFIX_CACHE_MIN_CONTINUATIONS]
+        many = [i for i, c in enumerate(continuations) if len(c) >= PREFIX_CACHE_MIN_CONTINUATIONS]
+        with progress(total=len(turns), desc="scoring", unit="sample") as bar:
+            if few:
+                flat = [(i, c) for i in few for c in continuations[i]]
+                scores = self.score_full([turns[i] for i, _ in flat], [c for _, c in flat])
+                for (i, _), s in zip(flat, scores):
+                    out[i] = (out[i] or []) + [s]
+                bar.update(len(few))
+            for i in many:
+                out[i] = self.score_cached(turns[i], continuations[i])
+                bar.update()
+        return out
+
+    def score_full(self, turns: list[Turn], continuations: list[str]) -> list[float]:
+        """log P(continuation | turn) for each (turn, continuation), each run as one full sequence;
+        batches of similar length, right-padded so that every sequence keeps its positions."""
+        import torch
+
+        order = sorted(range(len(turns)), key=lambda i: (len(turns[i].images), len(turns[i].text)
+                                                        + len(continuations[i])))
+        out = [0.0] * len(turns)
+        with torch.inference_mode():
+            for b in range(0, len(order), self.batch_size):
+                idx = order[b:b + self.batch_size]
+                enc = self._encode([turns[i] for i in idx], "left")
+                conts = [self._continuation_ids(continuations[i]) for i in idx]
+                enc, spans = _append_right_padded(enc, conts, self.tokenizer.pad_token_id)
+                logits = self.model(**self._to_device(enc)).logits.float()
+                logprobs = torch.log_softmax(logits, dim=-1)
+                for row, (i, (start, cont)) in enumerate(zip(idx, spans)):
+                    positions = torch.arange(start - 1, start - 1 + len(cont), device=logprobs.device)
+                    token_lp = logprobs[row, positions, torch.as_tensor(cont, device=logprobs.device)]
+                    out[i] = self._reduce(token_lp, len(cont))
+        return out
+
+    def score_cached(self, turn: Turn, continuations: list[str]) -> list[float]:
+        """log P(continuation | turn) for many continuations of one turn: the turn (image and text) runs
+        once with its key/value cache; each batch of continuations extends a copy of that cache."""
+        import torch
+
+        with torch.inference_mode():
+            enc = self._to_device(self._encode([turn], "left"))
+            prefix = self.model(**enc, use_cache=True)
+            first = torch.log_softmax(prefix.logits[0, -1].float(), dim=-1)
+            cache, length = prefix.past_key_values, enc["input_ids"].shape[1]
+            out = []
+            for b in range(0, len(continuations), self.batch_size):
+                conts = [self._continuation_ids(c) for c in continuations[b:b + self.batch_size]]
+                width = max(map(len, conts))
+                ids = torch.full((len(conts), width), self.tokenizer.pad_token_id, dtype=torch.long)
+                for r, c in enumerate(conts):
+                    ids[r, :len(c)] = torch.as_tensor(c)
+                batch_cache = copy.deepcopy(cache)
+                batch_cache.batch_repeat_interleave(len(conts))
+                # No attention mask: the prefix has no padding and the continuations are right-padded, so
+                # a causal model's real tokens never see a pad; positions follow from the cache (M-RoPE
+                # models add the offset their prefix pass stored).
+                logits = self.model(input_ids=ids.to(self.device), past_key_values=batch_cache, use_cache=True,
+                                    cache_position=torch.arange(length, length + width, device=self.device)).logits
+                logprobs = torch.log_softmax(logits.float(), dim=-1)
+                for r, c in enumerate(conts):
+                    tokens = torch.as_tensor(c, device=logprobs.device)
+                    token_lp = torch.cat([first[tokens[:1]], logprobs[r, torch.arange(len(c) - 1), tokens[1:]]])
+                    out.append(self._reduce(token_lp, len(c)))
+            return out
+
+    def describe(self) -> dict:
+        """What the prediction's metadata file records about the model."""
+        import torch
+        import transformers
+
+        size = _size_dict(getattr(self.processor.image_processor, "size", None))
+        return {
+            "model": f"hf:{self.path}", "revision": self.revision, "class": type(self.model).__name__,
+            "processor": type(self.processor).__name__, "processor_note": self.note,
+            "dtype": self.dtype, "device": str(self.device), "batch_size": self.batch_size,
+            "image_size": json.loads(json.dumps(size, default=str)),
+            "versions": {"transformers": transformers.__version__, "torch": torch.__version__},
+        }
+
+
+def _size_dict(size) -> dict:
+    """An image processor's `size` (a dict or transformers' SizeDict) as a dict of its set entries."""
+    if size is None:
+        return {}
+    items = size.items() if hasattr(size, "items") else vars(size).items()
+    return {k: v for k, v in items if v is not None}
+
+
+def _append_right_padded(enc: dict, continuations: list[list[int]], pad_id: int) -> tuple[dict, list]:
+    """Left-padded prompts + their continuations -> each row `prompt + continuation` from position 0,
+    right-padded. Per-token tensors (ids, mask, token types) move with the tokens; the rest (pixels,
+    image grids) stay. Returns the encoding and per row (continuation start, continuation ids)."""
+    import torch
+
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    per_token = [k for k, v in enc.items() if hasattr(v, "shape") and tuple(v.shape) == tuple(ids.shape)]
+    lengths = mask.sum(dim=1).tolist()
+    width = max(n + len(c) for n, c in zip(lengths, continuations))
+    out = {k: torch.zeros((ids.shape[0], width), dtype=enc[k].dtype) for k in per_token}
+    out["input_ids"].fill_(pad_id)
+    spans = []
+    for r, (n, cont) in enumerate(zip(lengths, continuations)):
+        for k in per_token:
+            out[k][r, :n] = enc[k][r, ids.shape[1] - n:]
+        out["input_ids"][r, n:n + len(cont)] = torch.as_tensor(cont)
+        out["attention_mask"][r, n:n + len(cont)] = 1
+        spans.append((n, cont))
+    return {**enc, **out}, spans

@@ -1,0 +1,236 @@
+"""Generative VLMs (evaluator/models/generative.py, ask.py) with tiny random models built offline from
+configs: LLaVA (a processor without a video part) and Qwen2-VL (whose video processor needs
+torchvision, absent here: the image-only fallback is exercised)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from evaluator.models import ModelOptions, hf_config
+from evaluator.models.ask import clean_answer, parse_count
+from evaluator.models.generative import GenerativeVLM, Turn
+from pipelines.build import run_build
+from pipelines.tiny_models import write_tiny_llava, write_tiny_qwen2_vl
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("generative")
+    return {"llava": write_tiny_llava(root / "tiny-llava"), "qwen2-vl": write_tiny_qwen2_vl(root / "tiny-qwen2-vl")}
+
+
+def _images(sizes, seed=0):
+    rng = np.random.default_rng(seed)
+    out = []
+    for h, w in sizes:
+        image = Image.fromarray((rng.random((h, w, 3)) * 255).astype("uint8"))
+        import io
+
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        out.append(buffer.getvalue())
+    return out
+
+
+QUESTIONS = ["What color is it?", "How many dogs are there in the picture?", "Is it red", "Where is the man?",
+             "Why?", "What is on the table next to the lamp?"]
+SIZES = [(40, 50), (90, 30), (64, 64), (20, 100), (33, 33), (120, 80)]  # mixed sizes: mixed image token counts
+
+
+@pytest.mark.parametrize("text, cleaned", [
+    # Hand-written goldens of the documented rule: first line, trimmed, one trailing period removed.
+    ("Yes.", "Yes"), ("  two dogs \n because I see them", "two dogs"), ("red..", "red."), ("\n\nblue", "blue"),
+    ("", ""), ("3.5", "3.5"), ("on the left. ", "on the left"),
+])
+def test_answer_cleaning(text, cleaned):
+    assert clean_answer(text) == cleaned
+
+
+@pytest.mark.parametrize("text, count", [
+    ("3", 3.0), ("There are 12 people.", 12.0), ("two", 2.0), ("I see twenty people", 20.0), ("1,200", 1200.0),
+    ("none visible", None), ("2.5 persons", 2.5), ("Seven.\n8", 7.0),
+])
+def test_count_parsing(text, count):
+    assert parse_count(text) == count
+
+
+@pytest.mark.parametrize("family", ["llava", "qwen2-vl"])
+def test_batched_greedy_equals_one_at_a_time_on_mixed_image_sizes(tiny, family):
+    vlm = GenerativeVLM(str(tiny[family]), hf_config(str(tiny[family])), ModelOptions(batch_size=4))
+    turns = [Turn(q, (im,)) for q, im in zip(QUESTIONS, _images(SIZES))]
+    batched = vlm.generate(turns, 6)
+    assert batched == [vlm.generate([t], 6)[0] for t in turns]
+    assert len(set(batched)) > 1  # the random model answers differently per input: a real comparison
+
+
+@pytest.mark.parametrize("family", ["llava", "qwen2-vl"])
+def test_prefix_cached_option_scores_equal_full_sequence_scores(tiny, family):
+    vlm = GenerativeVLM(str(tiny[family]), hf_config(str(tiny[family])), ModelOptions(batch_size=7))
+    options = [f"option {i}" * (1 + i % 3) for i in range(20)]  # uneven lengths: right padding is exercised
+    for turn in [Turn(q, (im,)) for q, im in zip(QUESTIONS[:2], _images(SIZES[:2]))]:
+        cached = vlm.score_cached(turn, options)
+        full = vlm.score_full([turn] * len(options), options)
+        assert np.max(np.abs(np.array(cached) - np.array(full))) < 1e-4
+        assert len(set(np.round(full, 3))) > 1
+
+
+def test_score_full_is_batch_independent(tiny):
+    vlm = GenerativeVLM(str(tiny["llava"]), hf_config(str(tiny["llava"])), ModelOptions(batch_size=3))
+    turns = [Turn(q, (im,)) for q, im in zip(QUESTIONS, _images(SIZES))]
+    answers = ["yes", "two dogs", "no", "on the left side", "because", "a cup"]
+    together = vlm.score_full(turns, answers)
+    alone = [vlm.score_full([t], [a])[0] for t, a in zip(turns, answers)]
+    assert np.allclose(together, alone, atol=1e-4)
+
+
+def test_mean_loglik_is_the_sum_over_the_token_count(tiny):
+    path = str(tiny["llava"])
+    turn = Turn("Is it red?", tuple(_images([(30, 40)])))
+    total = GenerativeVLM(path, hf_config(path), ModelOptions()).score_full([turn], ["abcd"])[0]
+    mean = GenerativeVLM(path, hf_config(path), ModelOptions(loglik="mean")).score_full([turn], ["abcd"])[0]
+    assert mean == pytest.approx(total / 4, abs=1e-5)  # the tiny tokenizer is per character: 4 tokens
+
+
+def test_qwen2_vl_without_torchvision_loads_image_and_text_parts(tiny):
+    vlm = GenerativeVLM(str(tiny["qwen2-vl"]), hf_config(str(tiny["qwen2-vl"])),
+                        ModelOptions(min_pixels=4 * 28 * 28, max_pixels=8 * 28 * 28))
+    assert "torchvision" in vlm.note and "image and text parts only" in vlm.note
+    assert vlm.describe()["image_size"] == {"shortest_edge": 4 * 28 * 28, "longest_edge": 8 * 28 * 28}
+
+
+@pytest.fixture(scope="module")
+def built(sample_sources, tmp_path_factory):
+    root = tmp_path_factory.mktemp("built-generative")
+    for bench in ("disco", "socialiq"):
+        run_build(bench, sample_sources, root / bench)
+    return root
+
+
+def test_disco_end_to_end_with_metadata_and_samples(cli, tiny, built, tmp_path):
+    out = tmp_path / "disco.json"
+    code, stdout, err = cli("predict", "disco", "--data", built / "disco", "--model", f"hf:{tiny['llava']}",
+                            "--out", out, "--max-new-tokens", "3", "--log-samples")
+    assert code == 0, err
+    meta = json.loads((tmp_path / "disco.meta.json").read_text())
+    assert meta["model"] == f"hf:{tiny['llava']}" and meta["dtype"] == "float32" and meta["device"] == "cpu"
+    assert meta["asked"]["prompt_template"] == "How many people are in this image? Answer with a number."
+    assert meta["asked"]["generation"] == {"greedy": True, "max_new_tokens": 3}
+    assert meta["asked"]["note"] == "image only: the audio is not read"
+    assert meta["versions"]["transformers"]
+    predictions = json.loads(out.read_text())
+    samples = [json.loads(line) for line in (tmp_path / "disco.samples.jsonl").read_text().splitlines()]
+    assert len(samples) == len(predictions) == meta["rows"]
+    assert [s["id"] for s in samples] == [p["id"] for p in predictions]
+    assert all(s["prediction"] == (parse_count(s["output"]) or 0.0) for s in samples)
+    assert meta["asked"]["unparsed_outputs"] == sum(parse_count(s["output"]) is None for s in samples)
+    code, stdout, err = cli("evaluate", "disco", "--data", built / "disco", "--predictions", out)
+    assert code == 0, err
+    assert "one_minus_mape" in stdout
+
+
+def test_socialiq_answer_scores_are_log_likelihoods(cli, tiny, built, tmp_path):
+    out = tmp_path / "siq.json"
+    code, _, err = cli("predict", "socialiq", "--data", built / "socialiq", "--model", f"hf:{tiny['qwen2-vl']}",
+                       "--out", out, "--log-samples")
+    assert code == 0, err
+    samples = [json.loads(line) for line in (tmp_path / "siq.samples.jsonl").read_text().splitlines()]
+    predictions = json.loads(out.read_text())
+    assert all(p["score"] == s["loglik"][0] < 0 for p, s in zip(predictions, samples))
+    assert "blind" in json.loads((tmp_path / "siq.meta.json").read_text())["asked"]["note"]
+
+
+def test_bad_prompt_field_is_one_line_before_loading(cli, tiny, built, tmp_path):
+    code, _, err = cli("predict", "disco", "--data", built / "disco", "--model", f"hf:{tiny['llava']}",
+                       "--out", tmp_path / "p.json", "--prompt", "Count {people}")
+    assert code == 2
+    assert err.strip() == "error: --prompt: unknown field {people} for disco (fields: none)"
+    assert not (tmp_path / "p.json").exists() and not (tmp_path / "p.meta.json").exists()
+
+
+def test_a_checkpoint_that_is_not_a_vlm_is_one_line(cli, tiny, built, tmp_path):
+    from pipelines.tiny_models import write_tiny_bert_mlm
+
+    bert = write_tiny_bert_mlm(tmp_path / "bert")
+    code, _, err = cli("predict", "socialiq", "--data", built / "socialiq", "--model", f"hf:{bert}",
+                       "--out", tmp_path / "p.json")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "socialiq predictions come from" in err
+
+
+def test_log_samples_needs_a_generative_model(cli, built, tmp_path):
+    code, _, err = cli("predict", "socialiq", "--data", built / "socialiq", "--model", "baseline:majority",
+                       "--out", tmp_path / "p.json", "--log-samples")
+    assert code == 2 and "--log-samples" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_benchmark_without_a_way_to_ask_is_one_line(tiny):
+    from builders.errors import ModelError
+    from evaluator.socialiq.task import SocialIQTask
+
+    class Unaskable(SocialIQTask):
+        generative = None
+        generative_reason = "its answers are audio"
+
+    with pytest.raises(ModelError, match=r"cannot answer socialiq: its answers are audio"):
+        Unaskable().make_model(f"hf:{tiny['llava']}", ModelOptions())
+
+
+def _write_images(folder, names):
+    """Small random images under the names a benchmark's rows look up."""
+    for name, png in zip(sorted(names), _images([(24 + i % 17, 30 + i % 11) for i in range(len(names))])):
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(png)
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bench", ["gqa-ood", "vqa-v2", "vqa-cp", "vcr-visor", "visdial"])
+def test_every_benchmark_end_to_end_with_a_tiny_vlm(bench, cli, tiny, sample_sources, tmp_path):
+    from builders.registry import get_benchmark, get_task
+    from evaluator.data import load_table, pick_split
+
+    # The demo's build parameters (the packaged MiniLM for VCR-Visor: offline).
+    run_build(bench, sample_sources, tmp_path / bench, assignments=list(get_benchmark(bench).demo_build))
+    task = get_task(bench)
+    table = load_table(tmp_path / bench, task.config, pick_split(tmp_path / bench, task.config, None,
+                                                                 task.default_split))
+    column = {"gqa-ood": "imageId", "vcr-visor": "img_fn", "visdial": "image_id"}.get(bench)
+    names = {"gqa-ood": "{}.jpg", "vcr-visor": "{}", "visdial": "VisualDialog_val2018_{:0>12}.png"}.get(bench)
+    images = (sample_sources / "coco" if column is None else
+              _write_images(tmp_path / "img", {names.format(k) for k in table.column(column).to_pylist()}))
+    out = tmp_path / "p.json"
+    code, _, err = cli("predict", bench, "--data", tmp_path / bench, "--model", f"hf:{tiny['llava']}", "--out", out,
+                       "--images", images, "--max-new-tokens", "4", "--log-samples")
+    assert code == 0, err
+    predictions = json.loads(out.read_text())
+    samples = [json.loads(line) for line in (tmp_path / "p.samples.jsonl").read_text().splitlines()]
+    assert len(predictions) == len(samples) == table.num_rows
+    if bench in ("gqa-ood", "vqa-v2", "vqa-cp"):  # the prediction is the cleaned generated answer
+        field = "prediction" if bench == "gqa-ood" else "answer"
+        assert [p[field] for p in predictions] == [clean_answer(s["output"]) for s in samples]
+    elif bench == "vcr-visor":  # the two responses' log-likelihoods
+        assert [p["scores"] for p in predictions] == [s["loglik"] for s in samples]
+    else:  # visdial: ranks of the 100 options by log-likelihood (ties keep option order)
+        from evaluator.visdial.metrics import scores_to_ranks
+
+        assert [p["ranks"] for p in predictions] == scores_to_ranks(np.array([s["loglik"] for s in samples])).tolist()
+    code, _, err = cli("evaluate", bench, "--data", tmp_path / bench, "--predictions", out)
+    assert code == 0, err
+
+
+@pytest.mark.slow
+def test_perceptual_score_of_a_tiny_vlm(cli, tiny, sample_sources, tmp_path):
+    run_build("vqa-v2", sample_sources, tmp_path / "vqa-v2")
+    report = tmp_path / "report"
+    code, out, err = cli("perceptual", "vqa-v2", "--data", tmp_path / "vqa-v2", "--model", f"hf:{tiny['llava']}",
+                         "--images", sample_sources / "coco", "--permutations", "1", "--repeats", "1",
+                         "--max-new-tokens", "3", "--report", report)
+    assert code == 0, err
+    metrics = json.loads((report / "metrics.json").read_text())
+    assert set(metrics["modalities"]) == {"image", "question"}
+    assert metrics["modalities"]["image"] == ["image_id", "coco_split"]
