@@ -84,9 +84,9 @@ QWEN2_VL_CHAT_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def write_tiny_llava(path: Path, seed: int = 0) -> Path:
-    """A LlavaForConditionalGeneration (CLIP vision tower and Llama decoder, hidden size 32, 2 layers,
-    32 px images in 8 px patches) with its LlavaProcessor, which needs no torchvision."""
+def write_tiny_llava(path: Path, seed: int = 0, hidden: int = 32, layers: int = 2, image_size: int = 32) -> Path:
+    """A LlavaForConditionalGeneration (CLIP vision tower and Llama decoder; by default hidden size 32,
+    2 layers, 32 px images in 8 px patches) with its LlavaProcessor, which needs no torchvision."""
     import torch
     from transformers import (
         CLIPImageProcessorPil,
@@ -102,16 +102,18 @@ def write_tiny_llava(path: Path, seed: int = 0) -> Path:
                                           "image_token": "<image>"})
     torch.manual_seed(seed)
     config = LlavaConfig(
-        vision_config=CLIPVisionConfig(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
-                                       image_size=32, patch_size=8),
-        text_config=LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+        vision_config=CLIPVisionConfig(hidden_size=hidden, intermediate_size=hidden + 5, num_hidden_layers=layers,
+                                       num_attention_heads=4, image_size=image_size, patch_size=8),
+        text_config=LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden + 5,
+                                num_hidden_layers=layers,
                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
                                 pad_token_id=1, bos_token_id=2, eos_token_id=3),
         image_token_index=4, vision_feature_layer=-1, vision_feature_select_strategy="full",
         architectures=["LlavaForConditionalGeneration"])
     LlavaForConditionalGeneration(config).eval().save_pretrained(path)
-    processor = LlavaProcessor(image_processor=CLIPImageProcessorPil(size={"shortest_edge": 32},
-                                                                     crop_size={"height": 32, "width": 32}),
+    processor = LlavaProcessor(image_processor=CLIPImageProcessorPil(size={"shortest_edge": image_size},
+                                                                     crop_size={"height": image_size,
+                                                                                "width": image_size}),
                                tokenizer=tokenizer, chat_template=LLAVA_CHAT_TEMPLATE, patch_size=8,
                                vision_feature_select_strategy="full", num_additional_image_tokens=1)
     processor.save_pretrained(path)

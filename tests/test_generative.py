@@ -132,6 +132,7 @@ def test_disco_end_to_end_with_metadata_and_samples(cli, tiny, built, tmp_path):
     assert "one_minus_mape" in stdout
 
 
+@pytest.mark.slow
 def test_socialiq_answer_scores_are_log_likelihoods(cli, tiny, built, tmp_path):
     out = tmp_path / "siq.json"
     code, _, err = cli("predict", "socialiq", "--data", built / "socialiq", "--model", f"hf:{tiny['qwen2-vl']}",

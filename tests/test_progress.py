@@ -10,6 +10,8 @@ import subprocess
 import sys
 import termios
 
+import pytest
+
 import builders.progress
 from builders.progress import progress, quiet_library_bars
 
@@ -44,6 +46,7 @@ def test_a_build_on_a_terminal_shows_stages_reading_and_writing(sample_sources, 
     assert "writing out" in shown and "file/s" in shown
 
 
+@pytest.mark.slow
 def test_a_build_in_a_pipe_shows_no_bars(sample_sources, tmp_path):
     done = subprocess.run([sys.executable, "-m", "pipelines.cli", "build", "gqa-ood", "--source",
                            str(sample_sources), "--out", str(tmp_path / "out"), "--split", "val", "--no-cache"],

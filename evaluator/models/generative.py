@@ -146,13 +146,8 @@ class GenerativeVLM:
     def _encode(self, turns: list[Turn], padding_side: str) -> dict:
         images = [[open_image(source) for source in t.images] for t in turns]
         kwargs = {"images": images} if any(images) else {}
-        self.tokenizer.padding_side = padding_side
-        try:
-            enc = self.processor(text=[self.prompt_text(t) for t in turns], return_tensors="pt", padding=True,
-                                 **kwargs)
-        finally:
-            self.tokenizer.padding_side = "right"
-        return dict(enc)
+        return dict(self.processor(text=[self.prompt_text(t) for t in turns], return_tensors="pt", padding=True,
+                                   padding_side=padding_side, **kwargs))
 
     def _to_device(self, enc: dict) -> dict:
         import torch
@@ -169,10 +164,10 @@ class GenerativeVLM:
         out: list[str | None] = [None] * len(turns)
         from builders.progress import progress
 
+        batches = [order[b:b + self.batch_size] for b in range(0, len(order), self.batch_size)]
         with torch.inference_mode(), progress(total=len(turns), desc="generating", unit="sample") as bar:
-            for b in range(0, len(order), self.batch_size):
-                idx = order[b:b + self.batch_size]
-                enc = self._to_device(self._encode([turns[i] for i in idx], "left"))
+            for idx, enc in _prefetched(batches, lambda idx: self._encode([turns[i] for i in idx], "left")):
+                enc = self._to_device(enc)
                 generated = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
                                                 num_beams=1, pad_token_id=self.tokenizer.pad_token_id)
                 texts = self.tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -220,12 +215,15 @@ class GenerativeVLM:
         order = sorted(range(len(turns)), key=lambda i: (len(turns[i].images), len(turns[i].text)
                                                         + len(continuations[i])))
         out = [0.0] * len(turns)
+
+        def prepare(idx: list[int]):
+            conts = [self._continuation_ids(continuations[i]) for i in idx]
+            return _append_right_padded(self._encode([turns[i] for i in idx], "left"), conts,
+                                        self.tokenizer.pad_token_id)
+
+        batches = [order[b:b + self.batch_size] for b in range(0, len(order), self.batch_size)]
         with torch.inference_mode():
-            for b in range(0, len(order), self.batch_size):
-                idx = order[b:b + self.batch_size]
-                enc = self._encode([turns[i] for i in idx], "left")
-                conts = [self._continuation_ids(continuations[i]) for i in idx]
-                enc, spans = _append_right_padded(enc, conts, self.tokenizer.pad_token_id)
+            for idx, (enc, spans) in _prefetched(batches, prepare):
                 logits = self.model(**self._to_device(enc)).logits.float()
                 logprobs = torch.log_softmax(logits, dim=-1)
                 for row, (i, (start, cont)) in enumerate(zip(idx, spans)):
@@ -278,6 +276,20 @@ class GenerativeVLM:
             "image_size": json.loads(json.dumps(size, default=str)),
             "versions": {"transformers": transformers.__version__, "torch": torch.__version__},
         }
+
+
+def _prefetched(batches: list, prepare):
+    """(batch, prepare(batch)) in order, the next batch prepared in a thread while the caller runs the
+    model on the current one (image decoding and the processor overlap the forward passes; both
+    release the GIL for most of their work)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(prepare, batches[0]) if batches else None
+        for k, batch in enumerate(batches):
+            ready = pending.result()
+            pending = pool.submit(prepare, batches[k + 1]) if k + 1 < len(batches) else None
+            yield batch, ready
 
 
 def _size_dict(size) -> dict:
