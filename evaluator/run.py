@@ -42,11 +42,26 @@ def samples_path(out: Path) -> Path:
     return Path(out).with_suffix(".samples.jsonl")
 
 
+def _gathered(world, values: list, shard, n: int) -> list:
+    """Every rank's per-row values (any Python objects) in row order, on every rank."""
+    if world.size == 1:
+        return values
+    import numpy as np
+
+    local = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        local[i] = v
+    return world.all_rows(local, shard, n).tolist()
+
+
 def predict(bench: str, data: str, model: str, out: Path, *, split: str | None = None,
-            options: ModelOptions = ModelOptions(), log_samples: bool = False) -> tuple[str, int]:
+            options: ModelOptions = ModelOptions(), log_samples: bool = False) -> tuple[str, int] | None:
     """Run a model over a built split and write a prediction file in the benchmark's format, with its
-    metadata file beside it (and one JSON line per sample with `log_samples`, generative models)."""
+    metadata file beside it (and one JSON line per sample with `log_samples`, generative models).
+    Under torchrun / accelerate launch each rank predicts its rows (evaluator.distributed); rank 0
+    gathers them in row order and writes the files (the other ranks return None)."""
     from builders.jsonout import dumps
+    from evaluator.distributed import world_from_env
     from pipelines.manifest import library_versions
 
     task = get_task(bench)
@@ -57,7 +72,15 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     samples = getattr(adapter, "samples", None)
     if log_samples and samples is None:
         raise ParamsError(f"--log-samples: {model} has no prompts or raw outputs to log (generative hf: models do)")
-    predictions = adapter.predict(table)
+    world = world_from_env()
+    shard = world.shard(table.num_rows)
+    predictions = adapter.predict(table if world.size == 1 else table.take(pa.array(shard)))
+    predictions = _gathered(world, list(predictions), shard, table.num_rows)
+    if samples is not None:
+        adapter.samples = _gathered(world, list(adapter.samples), shard, table.num_rows)
+    world.close()
+    if not world.is_main:
+        return None
     try:
         text = json.dumps(task.predictions_file(table, predictions), indent=1, allow_nan=False) + "\n"
     except ValueError:

@@ -204,7 +204,10 @@ def predict(
     options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size, images=images,
                            bf16=bf16, workers=workers, dtype=dtype, max_new_tokens=max_new_tokens, prompt=prompt,
                            min_pixels=min_pixels, max_pixels=max_pixels, loglik=loglik)
-    split, n = run_predict(bench, data, model, out, split=split, options=options, log_samples=log_samples)
+    done = run_predict(bench, data, model, out, split=split, options=options, log_samples=log_samples)
+    if done is None:  # a non-zero rank of a distributed launch
+        return
+    split, n = done
     typer.echo(f"wrote {n:,} predictions for {bench}/{split} to {out} (metadata: {metadata_path(out)})")
 
 

@@ -114,8 +114,7 @@ class GenerativeAdapter:
         self.vlm, self.ask, self.template, self.options = vlm, ask, template, options
         self.images = ImageFolder(options.images)
         self.input_columns = ask.input_columns
-        self.samples: list[dict] = []
-        self.unparsed = 0
+        self.samples: list[dict] = []  # per row of the last predict: prompt, raw output, prediction
 
     def _turns(self, table: pa.Table) -> list:
         from evaluator.models.generative import Turn
@@ -131,11 +130,10 @@ class GenerativeAdapter:
         self.samples = []
         if self.ask.mode == "generate":
             outputs = self.vlm.generate(turns, self.options.max_new_tokens)
-            predictions = [self.ask.prediction(o) for o in outputs]
-            self.unparsed = sum(p is None for p in predictions)
-            predictions = [0.0 if p is None else p for p in predictions]
-            self.samples = [{"prompt": t.text, "output": o, "prediction": p}
-                            for t, o, p in zip(turns, outputs, predictions)]
+            parsed = [self.ask.prediction(o) for o in outputs]
+            predictions = [0.0 if p is None else p for p in parsed]
+            self.samples = [{"prompt": t.text, "output": o, "prediction": p, "parsed": q is not None}
+                            for t, o, p, q in zip(turns, outputs, predictions, parsed)]
         else:
             continuations = self.ask.continuations(table)
             scores = self.vlm.score(turns, continuations)
@@ -151,7 +149,8 @@ class GenerativeAdapter:
                  "note": self.ask.note or None}
         if self.ask.mode == "generate":
             asked |= {"generation": {"greedy": True, "max_new_tokens": self.options.max_new_tokens},
-                      "cleaning": self.ask.cleaning, "unparsed_outputs": self.unparsed}
+                      "cleaning": self.ask.cleaning,
+                      "unparsed_outputs": sum(not s["parsed"] for s in self.samples)}
         else:
             asked |= {"loglik": self.options.loglik, "cleaning": self.ask.cleaning or None}
         return {**self.vlm.describe(), "asked": asked}
