@@ -165,6 +165,22 @@ def push(
                + (f": {result['url']}" if result["url"] else ""))
 
 
+# Generative-VLM flags of `predict` and `perceptual` (evaluator/models/generative.py), declared once.
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+Loglik = Literal["sum", "mean"]
+DTYPE_OPTION = typer.Option("auto", "--dtype",
+                            help="Weights of generative hf: models (auto: bfloat16 on CUDA, float32 on CPU).")
+MAX_NEW_TOKENS_OPTION = typer.Option(16, "--max-new-tokens", min=1, help="Greedy answer length (generative).")
+PROMPT_OPTION = typer.Option(None, "--prompt", help="User prompt template with {field}s (generative; default: "
+                                                    "the benchmark's, see the README).")
+MIN_PIXELS_OPTION = typer.Option(None, "--min-pixels", min=1,
+                                 help="Image-size lower bound where the processor has one (Qwen2-VL).")
+MAX_PIXELS_OPTION = typer.Option(None, "--max-pixels", min=1,
+                                 help="Image-size upper bound where the processor has one (Qwen2-VL).")
+LOGLIK_OPTION = typer.Option("sum", "--loglik",
+                             help="A scored answer's log-likelihood: sum or per-token mean (generative).")
+
+
 @app.command()
 def predict(
     bench: str = typer.Argument(..., help="Benchmark name."),
@@ -180,18 +196,12 @@ def predict(
     images: Optional[Path] = typer.Option(None, "--images", help="Image folder for models that read images."),
     bf16: bool = typer.Option(False, "--bf16", help="Run hf: models in bfloat16 autocast."),
     workers: int = typer.Option(0, "--workers", min=0, help="DataLoader workers decoding images."),
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = typer.Option(
-        "auto", "--dtype", help="Weights of generative hf: models (auto: bfloat16 on CUDA, float32 on CPU)."),
-    max_new_tokens: int = typer.Option(16, "--max-new-tokens", min=1, help="Greedy answer length (generative)."),
-    prompt: Optional[str] = typer.Option(None, "--prompt",
-                                         help="User prompt template with {field}s (generative; default: the "
-                                              "benchmark's, see the README)."),
-    min_pixels: Optional[int] = typer.Option(None, "--min-pixels", min=1,
-                                             help="Image-size lower bound where the processor has one (Qwen2-VL)."),
-    max_pixels: Optional[int] = typer.Option(None, "--max-pixels", min=1,
-                                             help="Image-size upper bound where the processor has one (Qwen2-VL)."),
-    loglik: Literal["sum", "mean"] = typer.Option(
-        "sum", "--loglik", help="A scored answer's log-likelihood: sum or per-token mean (generative)."),
+    dtype: Dtype = DTYPE_OPTION,
+    max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
+    prompt: Optional[str] = PROMPT_OPTION,
+    min_pixels: Optional[int] = MIN_PIXELS_OPTION,
+    max_pixels: Optional[int] = MAX_PIXELS_OPTION,
+    loglik: Loglik = LOGLIK_OPTION,
     log_samples: bool = typer.Option(False, "--log-samples",
                                      help="Also write OUT's .samples.jsonl: prompt, raw output, prediction per row."),
 ):
@@ -268,18 +278,12 @@ def perceptual(
     assignments: list[str] = typer.Option([], "--option", metavar="KEY=VALUE",
                                          help="Scoring option (repeat; e.g. rule=pre-2021 for VQA)."),
     set_: list[str] = typer.Option([], "--set", hidden=True, help="Deprecated spelling of --option."),
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = typer.Option(
-        "auto", "--dtype", help="Weights of generative hf: models (auto: bfloat16 on CUDA, float32 on CPU)."),
-    max_new_tokens: int = typer.Option(16, "--max-new-tokens", min=1, help="Greedy answer length (generative)."),
-    prompt: Optional[str] = typer.Option(None, "--prompt",
-                                         help="User prompt template with {field}s (generative; default: the "
-                                              "benchmark's, see the README)."),
-    min_pixels: Optional[int] = typer.Option(None, "--min-pixels", min=1,
-                                             help="Image-size lower bound where the processor has one (Qwen2-VL)."),
-    max_pixels: Optional[int] = typer.Option(None, "--max-pixels", min=1,
-                                             help="Image-size upper bound where the processor has one (Qwen2-VL)."),
-    loglik: Literal["sum", "mean"] = typer.Option(
-        "sum", "--loglik", help="A scored answer's log-likelihood: sum or per-token mean (generative)."),
+    dtype: Dtype = DTYPE_OPTION,
+    max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
+    prompt: Optional[str] = PROMPT_OPTION,
+    min_pixels: Optional[int] = MIN_PIXELS_OPTION,
+    max_pixels: Optional[int] = MAX_PIXELS_OPTION,
+    loglik: Loglik = LOGLIK_OPTION,
 ):
     """Perceptual score of a model towards each modality (Gat et al., NeurIPS 2021, Eq. 1-5), with normalisations."""
     from builders.progress import progress

@@ -56,14 +56,12 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import numpy as np
-    import torch
 
     from evaluator.models import ModelOptions, hf_config
     from evaluator.models.generative import GenerativeVLM, Turn
     from evaluator.visdial.metrics import scores_to_ranks
     from pipelines.tiny_models import write_tiny_llava
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     ok = True
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-") as tmp:
         tiny = str(write_tiny_llava(Path(tmp) / "tiny"))
