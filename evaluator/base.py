@@ -85,12 +85,16 @@ class Task(ABC):
     def make_model(self, spec: str, options: ModelOptions):
         """`py:` specs for every task, `features:` where `feature_heads`, the rest from `adapter`."""
         kind, name = parse_spec(spec)
-        if kind == "py":
-            return load_py_model(name)
+        if options.videos is not None and (self.generative is None or self.generative.video_column is None):
+            raise ModelError(f"--videos: {self.name} rows have no videos to show a model")
         if kind == "hf":
             config = hf_config(name)
             if is_generative(config):
                 return self._generative_model(name, config, options)
+        if options.videos is not None:
+            raise ModelError(f"--videos: {spec} does not read videos (generative hf: models do)")
+        if kind == "py":
+            return load_py_model(name)
         if kind == "features" and self.feature_heads:
             from evaluator.models.features import feature_head
 
@@ -107,9 +111,12 @@ class Task(ABC):
                              f"{self.generative_reason}")
         from evaluator.models.ask import GenerativeAdapter, prompt_template
         from evaluator.models.generative import GenerativeVLM
+        from evaluator.videos import VideoFolder
 
-        template = prompt_template(options, self.generative, self.name)  # before the weights are loaded
-        return GenerativeAdapter(GenerativeVLM(name, config, options), self.generative, template, options)
+        # Checked before the weights are loaded: the prompt template and the video folder.
+        template = prompt_template(options, self.generative, self.name)
+        videos = None if options.videos is None else VideoFolder(options.videos)
+        return GenerativeAdapter(GenerativeVLM(name, config, options), self.generative, template, options, videos)
 
     def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
         """The model of a `baseline:` or `hf:` spec, or None when this task has no such model."""

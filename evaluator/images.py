@@ -52,9 +52,12 @@ class ImageFolder:
 
 
 def open_image(source):
-    """A path or embedded bytes -> an RGB PIL image; an undecodable file is a ModelError naming it."""
+    """A path, embedded bytes or an image already decoded (a video frame) -> an RGB PIL image; an
+    undecodable file is a ModelError naming it."""
     from PIL import Image, UnidentifiedImageError
 
+    if isinstance(source, Image.Image):
+        return source.convert("RGB")
     try:
         image = Image.open(source if isinstance(source, Path) else io.BytesIO(source))
         return image.convert("RGB")

@@ -13,6 +13,7 @@ from builders.params import apply_overrides
 from builders.registry import get_task
 from evaluator.data import load_table, pick_split, resolve_data
 from evaluator.models import ModelOptions
+from evaluator.prediction_record import metadata_path, read_record, record_markdown, record_summary, samples_path
 from evaluator.report import check_output_file, check_report_folder, write_atomically, write_report
 from evaluator.submission import load_predictions, match_ids
 
@@ -30,16 +31,6 @@ def task_options(task, assignments: list[str]):
             raise ParamsError(f"--option: {task.name} has no scoring options")
         return None
     return apply_overrides(task.options_class(), assignments, option="--option")
-
-
-def metadata_path(out: Path) -> Path:
-    """The reproducibility record beside a prediction file: preds.json -> preds.meta.json."""
-    return Path(out).with_suffix(".meta.json")
-
-
-def samples_path(out: Path) -> Path:
-    """`--log-samples`' file beside a prediction file: preds.json -> preds.samples.jsonl."""
-    return Path(out).with_suffix(".samples.jsonl")
 
 
 def _gathered(world, values: list, shard, n: int) -> list:
@@ -106,7 +97,8 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
 
 def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = None, report: Path | None = None,
              allow_partial: bool = False, allow_extra: bool = False, assignments: list[str] | None = None) -> dict:
-    """Validate a prediction file against a split and compute the benchmark's metrics."""
+    """Validate a prediction file against a split and compute the benchmark's metrics; the record
+    `vlbench predict` wrote beside the file (if any) says in the report how the predictions were made."""
     task = get_task(bench)
     options = task_options(task, list(assignments or []))
     if report is not None:
@@ -115,10 +107,15 @@ def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = No
     preds = load_predictions(predictions, task.id_field, task.value_field, task.id_type, task.value_check,
                              task.value_desc)
     coverage = match_ids(predictions, preds, task.ids(table), task.id_field, allow_partial, allow_extra)
+    record = read_record(predictions)
     metrics = {"benchmark": bench, "split": split, "predictions": Path(predictions).name,
                **task.score(table, preds, coverage, options)}
+    if record is not None:
+        metrics["prediction_record"] = record_summary(record)
     if report is not None:
         markdown, plots = task.report(metrics, Path(predictions).stem)
+        if record is not None:
+            markdown = markdown.rstrip("\n") + "\n\n" + record_markdown(record, metadata_path(predictions).name)
         write_report(report, metrics, markdown, plots)
     return metrics
 
@@ -153,6 +150,14 @@ def _where(table, condition: str | None):
             from None
 
 
+def _model_notes(model: str, adapter) -> list[str]:
+    """What a generative model was not shown (a blind Social-IQ model, DISCO without audio), for the report."""
+    from evaluator.models.ask import GenerativeAdapter
+
+    note = adapter.note() if isinstance(adapter, GenerativeAdapter) else None
+    return [f"{model}: {note}"] if note else []
+
+
 def perceptual_score(bench: str, data: str, model: str, options, *, split: str | None = None,
                      model_options: ModelOptions = ModelOptions(), report: Path | None = None,
                      assignments: list[str] | None = None, where: str | None = None, progress=None) -> dict | None:
@@ -183,7 +188,7 @@ def perceptual_score(bench: str, data: str, model: str, options, *, split: str |
     metrics = {"benchmark": bench, "split": split, "model": model, "rows": table.num_rows, "where": where,
                "options": dataclasses.asdict(options), "world_size": world.size,
                "modalities": {m: list(c) for m, c in result.modalities.items()},
-               "all": p.summarise(result), "notes": result.notes}
+               "all": p.summarise(result), "notes": result.notes + _model_notes(model, adapter)}
     if options.by is not None:
         metrics["by"] = {"column": options.by, "groups": p.decompose(result, table.column(options.by).to_pylist())}
     metrics.update(task.perceptual_extras(table, train, result))  # benchmark-specific analyses (VQA: Table 2)

@@ -179,6 +179,9 @@ MAX_PIXELS_OPTION = typer.Option(None, "--max-pixels", min=1,
                                  help="Image-size upper bound where the processor has one (Qwen2-VL).")
 LOGLIK_OPTION = typer.Option("sum", "--loglik",
                              help="A scored answer's log-likelihood: sum or per-token mean (generative).")
+VIDEOS_OPTION = typer.Option(None, "--videos", help="Video folder (<video_id>.mp4 ...): generative models see "
+                                                    "frames of each row's video (socialiq; needs vlbench[video]).")
+FRAMES_OPTION = typer.Option(8, "--frames", min=1, help="Frames per video with --videos, spread evenly.")
 
 
 @app.command()
@@ -202,18 +205,21 @@ def predict(
     min_pixels: Optional[int] = MIN_PIXELS_OPTION,
     max_pixels: Optional[int] = MAX_PIXELS_OPTION,
     loglik: Loglik = LOGLIK_OPTION,
+    videos: Optional[Path] = VIDEOS_OPTION,
+    frames: int = FRAMES_OPTION,
     log_samples: bool = typer.Option(False, "--log-samples",
                                      help="Also write OUT's .samples.jsonl: prompt, raw output, prediction per row."),
 ):
     """Write a model's predictions for a built split in the benchmark's submission format, and beside
     them OUT's .meta.json (model, revision, dtype, prompt, generation settings, versions)."""
     from evaluator.models import ModelOptions
-    from evaluator.run import metadata_path
+    from evaluator.prediction_record import metadata_path
     from evaluator.run import predict as run_predict
 
     options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size, images=images,
                            bf16=bf16, workers=workers, dtype=dtype, max_new_tokens=max_new_tokens, prompt=prompt,
-                           min_pixels=min_pixels, max_pixels=max_pixels, loglik=loglik)
+                           min_pixels=min_pixels, max_pixels=max_pixels, loglik=loglik, videos=videos,
+                           frames=frames)
     done = run_predict(bench, data, model, out, split=split, options=options, log_samples=log_samples)
     if done is None:  # a non-zero rank of a distributed launch
         return
@@ -284,6 +290,8 @@ def perceptual(
     min_pixels: Optional[int] = MIN_PIXELS_OPTION,
     max_pixels: Optional[int] = MAX_PIXELS_OPTION,
     loglik: Loglik = LOGLIK_OPTION,
+    videos: Optional[Path] = VIDEOS_OPTION,
+    frames: int = FRAMES_OPTION,
 ):
     """Perceptual score of a model towards each modality (Gat et al., NeurIPS 2021, Eq. 1-5), with normalisations."""
     from builders.progress import progress
@@ -296,7 +304,7 @@ def perceptual(
     model_options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size,
                                  images=images, bf16=bf16, workers=workers, dtype=dtype,
                                  max_new_tokens=max_new_tokens, prompt=prompt, min_pixels=min_pixels,
-                                 max_pixels=max_pixels, loglik=loglik)
+                                 max_pixels=max_pixels, loglik=loglik, videos=videos, frames=frames)
     with progress(desc="perceptual passes", unit="pass", leave=True) as bar:
         metrics = perceptual_score(bench, data, model, options, split=split, model_options=model_options,
                                    report=report, assignments=_renamed(assignments, set_, "perceptual", "--option"),

@@ -127,9 +127,33 @@ def test_disco_end_to_end_with_metadata_and_samples(cli, tiny, built, tmp_path):
     assert [s["id"] for s in samples] == [p["id"] for p in predictions]
     assert all(s["prediction"] == (parse_count(s["output"]) or 0.0) for s in samples)
     assert meta["asked"]["unparsed_outputs"] == sum(parse_count(s["output"]) is None for s in samples)
-    code, stdout, err = cli("evaluate", "disco", "--data", built / "disco", "--predictions", out)
+    code, stdout, err = cli("evaluate", "disco", "--data", built / "disco", "--predictions", out,
+                            "--report", tmp_path / "report")
     assert code == 0, err
     assert "one_minus_mape" in stdout
+    # The report says how the predictions were made, from the record beside them.
+    report = (tmp_path / "report" / "report.md").read_text()
+    section = report[report.index("## How the predictions were made"):]
+    assert f"- Model: `hf:{tiny['llava']}` (LlavaForConditionalGeneration, float32 on cpu, batch size 32)" in section
+    assert "- Prompt template (the benchmark's default): `'How many people are in this image? Answer with a " \
+           "number.'`" in section
+    assert "- Answers: greedy, at most 3 new tokens" in section
+    assert "- How answers were cleaned: first line of the output, trimmed, one trailing period removed; then" in section
+    assert "- Note: image only: the audio is not read" in section
+    record = json.loads((tmp_path / "report" / "metrics.json").read_text())["prediction_record"]
+    assert record["made_on"] == {"benchmark": "disco", "data": str(built / "disco"), "split": "test",
+                                 "rows": meta["rows"]}
+    assert record["unparsed_outputs"] == meta["asked"]["unparsed_outputs"]
+
+
+def test_a_damaged_prediction_record_is_one_line(cli, built, tmp_path):
+    out = tmp_path / "p.json"
+    code, _, err = cli("predict", "disco", "--data", built / "disco", "--model", "baseline:mean", "--out", out)
+    assert code == 0, err
+    (tmp_path / "p.meta.json").write_text("{not json")
+    code, _, err = cli("evaluate", "disco", "--data", built / "disco", "--predictions", out)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"error: {tmp_path / 'p.meta.json'}: not a readable prediction record")
 
 
 @pytest.mark.slow

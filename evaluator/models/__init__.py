@@ -39,6 +39,8 @@ class ModelOptions:
     min_pixels: int | None = None  # image-size bounds, where the processor has them (Qwen2-VL family)
     max_pixels: int | None = None
     loglik: str = "sum"  # a scored continuation's log-likelihood: sum of token log-probs, or mean
+    videos: Path | None = None  # video folder: the model sees `frames` frames of a row's video (Social-IQ)
+    frames: int = 8  # frames per video, spread evenly from the first to the last (evaluator/videos.py)
 
 
 class LateFusion:

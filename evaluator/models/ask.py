@@ -17,8 +17,10 @@ from abc import ABC, abstractmethod
 import pyarrow as pa
 
 from builders.errors import ModelError
+from builders.progress import progress
 from evaluator.images import ImageFolder, image_sources
 from evaluator.models import ModelOptions
+from evaluator.videos import VideoFolder, read_frames
 
 SHORT_ANSWER_PROMPT = "{question}\nAnswer the question using a single word or phrase."
 CLEANING = "first line of the output, trimmed, one trailing period removed"
@@ -71,6 +73,7 @@ class Ask(ABC):
     fields: tuple[str, ...]  # the fields a template may use
     input_columns: tuple[str, ...]  # the columns read (the perceptual score permutes these)
     image_column: str | None = None  # the row's image key (an embedded `image` is used first)
+    video_column: str | None = None  # the row's video id: with --videos DIR the model sees frames of it
     cleaning: str = ""  # how a raw output becomes the prediction, for the record
     note: str = ""  # what the model is not shown, for the record
 
@@ -110,43 +113,65 @@ class ShortAnswer(Ask):
 class GenerativeAdapter:
     """A task model over a generative VLM: `predict(table)` asks every row as the task's Ask says."""
 
-    def __init__(self, vlm, ask: Ask, template: str, options: ModelOptions):
-        self.vlm, self.ask, self.template, self.options = vlm, ask, template, options
+    def __init__(self, vlm, ask: Ask, template: str, options: ModelOptions, videos: VideoFolder | None = None):
+        self.vlm, self.ask, self.template, self.options, self.videos = vlm, ask, template, options, videos
         self.images = ImageFolder(options.images)
-        self.input_columns = ask.input_columns
+        self.input_columns = ask.input_columns + ((ask.video_column,) if self.videos else ())
         self.samples: list[dict] = []  # per row of the last predict: prompt, raw output, prediction
 
-    def _turns(self, table: pa.Table) -> list:
-        from evaluator.models.generative import Turn
-
-        texts = [self.template.format(**v) for v in self.ask.values(table)]
+    def _row_images(self, table: pa.Table) -> list[tuple]:
+        """Per row, the images its turn shows (paths or bytes, opened batch by batch)."""
         if self.ask.image_column is None:
-            return [Turn(t) for t in texts]
-        return [Turn(t, (source,)) for t, source in zip(texts, image_sources(table, self.ask.image_column,
-                                                                             self.images))]
+            return [()] * table.num_rows
+        return [(source,) for source in image_sources(table, self.ask.image_column, self.images)]
 
     def predict(self, table: pa.Table) -> list:
-        turns = self._turns(table)
-        self.samples = []
+        if self.videos is None:
+            predictions, self.samples = self._ask(table, self._row_images(table))
+            return predictions
+        # One video at a time: its frames are decoded once and shown to every row that asks about it.
+        rows_of: dict[str, list[int]] = {}
+        for row, video in enumerate(table.column(self.ask.video_column).to_pylist()):
+            rows_of.setdefault(video, []).append(row)
+        predictions, self.samples = [None] * table.num_rows, [None] * table.num_rows
+        for video, rows in progress(rows_of.items(), desc="videos", unit="video"):
+            frames = tuple(read_frames(self.videos.path(video), self.options.frames))
+            part_predictions, part_samples = self._ask(table.take(rows), [frames] * len(rows))
+            for row, prediction, sample in zip(rows, part_predictions, part_samples):
+                predictions[row], self.samples[row] = prediction, {**sample, "frames": len(frames)}
+        return predictions
+
+    def _ask(self, table: pa.Table, images: list[tuple]) -> tuple[list, list[dict]]:
+        """(predictions, samples) of the rows, each asked with its images."""
+        from evaluator.models.generative import Turn
+
+        turns = [Turn(self.template.format(**v), shown) for v, shown in zip(self.ask.values(table), images)]
         if self.ask.mode == "generate":
             outputs = self.vlm.generate(turns, self.options.max_new_tokens)
             parsed = [self.ask.prediction(o) for o in outputs]
             predictions = [0.0 if p is None else p for p in parsed]
-            self.samples = [{"prompt": t.text, "output": o, "prediction": p, "parsed": q is not None}
-                            for t, o, p, q in zip(turns, outputs, predictions, parsed)]
-        else:
-            continuations = self.ask.continuations(table)
-            scores = self.vlm.score(turns, continuations)
-            predictions = [self.ask.prediction(s) for s in scores]
-            self.samples = [{"prompt": t.text, "continuations": c, "loglik": s, "prediction": p}
-                            for t, c, s, p in zip(turns, continuations, scores, predictions)]
-        return predictions
+            return predictions, [{"prompt": t.text, "output": o, "prediction": p, "parsed": q is not None}
+                                 for t, o, p, q in zip(turns, outputs, predictions, parsed)]
+        continuations = self.ask.continuations(table)
+        scores = self.vlm.score(turns, continuations)
+        predictions = [self.ask.prediction(s) for s in scores]
+        return predictions, [{"prompt": t.text, "continuations": c, "loglik": s, "prediction": p}
+                             for t, c, s, p in zip(turns, continuations, scores, predictions)]
+
+    def note(self) -> str | None:
+        """What the model was not shown, and caveats of its predictions, for the record."""
+        seen = ""
+        if self.ask.video_column is not None:
+            seen = (f"video: {self.options.frames} frames per video, spread evenly from the first to the last, "
+                    "shown as images; the audio is not heard" if self.videos else
+                    "blind: the video is not read (--videos DIR shows the model its frames)")
+        return "; ".join(part for part in (seen, self.ask.note) if part) or None
 
     def metadata(self) -> dict:
         """What the prediction's metadata file records about how the model was asked."""
         asked = {"mode": self.ask.mode, "prompt_template": self.template,
                  "prompt_is_default": self.options.prompt is None, "images": self.ask.image_column is not None,
-                 "note": self.ask.note or None}
+                 "note": self.note()}
         if self.ask.mode == "generate":
             asked |= {"generation": {"greedy": True, "max_new_tokens": self.options.max_new_tokens},
                       "cleaning": self.ask.cleaning,

@@ -47,16 +47,17 @@ class MajorityLabel:
 
 
 class AnswerLikelihood(Ask):
-    """Each answer's log-likelihood given the question, text only (the model does not see the video).
-    A log-likelihood is negative, so the answer-level decision (score > 0: 'correct') calls every
-    answer incorrect; the pairwise A2 accuracy compares the two answers' scores and is the measure."""
+    """Each answer's log-likelihood given the question, and the video's frames with `--videos DIR`
+    (otherwise the model is blind). A log-likelihood is negative, so the answer-level decision
+    (score > 0: 'correct') calls every answer incorrect; the pairwise A2 accuracy compares the two
+    answers' scores and is the measure."""
 
     mode = "score"
     default_prompt = "{question}"
     fields = ("question",)
     input_columns = ("question", "answer")
-    note = ("blind: the video is not read; scores are log-likelihoods (< 0), so answer-level accuracy "
-            "(score > 0 = correct) is not meaningful, A2 is")
+    video_column = "video_id"
+    note = "scores are log-likelihoods (< 0), so answer-level accuracy (score > 0 = correct) is not meaningful, A2 is"
 
     def values(self, table: pa.Table) -> list[dict[str, str]]:
         return [{"question": q} for q in table.column("question").to_pylist()]

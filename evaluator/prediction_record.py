@@ -1,0 +1,76 @@
+"""The reproducibility record beside a prediction file (`vlbench predict` writes it, `vlbench evaluate`
+reads it into the report): preds.json -> preds.meta.json (model, revision, dtype, how the model was asked,
+what it was not shown, library versions) and, with --log-samples, preds.samples.jsonl."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from builders.errors import SubmissionError
+
+
+def metadata_path(out: Path) -> Path:
+    """preds.json -> preds.meta.json."""
+    return Path(out).with_suffix(".meta.json")
+
+
+def samples_path(out: Path) -> Path:
+    """preds.json -> preds.samples.jsonl."""
+    return Path(out).with_suffix(".samples.jsonl")
+
+
+def read_record(predictions: Path) -> dict | None:
+    """The record beside a prediction file, or None when there is none (a file made elsewhere)."""
+    path = metadata_path(predictions)
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SubmissionError(f"{path}: not a readable prediction record ({exc}); fix it or move it away") from None
+    if not isinstance(record, dict) or not isinstance(record.get("model"), str):
+        raise SubmissionError(f"{path}: not a prediction record (expected a JSON object with a 'model' field); "
+                              "fix it or move it away")
+    return record
+
+
+def record_summary(record: dict) -> dict:
+    """The part of a record that metrics.json keeps: what was run, how it was asked, what it missed."""
+    asked = record.get("asked") or {}
+    summary = {"model": record["model"], "revision": record.get("revision"), "dtype": record.get("dtype"),
+               "made_on": {k: record.get(k) for k in ("benchmark", "data", "split", "rows")},
+               "prompt_template": asked.get("prompt_template"), "cleaning": asked.get("cleaning"),
+               "unparsed_outputs": asked.get("unparsed_outputs"), "note": asked.get("note"),
+               "processor_note": record.get("processor_note")}
+    return {k: v for k, v in summary.items() if v is not None}
+
+
+def record_markdown(record: dict, record_name: str) -> str:
+    """A report section saying how the predictions were made."""
+    asked = record.get("asked") or {}
+    made_on = (f"benchmark {record.get('benchmark', '?')}, data `{record.get('data', '?')}`, split "
+               f"{record.get('split', '?')}, {record.get('rows', '?')} rows")
+    model = f"`{record['model']}`" + (f" at revision `{record['revision']}`" if record.get("revision") else "")
+    lines = ["## How the predictions were made", "", f"From `{record_name}`, written by `vlbench predict`.", "",
+             f"- Model: {model}"
+             + (f" ({record['class']}, {record.get('dtype')} on {record.get('device')}, batch size "
+                f"{record.get('batch_size')})" if record.get("class") else ""),
+             f"- Made on: {made_on}"]
+    if asked:
+        default = " (the benchmark's default)" if asked.get("prompt_is_default") else ""
+        lines.append(f"- Prompt template{default}: `{asked['prompt_template']!r}`")
+        if asked.get("mode") == "generate":
+            generation = asked.get("generation") or {}
+            lines.append(f"- Answers: greedy, at most {generation.get('max_new_tokens')} new tokens")
+        else:
+            lines.append(f"- Scores: log-likelihoods of the continuations ({asked.get('loglik')} of token log-probs)")
+        if asked.get("cleaning"):
+            lines.append(f"- How answers were cleaned: {asked['cleaning']}")
+        if asked.get("unparsed_outputs"):
+            lines.append(f"- Outputs that could not be parsed: {asked['unparsed_outputs']:,}")
+        if asked.get("note"):
+            lines.append(f"- Note: {asked['note']}")
+    if record.get("processor_note"):
+        lines.append(f"- Processor: {record['processor_note']}")
+    return "\n".join(lines) + "\n"
