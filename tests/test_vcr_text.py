@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from builders.text import reasoning_types, render_reference, render_tokens
-from builders.vcr_visor.builder import retag_distractor
+from builders.pairing import retag_distractor
 
 
 @pytest.fixture

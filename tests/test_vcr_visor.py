@@ -122,7 +122,7 @@ def test_second_build_reuses_cached_embeddings(sample_sources, tmp_path):
 
 
 def test_cosine_join_matches_brute_force_in_small_blocks():
-    from builders.vcr_visor.builder import cosine_join
+    from builders.pairing import cosine_join
 
     rng = np.random.default_rng(0)
     e = rng.normal(size=(60, 8))
@@ -136,7 +136,7 @@ def test_cosine_join_matches_brute_force_in_small_blocks():
 
 
 def test_sampling_spreads_pairs_over_images_and_respects_the_cap():
-    from builders.vcr_visor.builder import sample_pairs
+    from builders.pairing import sample_pairs
 
     # image "hot" is in every pair; the others appear once each
     a = ["hot"] * 10 + [f"x{k}" for k in range(10)]

