@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from builders.text import reasoning_types, render_reference, render_tokens
 from builders.pairing import retag_distractor
+from builders.text import reasoning_types, render_reference, render_tokens
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from tiny_models import tiny_clip, tiny_sequence_classifier
 
 from builders.nlp import PACKAGED_MINILM
-from evaluator.vcr_visor import metrics as m
+from evaluator import paired as m
 
 OFFLINE = ["--param", f"sbert_model={PACKAGED_MINILM}", "--param", "nli_model=none"]
 
@@ -154,9 +154,10 @@ def test_metric_goldens():
     scores = np.array([[2.0, 0.0], [0.0, 0.0], [0.0, math.log(3)], [math.log(4), 0.0]])
     p = m.correct_probability(scores, np.array([0, 1, 1, 0]))
     assert p == pytest.approx([0.880797, 0.5, 0.75, 0.8], abs=1e-6)
-    assert m.apq(p[0::2], p[1::2]).tolist() == [0.0, 1.0]
+    right = m.correct_chosen(scores, np.array([0, 1, 1, 0]))
+    assert right.tolist() == [1.0, 0.0, 1.0, 1.0]  # the tie (P = 0.5) is wrong, as Eq. 3's P > 0.5
+    assert m.apq(right[0::2], right[1::2]).tolist() == [0.0, 1.0]
     assert m.hpq(p[0::2], p[1::2]) == pytest.approx([0.637890, 0.774194], abs=1e-6)
-    assert m.sub_question_accuracy(p).tolist() == [1.0, 0.0, 1.0, 1.0]
     assert m.hpq(np.array([0.0]), np.array([0.0])).tolist() == [0.0]
 
 
@@ -165,8 +166,9 @@ def test_uniform_random_scores_approach_25_and_50():
     HPQ -> just under 50 (harmonic <= arithmetic mean; 49.0 for U[0,1) scores)."""
     rng = np.random.default_rng(0)
     n = 20_000
-    p = m.correct_probability(rng.random((2 * n, 2)), rng.integers(0, 2, 2 * n))
-    assert abs(100 * m.apq(p[0::2], p[1::2]).mean() - 25) < 1.0
+    scores, labels = rng.random((2 * n, 2)), rng.integers(0, 2, 2 * n)
+    p, right = m.correct_probability(scores, labels), m.correct_chosen(scores, labels)
+    assert abs(100 * m.apq(right[0::2], right[1::2]).mean() - 25) < 1.0
     assert 48.0 < 100 * m.hpq(p[0::2], p[1::2]).mean() <= 50.0
 
 

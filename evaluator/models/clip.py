@@ -70,20 +70,21 @@ def _normalise(x):
 
 
 class ClipChoiceScorer(LateFusion):
-    """VCR-Visor: the image tower reads the image (`img_fn`, or the embedded `image` that moves with
-    it); the text tower reads query and responses together, so permuting either re-encodes text."""
+    """Paired sub-questions (VCR-Visor, PMR-P, COSIM): the image tower reads the image (`img_fn`, or the
+    embedded `image` that moves with it); the text tower reads query and each choice together, so
+    permuting either re-encodes text."""
 
     encoders = {"image": ("img_fn",), "text": ("query", "choices")}
 
-    def __init__(self, path: str, options: ModelOptions):
-        self.towers = ClipTowers(path, options)
+    def __init__(self, path: str, options: ModelOptions, choices: int):
+        self.towers, self.choices = ClipTowers(path, options), choices
 
     def encode(self, name: str, table: pa.Table):
         if name == "image":
             return self.towers.image_embeddings(table, "img_fn")
         queries, choice_lists = table.column("query").to_pylist(), table.column("choices").to_pylist()
         texts = [f"{q} {c}" for q, choices in zip(queries, choice_lists) for c in choices]
-        return self.towers.text_embeddings(texts).reshape(table.num_rows, 2, -1)
+        return self.towers.text_embeddings(texts).reshape(table.num_rows, self.choices, -1)
 
     def fuse(self, encodings: dict, table: pa.Table) -> list:
         import torch

@@ -1,4 +1,5 @@
-"""Scorers for two-choice benchmarks (VCR-Visor): each returns one score per choice.
+"""Scorers for multiple-choice paired benchmarks (VCR-Visor: two choices; PMR-P, COSIM-Q/C: four): each
+returns one score per choice.
 
 * `hf:` CLIP-style dual encoders (`CLIPModel`, evaluator/models/clip.py): score = CLIP's image-text
   logit of the image with "query response" (the paper's CLIP baseline);
@@ -22,11 +23,11 @@ class RandomScores:
 
     input_columns = ("id",)
 
-    def __init__(self, seed: int):
-        self.seed = seed
+    def __init__(self, seed: int, choices: int):
+        self.seed, self.choices = seed, choices
 
     def predict(self, table: pa.Table) -> list:
-        return row_random(self.seed, table.column("id").to_pylist(), 2).tolist()
+        return row_random(self.seed, table.column("id").to_pylist(), self.choices).tolist()
 
 
 def _texts(table: pa.Table) -> list[tuple[str, str]]:
@@ -37,10 +38,10 @@ def _texts(table: pa.Table) -> list[tuple[str, str]]:
 class CrossEncoderScorer:
     input_columns = ("query", "choices")
 
-    def __init__(self, path: str, options: ModelOptions):
+    def __init__(self, path: str, options: ModelOptions, choices: int):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        self.device, self.batch_size = torch_device(options.device), options.batch_size
+        self.device, self.batch_size, self.choices = torch_device(options.device), options.batch_size, choices
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModelForSequenceClassification.from_pretrained(path).to(self.device).eval()
         labels = {int(k): str(v).lower() for k, v in self.model.config.id2label.items()}
@@ -57,21 +58,21 @@ class CrossEncoderScorer:
                 enc = self.tokenizer([q for q, _ in batch], [r for _, r in batch], padding=True, truncation=True,
                                      return_tensors="pt").to(self.device)
                 scores += self.model(**enc).logits[:, self.column].float().cpu().tolist()
-        return np.array(scores).reshape(-1, 2).tolist()
+        return np.array(scores).reshape(-1, self.choices).tolist()
 
 
-def make_scorer(kind: str, name: str, options: ModelOptions):
-    """The VCR-Visor scorer of a `baseline:` or `hf:` spec, or None."""
+def make_scorer(kind: str, name: str, options: ModelOptions, choices: int):
+    """The scorer of a `baseline:` or `hf:` spec for sub-questions of `choices` choices, or None."""
     if kind == "baseline" and name == "random":
-        return RandomScores(options.seed)
+        return RandomScores(options.seed, choices)
     if kind == "hf":
         config = hf_config(name)
         if config.model_type == "clip":
             from evaluator.models.clip import ClipChoiceScorer
 
-            return ClipChoiceScorer(name, options)
+            return ClipChoiceScorer(name, options, choices)
         if any(a.endswith("ForSequenceClassification") for a in (config.architectures or [])):
-            return CrossEncoderScorer(name, options)
+            return CrossEncoderScorer(name, options, choices)
         raise ModelError(f"hf:{name}: a {config.model_type} model is neither a CLIP dual encoder nor a "
                          "sequence-classification cross-encoder")
     return None

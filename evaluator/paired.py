@@ -1,0 +1,170 @@
+"""Paired-question evaluation (the VCR-Visor paper, §3.4, Eq. 1-6), shared by the benchmarks the
+pairing recipe builds (vcr-visor with two choices per sub-question; pmr-p, cosim-q and cosim-c with
+four). Submissions are `[{"id": "<pair_id>/<k>", "scores": [s_0, ..., s_{K-1}]}]`, a score per choice.
+
+With P_k = softmax(scores_k)[label_k] (Eq. 2): APQ = mean over pairs of [both sub-questions right]
+(Eq. 3-4), HPQ = mean of the harmonic mean 2 P_1 P_2 / (P_1 + P_2) (Eq. 5-6). A sub-question is right
+when its correct choice scores above every other choice; for two choices that is Eq. 3's P > 0.5
+exactly, and it stays "the model finds the correct answer" with four.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+import pyarrow as pa
+
+from builders.errors import SubmissionError
+from builders.result import FigureSpec
+from evaluator.base import Task
+from evaluator.models import ModelOptions
+from evaluator.models.ask import Ask
+from evaluator.report import markdown_table
+from evaluator.submission import Coverage, is_score_list
+
+
+def correct_probability(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Eq. 2: P_i = exp(a_i,correct) / sum_j exp(a_i,j), a softmax over each sub-question's scores."""
+    scores = np.asarray(scores, dtype=np.float64)
+    shifted = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return shifted[np.arange(len(labels)), labels] / shifted.sum(axis=1)
+
+
+def correct_chosen(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per sub-question, 1 when the correct choice scores strictly above every other (a tie is wrong)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    rows = np.arange(len(labels))
+    others = scores.copy()
+    others[rows, labels] = -np.inf
+    return (scores[rows, labels] > others.max(axis=1)).astype(float)
+
+
+def apq(right_1: np.ndarray, right_2: np.ndarray) -> np.ndarray:
+    """Eq. 3: per pair, 1 when both sub-questions are answered correctly."""
+    return ((right_1 > 0) & (right_2 > 0)).astype(float)
+
+
+def hpq(p1: np.ndarray, p2: np.ndarray) -> np.ndarray:
+    """Eq. 5-6: per pair, the harmonic mean 2 P1 P2 / (P1 + P2) (0 when both are 0)."""
+    total = p1 + p2
+    return np.divide(2 * p1 * p2, total, out=np.zeros_like(total), where=total > 0)
+
+
+def _pct(values: np.ndarray) -> float | None:
+    return round(100.0 * float(values.mean()), 4) if values.size else None
+
+
+class ChoiceLikelihood(Ask):
+    """Each choice's log-likelihood given the image and the sub-question's text: the scores of a
+    sub-question, so APQ and HPQ apply unchanged."""
+
+    mode = "score"
+    image_column = "img_fn"
+
+    def __init__(self, default_prompt: str, fields: tuple[str, ...], input_columns: tuple[str, ...]):
+        self.default_prompt, self.fields, self.input_columns = default_prompt, fields, input_columns
+
+    def values(self, table: pa.Table) -> list[dict[str, str]]:
+        columns = {f: table.column(f).to_pylist() for f in self.fields}
+        return [{f: columns[f][k] for f in self.fields} for k in range(table.num_rows)]
+
+    def continuations(self, table: pa.Table) -> list[list[str]]:
+        return table.column("choices").to_pylist()
+
+    def prediction(self, scores: list[float]) -> list[float]:
+        return list(scores)
+
+
+class PairedTask(Task):
+    """A benchmark of paired sub-questions: `choices` scores per sub-question, APQ / HPQ per pair,
+    overall and per reasoning type when the benchmark has them (`types`)."""
+
+    title: ClassVar[str]  # the benchmark's name in reports
+    choices: ClassVar[int]  # choices per sub-question
+    types: ClassVar[tuple[str, ...]] = ()  # reasoning types (a `reasoning_type` column), if any
+    config = "default"
+    default_split = "val"
+    id_field, value_field, id_type = "id", "scores", str
+    metric_labels = {"accuracy": "Acc"}
+    layout = "by-modality"
+    majority = None  # built from a validation split only: no training split for Z_D
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "choices" in cls.__dict__:
+            cls.value_check = staticmethod(is_score_list(cls.choices))
+            cls.value_desc = f"lists of {cls.choices} finite numbers"
+
+    def ids(self, table: pa.Table) -> list[str]:
+        return table.column("id").to_pylist()
+
+    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
+        from evaluator.models import choice_scorers
+
+        return choice_scorers.make_scorer(kind, name, options, self.choices)
+
+    def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
+        return [{"id": i, "scores": [float(s) for s in scores]} for i, scores in zip(self.ids(table), predictions)]
+
+    def per_sample(self, table: pa.Table, predictions: list, options=None) -> dict:
+        """Sub-question accuracy: the correct choice scores highest."""
+        scores = np.asarray(predictions, dtype=np.float64).reshape(-1, self.choices)
+        return {"accuracy": correct_chosen(scores, table.column("label").to_numpy().astype(np.int64))}
+
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage, options=None) -> dict:
+        """APQ and HPQ per pair (both sub-questions must be scored), accuracy per sub-question."""
+        kind_column = ["reasoning_type"] if self.types else []
+        rows = table.select(["id", "pair_id", "sub_question", "label", *kind_column]).to_pylist()
+        scored = [r for r in rows if r["id"] in predictions]
+        scores = np.array([predictions[r["id"]] for r in scored], dtype=np.float64).reshape(-1, self.choices)
+        labels = np.array([r["label"] for r in scored], dtype=np.int64)
+        p, right = correct_probability(scores, labels), correct_chosen(scores, labels)
+        prob = {r["id"]: (float(v), float(c)) for r, v, c in zip(scored, p, right)}
+        pairs = {}
+        for r in rows:
+            pairs.setdefault(r["pair_id"], {"type": r.get("reasoning_type")})[r["sub_question"]] = r["id"]
+        complete = [d for _, d in sorted(pairs.items()) if d[1] in prob and d[2] in prob]
+        if not complete:
+            raise SubmissionError("no pair has scores for both of its sub-questions")
+        (p1, c1), (p2, c2) = ([np.array([prob[d[k]][n] for d in complete]) for n in (0, 1)] for k in (1, 2))
+        pair_apq, pair_hpq = apq(c1, c2), hpq(p1, p2)
+        metrics = {"apq": _pct(pair_apq), "hpq": _pct(pair_hpq), "accuracy": _pct(right), "pairs": len(complete)}
+        if self.types:
+            kinds = np.array([d["type"] for d in complete])
+            sub_kinds = np.array([r["reasoning_type"] for r in scored])
+            by_type = {k: {"pairs": int((kinds == k).sum()), "apq": _pct(pair_apq[kinds == k]),
+                           "hpq": _pct(pair_hpq[kinds == k]), "accuracy": _pct(right[sub_kinds == k])}
+                       for k in self.types if (kinds == k).any()}
+            metrics["mean_over_types"] = {key: round(float(np.mean([v[key] for v in by_type.values()])), 4)
+                                          for key in ("apq", "hpq", "accuracy")}
+            metrics["by_type"] = by_type
+        return {**metrics, "coverage": coverage.as_dict()}
+
+    def report(self, metrics: dict, title: str):
+        cov = metrics["coverage"]
+        names = (("APQ", "apq"), ("HPQ", "hpq"), ("Accuracy (sub-questions)", "accuracy"))
+        intro = (f"Scored {cov['scored']:,} of {cov['expected']:,} sub-questions ({metrics['pairs']:,} complete "
+                 "pairs).")
+        if not self.types:
+            md = [f"# {self.title} evaluation: {title}", "",
+                  f"{intro} {self.choices} choices per sub-question; a sub-question is right when its correct "
+                  "choice scores highest.", "",
+                  markdown_table(["metric", "All pairs"], [[name, metrics[key]] for name, key in names]), "",
+                  "![APQ and HPQ](scores.png)", ""]
+            plot = FigureSpec(filename="scores.png", title=f"{title}: {self.title}", categories=["All pairs"],
+                              ylabel="%", series={name.split(" ")[0]: [metrics[key]] for name, key in names})
+            return "\n".join(md), [plot]
+        types = list(metrics["by_type"])
+        header = ["metric", "Mean", *(t.capitalize() for t in types), "All pairs"]
+        table = [[name, metrics["mean_over_types"][key], *(metrics["by_type"][t][key] for t in types), metrics[key]]
+                 for name, key in names]
+        md = [f"# {self.title} evaluation: {title}", "",
+              f"{intro} Mean = the average over reasoning types, as the paper's tables.", "",
+              markdown_table(header, table), "", "![APQ and HPQ per reasoning type](scores_by_type.png)", ""]
+        plot = FigureSpec(filename="scores_by_type.png", title=f"{title}: {self.title} (Fig. 2 layout)",
+                          categories=["Mean", *(t.capitalize() for t in types)], ylabel="%",
+                          series={name.split(" ")[0]: [metrics["mean_over_types"][key],
+                                                       *(metrics["by_type"][t][key] for t in types)]
+                                  for name, key in names})
+        return "\n".join(md), [plot]
