@@ -191,14 +191,16 @@ def retag_distractor(query: str, distractor: str) -> tuple[str, bool]:
 
 def sub_question(pair_id: str, k: int, item: dict, other: dict, pair: dict, seed: int, choices: int = 2) -> dict:
     """Sub-question k of a pair: the item's correct response, the other item's correct response
-    (re-tagged) and `choices - 2` of the item's own distractors, in an order seeded by (seed, pair, k).
+    (re-tagged) and `choices - 2` of the item's own distractors (other texts than those two), in an
+    order seeded by (seed, pair, k).
     The correct response's position is drawn first (randrange(choices)); the other choices are the
     paired response and a seeded sample of own distractors, shuffled into the remaining positions.
     Returns the pair-level columns; the benchmark adds its own (query, image, ...)."""
     rng = random.Random(f"{seed}/{pair_id}/{k}")
     label = rng.randrange(choices)
     paired, rewritten = retag_distractor(item["query"], other["response"])
-    others = [(paired, rewritten)] + [(d, False) for d in rng.sample(item["distractors"], choices - 2)]
+    own = [d for d in item["distractors"] if d not in (paired, item["response"])]
+    others = [(paired, rewritten)] + [(d, False) for d in rng.sample(own, choices - 2)]
     rng.shuffle(others)
     ordered = others[:label] + [(item["response"], False)] + others[label:]
     return {"id": f"{pair_id}/{k}", "pair_id": pair_id, "sub_question": k,

@@ -83,6 +83,7 @@ class PairedTask(Task):
     title: ClassVar[str]  # the benchmark's name in reports
     choices: ClassVar[int]  # choices per sub-question
     types: ClassVar[tuple[str, ...]] = ()  # reasoning types (a `reasoning_type` column), if any
+    text_columns: ClassVar[tuple[str, ...]] = ("query",)  # a sub-question's text for choice scorers
     config = "default"
     default_split = "val"
     id_field, value_field, id_type = "id", "scores", str
@@ -102,7 +103,7 @@ class PairedTask(Task):
     def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
         from evaluator.models import choice_scorers
 
-        return choice_scorers.make_scorer(kind, name, options, self.choices)
+        return choice_scorers.make_scorer(kind, name, options, self.choices, self.text_columns)
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"id": i, "scores": [float(s) for s in scores]} for i, scores in zip(self.ids(table), predictions)]

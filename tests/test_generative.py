@@ -214,7 +214,7 @@ def _write_images(folder, names):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bench", ["gqa-ood", "vqa-v2", "vqa-cp", "vcr-visor", "visdial"])
+@pytest.mark.parametrize("bench", ["gqa-ood", "vqa-v2", "vqa-cp", "vcr-visor", "cosim-q", "visdial"])
 def test_every_benchmark_end_to_end_with_a_tiny_vlm(bench, cli, tiny, sample_sources, tmp_path):
     from builders.registry import get_benchmark, get_task
     from evaluator.data import load_table, pick_split
@@ -224,8 +224,9 @@ def test_every_benchmark_end_to_end_with_a_tiny_vlm(bench, cli, tiny, sample_sou
     task = get_task(bench)
     table = load_table(tmp_path / bench, task.config, pick_split(tmp_path / bench, task.config, None,
                                                                  task.default_split))
-    column = {"gqa-ood": "imageId", "vcr-visor": "img_fn", "visdial": "image_id"}.get(bench)
-    names = {"gqa-ood": "{}.jpg", "vcr-visor": "{}", "visdial": "VisualDialog_val2018_{:0>12}.png"}.get(bench)
+    column = {"gqa-ood": "imageId", "vcr-visor": "img_fn", "cosim-q": "img_fn", "visdial": "image_id"}.get(bench)
+    names = {"gqa-ood": "{}.jpg", "vcr-visor": "{}", "cosim-q": "{}",
+             "visdial": "VisualDialog_val2018_{:0>12}.png"}.get(bench)
     images = (sample_sources / "coco" if column is None else
               _write_images(tmp_path / "img", {names.format(k) for k in table.column(column).to_pylist()}))
     out = tmp_path / "p.json"
@@ -238,8 +239,11 @@ def test_every_benchmark_end_to_end_with_a_tiny_vlm(bench, cli, tiny, sample_sou
     if bench in ("gqa-ood", "vqa-v2", "vqa-cp"):  # the prediction is the cleaned generated answer
         field = "prediction" if bench == "gqa-ood" else "answer"
         assert [p[field] for p in predictions] == [clean_answer(s["output"]) for s in samples]
-    elif bench == "vcr-visor":  # the two responses' log-likelihoods
+    elif bench in ("vcr-visor", "cosim-q"):  # the choices' log-likelihoods (two, four)
         assert [p["scores"] for p in predictions] == [s["loglik"] for s in samples]
+        if bench == "cosim-q":  # the default prompt: the change, then the question
+            row = table.slice(0, 1).to_pylist()[0]
+            assert samples[0]["prompt"] == f"Imagine this change to the scene: {row['change']}\n{row['question']}"
     else:  # visdial: ranks of the 100 options by log-likelihood (ties keep option order)
         from evaluator.visdial.metrics import scores_to_ranks
 

@@ -1,9 +1,12 @@
 """Scorers for multiple-choice paired benchmarks (VCR-Visor: two choices; PMR-P, COSIM-Q/C: four): each
 returns one score per choice.
 
+The sub-question's text is its task's `text_columns` joined by spaces (VCR-Visor: the query; COSIM:
+the change, then the question).
+
 * `hf:` CLIP-style dual encoders (`CLIPModel`, evaluator/models/clip.py): score = CLIP's image-text
-  logit of the image with "query response" (the paper's CLIP baseline);
-* `hf:` sequence-classification cross-encoders over (query, response), a text-only "blind" scorer:
+  logit of the image with "text response" (the VCR-Visor paper's CLIP baseline);
+* `hf:` sequence-classification cross-encoders over (text, response), a text-only "blind" scorer:
   score = the single logit, or the logit of the label named entailment/positive, else the last one;
 * `baseline:random`: uniform random scores.
 """
@@ -30,18 +33,18 @@ class RandomScores:
         return row_random(self.seed, table.column("id").to_pylist(), self.choices).tolist()
 
 
-def _texts(table: pa.Table) -> list[tuple[str, str]]:
-    return [(q, c) for q, choices in zip(table.column("query").to_pylist(), table.column("choices").to_pylist())
-            for c in choices]
+def sub_question_texts(table: pa.Table, text_columns: tuple[str, ...]) -> list[str]:
+    """Per row, the sub-question's text: its `text_columns` joined by spaces."""
+    columns = [table.column(c).to_pylist() for c in text_columns]
+    return [" ".join(parts) for parts in zip(*columns)]
 
 
 class CrossEncoderScorer:
-    input_columns = ("query", "choices")
-
-    def __init__(self, path: str, options: ModelOptions, choices: int):
+    def __init__(self, path: str, options: ModelOptions, choices: int, text_columns: tuple[str, ...]):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         self.device, self.batch_size, self.choices = torch_device(options.device), options.batch_size, choices
+        self.text_columns, self.input_columns = text_columns, (*text_columns, "choices")
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.model = AutoModelForSequenceClassification.from_pretrained(path).to(self.device).eval()
         labels = {int(k): str(v).lower() for k, v in self.model.config.id2label.items()}
@@ -51,7 +54,9 @@ class CrossEncoderScorer:
     def predict(self, table: pa.Table) -> list:
         import torch
 
-        pairs, scores = _texts(table), []
+        texts = sub_question_texts(table, self.text_columns)
+        pairs = [(t, c) for t, choices in zip(texts, table.column("choices").to_pylist()) for c in choices]
+        scores = []
         with torch.inference_mode():
             for b in range(0, len(pairs), self.batch_size):
                 batch = pairs[b:b + self.batch_size]
@@ -61,7 +66,7 @@ class CrossEncoderScorer:
         return np.array(scores).reshape(-1, self.choices).tolist()
 
 
-def make_scorer(kind: str, name: str, options: ModelOptions, choices: int):
+def make_scorer(kind: str, name: str, options: ModelOptions, choices: int, text_columns: tuple[str, ...]):
     """The scorer of a `baseline:` or `hf:` spec for sub-questions of `choices` choices, or None."""
     if kind == "baseline" and name == "random":
         return RandomScores(options.seed, choices)
@@ -70,9 +75,9 @@ def make_scorer(kind: str, name: str, options: ModelOptions, choices: int):
         if config.model_type == "clip":
             from evaluator.models.clip import ClipChoiceScorer
 
-            return ClipChoiceScorer(name, options, choices)
+            return ClipChoiceScorer(name, options, choices, text_columns)
         if any(a.endswith("ForSequenceClassification") for a in (config.architectures or [])):
-            return CrossEncoderScorer(name, options, choices)
+            return CrossEncoderScorer(name, options, choices, text_columns)
         raise ModelError(f"hf:{name}: a {config.model_type} model is neither a CLIP dual encoder nor a "
                          "sequence-classification cross-encoder")
     return None

@@ -71,18 +71,19 @@ def _normalise(x):
 
 class ClipChoiceScorer(LateFusion):
     """Paired sub-questions (VCR-Visor, PMR-P, COSIM): the image tower reads the image (`img_fn`, or the
-    embedded `image` that moves with it); the text tower reads query and each choice together, so
-    permuting either re-encodes text."""
+    embedded `image` that moves with it); the text tower reads the sub-question's text and each choice
+    together, so permuting either re-encodes text."""
 
-    encoders = {"image": ("img_fn",), "text": ("query", "choices")}
-
-    def __init__(self, path: str, options: ModelOptions, choices: int):
-        self.towers, self.choices = ClipTowers(path, options), choices
+    def __init__(self, path: str, options: ModelOptions, choices: int, text_columns: tuple[str, ...]):
+        self.towers, self.choices, self.text_columns = ClipTowers(path, options), choices, text_columns
+        self.encoders = {"image": ("img_fn",), "text": (*text_columns, "choices")}
 
     def encode(self, name: str, table: pa.Table):
         if name == "image":
             return self.towers.image_embeddings(table, "img_fn")
-        queries, choice_lists = table.column("query").to_pylist(), table.column("choices").to_pylist()
+        from evaluator.models.choice_scorers import sub_question_texts
+
+        queries, choice_lists = sub_question_texts(table, self.text_columns), table.column("choices").to_pylist()
         texts = [f"{q} {c}" for q, choices in zip(queries, choice_lists) for c in choices]
         return self.towers.text_embeddings(texts).reshape(table.num_rows, self.choices, -1)
 

@@ -1,0 +1,1 @@
+"""COSIM-Q and COSIM-C scoring (paired questions with four choices)."""
