@@ -139,7 +139,7 @@ class CoSImPairsBuilder(Builder):
             for a, b in ((one, two), (two, one)):
                 if len(a["choices"]) != CHOICES or len(set(a["choices"])) != CHOICES:
                     problems.append(f"{pair_id}: expected {CHOICES} distinct choices per sub-question")
-                elif b["choices"][b["label"]] not in a["choices"] or a["choices"][a["label"]] == b["choices"][b["label"]]:
+                elif (theirs := b["choices"][b["label"]]) not in a["choices"] or a["choices"][a["label"]] == theirs:
                     problems.append(f"{pair_id}: a sub-question's choices lack the other's correct answer")
             if not one["query_cosine"] > params["query_threshold"] or \
                     not one["response_cosine"] < params["response_threshold"]:
