@@ -43,6 +43,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               task="evaluator.vcr_visor.task:VCRVisorTask",
               demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",),
               demo_headline=(("APQ", "apq"), ("HPQ", "hpq"), ("accuracy", "accuracy"))),
+    Benchmark("vcr", "builders.vcr.builder:VCRBuilder", "pipelines.samples.vcr:write_vcr_samples",
+              task="evaluator.vcr.task:VCRTask", demo_models=("baseline:random", "baseline:overlap"),
+              demo_headline=(("Q->A", "q_a"), ("QA->R", "qa_r"), ("Q->AR", "q_ar"))),
     # COSIM-Q / COSIM-C (the VCR-Visor paper, App. C): the same offline stand-ins as vcr-visor.
     Benchmark("cosim-q", "builders.cosim.builder:CoSImQuestionPairsBuilder",
               "pipelines.samples.cosim:write_cosim_samples", task="evaluator.cosim.task:CoSImQuestionTask",

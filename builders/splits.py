@@ -22,12 +22,13 @@ def _first(paths) -> Path:
     return paths[0] if isinstance(paths, tuple) else paths
 
 
-def check_disjoint_ids(sources: dict, tables: dict[str, pa.Table]) -> None:
-    """No question id in two splits; the error names the later split's (first) source file and the id."""
+def check_disjoint_ids(sources: dict, tables: dict[str, pa.Table], id_column: str = "question_id") -> None:
+    """No id in two splits; the error names the later split's (first) source file and the id."""
     splits = sorted(tables)
     for i, a in enumerate(splits):
         for b in splits[i + 1:]:
-            common = pc.is_in(tables[a].column("question_id"), tables[b].column("question_id"))
+            common = pc.is_in(tables[a].column(id_column), tables[b].column(id_column))
             if pc.any(common).as_py():
-                qid = tables[a].column("question_id").filter(common)[0].as_py()
-                raise SourceError(_first(sources[b]), f"question id also in {_first(sources[a])} ({a})", record=qid)
+                qid = tables[a].column(id_column).filter(common)[0].as_py()
+                raise SourceError(_first(sources[b]), f"{id_column.replace('_', ' ')} also in {_first(sources[a])} "
+                                                      f"({a})", record=qid)

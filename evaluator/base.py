@@ -28,7 +28,7 @@ class Task(ABC):
     config: ClassVar[str]  # the built config the task reads
     default_split: ClassVar[str]  # the split scored when --split is not given
     id_field: ClassVar[str | tuple[str, ...]]  # the submission's id field(s)
-    value_field: ClassVar[str]  # the submission's prediction field
+    value_field: ClassVar[str | tuple[str, ...]]  # the submission's prediction field(s)
     id_type: ClassVar[type]
     value_check: ClassVar[Callable[[Any], bool]]  # wrap with staticmethod in the subclass
     value_desc: ClassVar[str]  # what value_check accepts, for error messages

@@ -56,11 +56,14 @@ def is_score_list(length: int):
     return check
 
 
-def load_predictions(path: Path, id_field, value_field: str, id_type: type, value_check, value_desc: str) -> dict:
+def load_predictions(path: Path, id_field, value_field, id_type: type, value_check, value_desc: str) -> dict:
     """`[{id_field: id, value_field: value}, ...]` -> {id: value}; types, duplicates, NaN/inf checked.
 
-    `id_field` may be a tuple of fields (VisDial's image_id + round_id): the id is then the tuple."""
+    `id_field` may be a tuple of fields (VisDial's image_id + round_id): the id is then the tuple.
+    `value_field` may be a tuple of fields (VCR's answer_scores + rationale_scores), each checked by
+    `value_check`: the value is then the tuple of their values."""
     fields = id_field if isinstance(id_field, tuple) else (id_field,)
+    values = value_field if isinstance(value_field, tuple) else (value_field,)
     id_name = "/".join(fields)
     try:  # Python's parser: files written by Python may hold NaN/Infinity, reported below as not finite
         items = json.loads(Path(path).read_bytes())
@@ -74,13 +77,13 @@ def load_predictions(path: Path, id_field, value_field: str, id_type: type, valu
         raise SubmissionError(f"{path}: JSON nested too deeply") from None
     except ValueError:  # Python refuses integers of more than 4300 digits
         raise SubmissionError(f"{path}: holds an integer of more than 4300 digits") from None
-    wanted = ", ".join(f'"{f}"' for f in (*fields, value_field))
+    wanted = ", ".join(f'"{f}"' for f in (*fields, *values))
     if not isinstance(items, list):
         raise SubmissionError(f"{path}: expected a JSON list of {{{wanted}}} objects")
     problems: dict[str, list] = {}
     out: dict = {}
     for n, item in enumerate(items):
-        if not isinstance(item, dict) or any(f not in item for f in (*fields, value_field)):
+        if not isinstance(item, dict) or any(f not in item for f in (*fields, *values)):
             problems.setdefault(f"entries without {wanted} (entry numbers)", []).append(n)
             continue
         parts = tuple(item[f] for f in fields)
@@ -88,13 +91,14 @@ def load_predictions(path: Path, id_field, value_field: str, id_type: type, valu
         if any(not isinstance(k, id_type) or isinstance(k, bool) for k in parts):
             problems.setdefault(f"'{id_name}' values that are not {id_type.__name__}", []).append(key)
             continue
-        if not value_check(item[value_field]):
-            problems.setdefault(f"'{value_field}' values that are not {value_desc}", []).append(key)
+        wrong = next((f for f in values if not value_check(item[f])), None)
+        if wrong is not None:
+            problems.setdefault(f"'{wrong}' values that are not {value_desc}", []).append(key)
             continue
         if key in out:
             problems.setdefault(f"duplicate '{id_name}'", []).append(key)
             continue
-        out[key] = item[value_field]
+        out[key] = tuple(item[f] for f in values) if isinstance(value_field, tuple) else item[value_field]
     if problems:
         what, ids = next(iter(problems.items()))
         raise SubmissionError(f"{path}: {len(ids):,} {what}: {_first(ids)}")

@@ -23,7 +23,7 @@ from builders.nlp import PACKAGED_MINILM
 
 SOURCE_DIRS = {"gqa-ood": "gqa", "vqa-v2": "vqa_v2", "vqa-cp": "vqa_cp", "visdial": "visdial",
                "vcr-visor": "vcr", "socialiq": "socialiq", "disco": "disco", "vl-bias": "vl_bias",
-               "cosim-q": "cosim", "cosim-c": "cosim"}
+               "cosim-q": "cosim", "cosim-c": "cosim", "vcr": "vcr"}
 # Offline builds: the packaged MiniLM stands in for the recipe's SBERT, no NLI model.
 BUILD_ARGS = {bench: ("--param", f"sbert_model={PACKAGED_MINILM}", "--param", "nli_model=none")
               for bench in ("vcr-visor", "cosim-q", "cosim-c")}
@@ -111,6 +111,7 @@ JSON_FILES = [
     ("visdial", "visdial_1.0_train.json", ()),
     ("visdial", "visdial_1.0_val_dense_annotations.json", ()),
     ("vcr-visor", "val.jsonl", ()),
+    ("vcr", "val.jsonl", ()),
     ("socialiq", "socialiq_std_folds.json", ()),
     ("cosim-q", "val.json", ()),
 ]

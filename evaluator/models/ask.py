@@ -89,6 +89,18 @@ class Ask(ABC):
     def prediction(self, output):
         """The row's prediction from its raw output (generate) or its continuations' scores (score)."""
 
+    def prompts(self, table: pa.Table) -> tuple[list[dict[str, str]], list[list[str]], list[int]]:
+        """Every prompt asked for the rows: (field values, continuations ([] when generating), row). One
+        per row by default (`values`, `continuations`); a benchmark that asks twice per row (VCR: Q->A,
+        then QA->R) overrides this and `combine`."""
+        rows = list(range(table.num_rows))
+        continuations = self.continuations(table) if self.mode == "score" else [[] for _ in rows]
+        return self.values(table), continuations, rows
+
+    def combine(self, outputs: list):
+        """The row's prediction from the outputs of its prompts, in order (one prompt: `prediction`)."""
+        return self.prediction(outputs[0])
+
 
 class ShortAnswer(Ask):
     """VQA-style questions (GQA-OOD, VQA v2, VQA-CP): a short generated answer, cleaned, then scored by
@@ -142,21 +154,30 @@ class GenerativeAdapter:
         return predictions
 
     def _ask(self, table: pa.Table, images: list[tuple]) -> tuple[list, list[dict]]:
-        """(predictions, samples) of the rows, each asked with its images."""
+        """(predictions, samples) of the rows, each prompt asked with its row's images."""
         from evaluator.models.generative import Turn
 
-        turns = [Turn(self.template.format(**v), shown) for v, shown in zip(self.ask.values(table), images)]
-        if self.ask.mode == "generate":
-            outputs = self.vlm.generate(turns, self.options.max_new_tokens)
-            parsed = [self.ask.prediction(o) for o in outputs]
-            predictions = [0.0 if p is None else p for p in parsed]
-            return predictions, [{"prompt": t.text, "output": o, "prediction": p, "parsed": q is not None}
-                                 for t, o, p, q in zip(turns, outputs, predictions, parsed)]
-        continuations = self.ask.continuations(table)
-        scores = self.vlm.score(turns, continuations)
-        predictions = [self.ask.prediction(s) for s in scores]
-        return predictions, [{"prompt": t.text, "continuations": c, "loglik": s, "prediction": p}
-                             for t, c, s, p in zip(turns, continuations, scores, predictions)]
+        values, continuations, row_of = self.ask.prompts(table)
+        turns = [Turn(self.template.format(**v), images[row]) for v, row in zip(values, row_of)]
+        generate = self.ask.mode == "generate"
+        outputs = (self.vlm.generate(turns, self.options.max_new_tokens) if generate else
+                   self.vlm.score(turns, continuations))
+        prompts_of: list[list[int]] = [[] for _ in range(table.num_rows)]
+        for k, row in enumerate(row_of):
+            prompts_of[row].append(k)
+        predictions, samples = [], []
+        for ks in prompts_of:
+            parsed = self.ask.combine([outputs[k] for k in ks])
+            prediction = 0.0 if parsed is None else parsed
+            fields = ({"prompt": "prompts", "output": "outputs"} if generate else
+                      {"prompt": "prompts", "continuations": "continuations", "loglik": "loglik"})
+            per_prompt = {"prompt": [turns[k].text for k in ks], "output": [outputs[k] for k in ks],
+                          "continuations": [continuations[k] for k in ks], "loglik": [outputs[k] for k in ks]}
+            sample = {(key if len(ks) == 1 else plural): (per_prompt[key][0] if len(ks) == 1 else per_prompt[key])
+                      for key, plural in fields.items()}
+            samples.append({**sample, "prediction": prediction, **({"parsed": parsed is not None} if generate else {})})
+            predictions.append(prediction)
+        return predictions, samples
 
     def note(self) -> str | None:
         """What the model was not shown, and caveats of its predictions, for the record."""

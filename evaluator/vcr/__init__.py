@@ -1,0 +1,1 @@
+"""VCR scoring: Q->A, QA->R and Q->AR accuracy."""

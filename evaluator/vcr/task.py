@@ -1,0 +1,149 @@
+"""VCR scoring: submissions `[{"annot_id": ..., "answer_scores": [4], "rationale_scores": [4]}]` (the
+rationale scores given the correct answer, as the VCR leaderboard takes them); Q->A, QA->R, Q->AR."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+
+from builders.result import FigureSpec
+from evaluator.base import Task
+from evaluator.models import ModelOptions, row_random
+from evaluator.models.ask import Ask
+from evaluator.perceptual import Modality
+from evaluator.report import markdown_table
+from evaluator.submission import Coverage, is_score_list
+from evaluator.vcr.metrics import vcr_correct
+
+METRICS = (("Q->A", "q_a"), ("QA->R", "qa_r"), ("Q->AR", "q_ar"))
+_WORD = re.compile(r"\[person\d+\]|[a-z0-9']+")
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+class RandomScores:
+    """Uniform random answer and rationale scores, seeded by (seed, annot_id)."""
+
+    input_columns = ("annot_id",)
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def predict(self, table: pa.Table) -> list:
+        scores = row_random(self.seed, table.column("annot_id").to_pylist(), 8)
+        return [(row[:4].tolist(), row[4:].tolist()) for row in scores]
+
+
+class BlindTextScorer:
+    """Text-only baselines that never see the image: `length` scores a choice by its number of words;
+    `overlap` by the Jaccard overlap of its words (tags included) with the query's (the question for
+    answers; the question and the correct answer for rationales)."""
+
+    input_columns = ("question", "answer_choices", "answer_label", "rationale_choices")
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    def _score(self, query: str, choice: str) -> float:
+        if self.kind == "length":
+            return float(len(choice.split()))
+        a, b = _words(query), _words(choice)
+        return len(a & b) / len(a | b) if a | b else 0.0
+
+    def predict(self, table: pa.Table) -> list:
+        out = []
+        for row in table.select(list(self.input_columns)).to_pylist():
+            qa = f"{row['question']} {row['answer_choices'][row['answer_label']]}"
+            out.append(([self._score(row["question"], c) for c in row["answer_choices"]],
+                        [self._score(qa, c) for c in row["rationale_choices"]]))
+        return out
+
+
+class AnswerThenRationale(Ask):
+    """Two prompts per item, scored by log-likelihood: the four answers given the image and the
+    question (Q->A), then the four rationales given the image, the question and the correct answer
+    (QA->R, as the leaderboard scores rationales). The template's {query} is the question, then the
+    question followed by the correct answer (VCR-Visor's explanatory query)."""
+
+    mode = "score"
+    default_prompt = "{query}"
+    fields = ("query",)
+    input_columns = ("img_fn", "metadata_fn", "question", "answer_choices", "answer_label", "rationale_choices")
+    image_column = "img_fn"
+
+    def values(self, table: pa.Table) -> list[dict[str, str]]:
+        return [{"query": q} for q in table.column("question").to_pylist()]
+
+    def prompts(self, table: pa.Table) -> tuple[list[dict[str, str]], list[list[str]], list[int]]:
+        values, continuations, rows = [], [], []
+        for k, row in enumerate(table.select(list(self.input_columns[2:])).to_pylist()):
+            answer = row["answer_choices"][row["answer_label"]]
+            values += [{"query": row["question"]}, {"query": f"{row['question']} {answer}"}]
+            continuations += [row["answer_choices"], row["rationale_choices"]]
+            rows += [k, k]
+        return values, continuations, rows
+
+    def prediction(self, output):
+        return list(output)
+
+    def combine(self, outputs: list):
+        return list(outputs[0]), list(outputs[1])
+
+
+class VCRTask(Task):
+    name = "vcr"
+    config = "default"
+    default_split = "val"
+    id_field, value_field, id_type = "annot_id", ("answer_scores", "rationale_scores"), str
+    value_check, value_desc = staticmethod(is_score_list(4)), "lists of 4 finite numbers"
+    models_help = "baseline:random, baseline:length, baseline:overlap, py:<module>:<factory>"
+    # The image (file names), the question, and the answer and rationale choices; the labels stay.
+    modalities = (Modality("image", ("img_fn", "metadata_fn")), Modality("question", ("question",)),
+                  Modality("choices", ("answer_choices", "rationale_choices")))
+    metric_labels = {"q_a": "Q->A", "qa_r": "QA->R", "q_ar": "Q->AR"}
+    layout = "by-modality"
+    generative = AnswerThenRationale()
+
+    def ids(self, table: pa.Table) -> list[str]:
+        return table.column("annot_id").to_pylist()
+
+    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
+        if kind == "baseline" and name == "random":
+            return RandomScores(options.seed)
+        if kind == "baseline" and name in ("length", "overlap"):
+            return BlindTextScorer(name)
+        return None
+
+    def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
+        return [{"annot_id": i, "answer_scores": [float(s) for s in a], "rationale_scores": [float(s) for s in r]}
+                for i, (a, r) in zip(self.ids(table), predictions)]
+
+    def per_sample(self, table: pa.Table, predictions: list, options=None) -> dict:
+        answers = np.array([a for a, _ in predictions], dtype=np.float64).reshape(-1, 4)
+        rationales = np.array([r for _, r in predictions], dtype=np.float64).reshape(-1, 4)
+        return vcr_correct(answers, table.column("answer_label").to_numpy().astype(np.int64), rationales,
+                           table.column("rationale_label").to_numpy().astype(np.int64))
+
+    def score(self, table: pa.Table, predictions: dict, coverage: Coverage, options=None) -> dict:
+        """Accuracy over the scored items, in %."""
+        keep = np.array([i in predictions for i in self.ids(table)])
+        scored = table.filter(pa.array(keep))
+        right = self.per_sample(scored, [predictions[i] for i in self.ids(scored)])
+        return {**{key: round(100.0 * float(right[key].mean()), 4) for _, key in METRICS},
+                "items": scored.num_rows, "coverage": coverage.as_dict()}
+
+    def report(self, metrics: dict, title: str):
+        cov = metrics["coverage"]
+        md = [f"# VCR evaluation: {title}", "",
+              f"{cov['scored']:,} of {cov['expected']:,} items scored. Q->AR counts an item only when both its "
+              "answer and its rationale are right (Zellers et al., CVPR 2019, §5); a tie at the top counts as "
+              "wrong. Chance: 25, 25 and 6.25 %.", "",
+              markdown_table([name for name, _ in METRICS], [[metrics[key] for _, key in METRICS]]), "",
+              "![Accuracy](vcr_accuracy.png)", ""]
+        plot = FigureSpec(filename="vcr_accuracy.png", title=f"{title}: VCR", categories=[n for n, _ in METRICS],
+                          series={"%": [metrics[key] for _, key in METRICS]}, ylabel="%")
+        return "\n".join(md), [plot]
