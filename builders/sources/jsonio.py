@@ -32,6 +32,27 @@ def _record_of(data: bytes, prefix: str, index: int, record_key: str):
         return None
 
 
+def decode_line(path: Path, decode, line: bytes, number: int):
+    """One line of a JSON-lines file, typed by `decode` (a msgspec Decoder's decode); a failure names
+    the line and the field."""
+    try:
+        return decode(line)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        where = text.split(" - at `$.", 1)
+        field = where[1].rstrip("`") if len(where) == 2 else None
+        missing = text.split("missing required field `", 1)
+        if len(missing) == 2:
+            field = missing[1].rstrip("`")
+        raise SourceError(path, where[0], record=f"line {number}", field=field) from None
+    except msgspec.DecodeError as exc:
+        raise SourceError(path, utf8_problem(line) or f"malformed JSON ({exc})", record=f"line {number}") from None
+    except RecursionError:
+        raise SourceError(path, "JSON nested too deeply", record=f"line {number}") from None
+    except UnicodeDecodeError as exc:
+        raise SourceError(path, f"not UTF-8 text (byte offset {exc.start})", record=f"line {number}") from None
+
+
 def decode_typed(path: Path, data: bytes, kind, record_key: str = "question_id"):
     """Typed msgspec decode of a JSON file; a failure names the record (its `record_key` value, else
     its list position), the field path inside it, and for malformed JSON the line."""

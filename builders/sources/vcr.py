@@ -14,8 +14,8 @@ from pathlib import Path
 import msgspec
 
 from builders.errors import SourceError
-from builders.sources.files import check_relative, expect_file, utf8_problem
-from builders.sources.jsonio import Id
+from builders.sources.files import check_relative, expect_file
+from builders.sources.jsonio import Id, decode_line
 
 Token = str | list[Id]
 
@@ -88,23 +88,7 @@ def read_vcr(path: Path, skip_invalid: bool = False) -> VCRSource:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
-            try:
-                rec = decode(line)
-            except msgspec.ValidationError as exc:
-                text = str(exc)
-                where = text.split(" - at `$.", 1)
-                fld = where[1].rstrip("`") if len(where) == 2 else None
-                missing = text.split("missing required field `", 1)
-                if len(missing) == 2:
-                    fld = missing[1].rstrip("`")
-                raise SourceError(path, where[0], record=f"line {number}", field=fld) from None
-            except msgspec.DecodeError as exc:
-                raise SourceError(path, utf8_problem(line) or f"malformed JSON ({exc})", record=f"line {number}") \
-                    from None
-            except RecursionError:
-                raise SourceError(path, "JSON nested too deeply", record=f"line {number}") from None
-            except UnicodeDecodeError as exc:
-                raise SourceError(path, f"not UTF-8 text (byte offset {exc.start})", record=f"line {number}") from None
+            rec = decode_line(path, decode, line, number)
             check_relative(rec.img_fn, path, record=f"line {number} ({rec.annot_id})", field="img_fn")
             problem = check_record(rec)
             if problem:

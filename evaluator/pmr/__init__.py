@@ -1,0 +1,1 @@
+"""PMR-P scoring (paired premises, four choices)."""

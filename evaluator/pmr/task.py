@@ -1,0 +1,20 @@
+"""PMR-P scoring: submissions `[{"id": "<pair_id>/<k>", "scores": [s0, s1, s2, s3]}]`, APQ and HPQ over
+pairs (evaluator/paired.py, the VCR-Visor paper, §3.4)."""
+
+from __future__ import annotations
+
+from evaluator.paired import ChoiceLikelihood, PairedTask
+from evaluator.perceptual import Modality
+
+
+class PMRPairsTask(PairedTask):
+    name = "pmr-p"
+    title = "PMR-P"
+    choices = 4
+    text_columns = ("premise",)
+    models_help = "hf:<CLIP dual encoder>, hf:<sequence-classification cross-encoder>, baseline:random"
+    # The image (file names), the premise and the four actions; the label stays.
+    modalities = (Modality("image", ("img_fn", "metadata_fn")), Modality("premise", ("premise",)),
+                  Modality("choices", ("choices", "rewritten")))
+    # Each action's log-likelihood given the image and the premise.
+    generative = ChoiceLikelihood("{premise}", ("premise",), ("img_fn", "metadata_fn", "premise", "choices"))
