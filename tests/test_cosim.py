@@ -156,3 +156,23 @@ def test_build_is_identical_whatever_the_order_of_the_examples(sample_sources, s
 def test_verify_rechecks_the_pairs(sample_build, cli):
     code, stdout, err = cli("verify", sample_build)
     assert code == 0, err + stdout
+
+
+@pytest.mark.slow
+def test_real_counts_with_the_recipe_sbert(real_builds, tmp_path):
+    """Optional: with the recipe's all-mpnet-base-v2 (VLBENCH_MPNET_DIR, e.g. from
+    scripts/fetch_mpnet.py, hash-checked here), the counts the README puts next to Table 7."""
+    import hashlib
+    import os
+    from pathlib import Path
+
+    folder = os.environ.get("VLBENCH_MPNET_DIR")
+    if not folder:
+        pytest.skip("VLBENCH_MPNET_DIR is not set (python scripts/fetch_mpnet.py prints a folder for it)")
+    weights = Path(folder) / "model.safetensors"
+    assert hashlib.sha256(weights.read_bytes()).hexdigest() == \
+        "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"  # the hub's all-mpnet-base-v2
+    source, _ = real_builds
+    for bench, pairs in (("cosim-q", 80), ("cosim-c", 79)):  # README, with an independent check there
+        run_build(bench, source, tmp_path / bench, assignments=[f"sbert_model={folder}", "nli_model=none"])
+        assert len({r["pair_id"] for r in _rows(tmp_path / bench)}) == pairs
