@@ -55,7 +55,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-pmr-") as tmp:
         source = Path(tmp) / "val-ori.jsonl"
-        source.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in generate_pmr(args.samples, seed=17, contexts=args.contexts)))
+        samples = generate_pmr(args.samples, seed=17, contexts=args.contexts)
+        source.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in samples))
         nli = args.nli_model or str(write_tiny_nli(Path(tmp) / "tiny-nli"))
         done = subprocess.run([sys.executable, __file__, "--child", str(source), str(Path(tmp) / "out"), nli],
                               check=True, capture_output=True, text=True)

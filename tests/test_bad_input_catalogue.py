@@ -110,8 +110,7 @@ JSON_FILES = [
     ("visdial", "visdial_1.0_val.json", ()),
     ("visdial", "visdial_1.0_train.json", ()),
     ("visdial", "visdial_1.0_val_dense_annotations.json", ()),
-    ("vcr-visor", "val.jsonl", ()),
-    ("vcr", "val.jsonl", ()),
+    ("vcr-visor", "val.jsonl", ()),  # the VCR reader, shared with vcr
     ("pmr-p", "val-ori.jsonl", ()),
     ("socialiq", "socialiq_std_folds.json", ()),
     ("cosim-q", "val.json", ()),

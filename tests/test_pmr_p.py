@@ -100,6 +100,7 @@ def test_pairs_equal_an_independent_recomputation(sample_sources, sample_build):
             assert set(own) <= set(my_actions) - {my_correct, me["choices"][paired[0]]}  # two own distractors
 
 
+@pytest.mark.slow
 def test_retagging_puts_the_premise_person_in_the_paired_action(sample_build):
     """Ye & Kovashka (2021), as in VCR-Visor: a re-written choice is the other sample's correct action
     with its single person tag replaced by the premise's single person tag."""
@@ -119,6 +120,7 @@ def test_retagging_puts_the_premise_person_in_the_paired_action(sample_build):
     assert rewritten > 0
 
 
+@pytest.mark.slow
 def test_build_is_identical_whatever_the_order_of_the_lines(sample_sources, sample_build, tmp_path):
     lines = (sample_sources / "pmr" / "val-ori.jsonl").read_text().splitlines()
     random.Random(3).shuffle(lines)
@@ -127,6 +129,7 @@ def test_build_is_identical_whatever_the_order_of_the_lines(sample_sources, samp
     assert (tmp_path / "shuffled" / PARQUET).read_bytes() == (sample_build / PARQUET).read_bytes()
 
 
+@pytest.mark.slow
 def test_sample_end_to_end(sample_build, cli, tmp_path):
     code, _, err = cli("predict", "pmr-p", "--data", sample_build, "--model", "baseline:random",
                        "--out", tmp_path / "r.json")
