@@ -52,7 +52,7 @@ class ModelStats:
     total_seconds: float = 0.0
 
 
-def _quiet_loading() -> None:
+def quiet_model_loading() -> None:
     """Model loading prints per-weight progress bars; builds report their own progress."""
     from transformers.utils import logging
 
@@ -83,6 +83,79 @@ class _ForwardTimer:
         self.stats.forward_seconds += time.perf_counter() - self._start
 
 
+def pair_layout(tok, max_length: int | None = None) -> dict:
+    """Where a tokenizer puts its special tokens around a (first, second) text pair, read off a probe
+    pair once: BERT gives [CLS] a [SEP] b [SEP], RoBERTa <s> a </s></s> b </s>. `max_length` bounds a
+    pair (default: the model's, at most 512)."""
+    a, b = (tok(t, add_special_tokens=False)["input_ids"] for t in ("premise", "hypothesis"))
+    full = tok("premise", "hypothesis")
+    ids = full["input_ids"]
+    start_a = next(k for k in range(len(ids)) if ids[k:k + len(a)] == a)
+    start_b = next(k for k in range(start_a + len(a), len(ids)) if ids[k:k + len(b)] == b)
+    types = full.get("token_type_ids")
+    return {"prefix": ids[:start_a], "middle": ids[start_a + len(a):start_b], "suffix": ids[start_b + len(b):],
+            "type_b": (types[start_b] if types else None), "pad": tok.pad_token_id or 0,
+            "max_len": max_length or min(int(tok.model_max_length), 512)}
+
+
+def token_matrix(tok, texts: list[str], used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids (no special tokens) of the used texts, each tokenized once, padded into a matrix,
+    and their lengths."""
+    encoded = tok([texts[k] for k in used.tolist()], add_special_tokens=False)["input_ids"]
+    lengths = np.zeros(len(texts), dtype=np.int64)
+    lengths[used] = [len(e) for e in encoded]
+    matrix = np.zeros((len(texts), max(1, int(lengths.max()))), dtype=np.int64)
+    for row, ids in zip(used.tolist(), encoded):
+        matrix[row, :len(ids)] = ids
+    return matrix, lengths
+
+
+def truncate_pairs(layout: dict, la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Longest-first truncation as the fast tokenizers compute it: the shorter side stays whole
+    when the longer can take the rest of the room (and no less than the shorter); otherwise the
+    shorter gets room // 2 and the longer the remainder (on a tie the second text is the longer)."""
+    room = layout["max_len"] - len(layout["prefix"]) - len(layout["middle"]) - len(layout["suffix"])
+    short, long = np.minimum(la, lb), np.maximum(la, lb)
+    long_t = np.maximum(short, room - short)
+    split = short + long_t > room
+    short_t = np.where(split, room // 2, short)
+    long_t = np.minimum(np.where(split, room // 2 + room % 2, long_t), long)
+    fits = la + lb <= room
+    a_is_long = la > lb
+    new_a = np.where(fits, la, np.where(a_is_long, long_t, short_t))
+    new_b = np.where(fits, lb, np.where(a_is_long, short_t, long_t))
+    return new_a, new_b
+
+
+def pair_tensors(layout: dict, matrix: np.ndarray, ua: np.ndarray, ub: np.ndarray, la: np.ndarray,
+                 lb: np.ndarray) -> dict:
+    """prefix + a + middle + b + suffix for every pair of a batch, padded, built with numpy: what the
+    tokenizer gives for the pair (texts[ua_k], texts[ub_k]) truncated to (la_k, lb_k) tokens."""
+    import torch
+
+    prefix, middle, suffix = (np.asarray(layout[k], dtype=np.int64) for k in ("prefix", "middle", "suffix"))
+    s2 = len(prefix) + la[:, None]
+    s3 = s2 + len(middle)
+    s4 = s3 + lb[:, None]
+    s5 = s4 + len(suffix)
+    j = np.arange(int(s5.max()))[None, :]
+    width = matrix.shape[1]
+    out = np.full((len(ua), j.shape[1]), layout["pad"], dtype=np.int64)
+    segments = [(0, len(prefix), lambda k: prefix[np.clip(k, 0, max(0, len(prefix) - 1))] if len(prefix) else k),
+                (len(prefix), s2, lambda k: np.take_along_axis(matrix[ua], np.clip(k, 0, width - 1), 1)),
+                (s2, s3, lambda k: middle[np.clip(k, 0, max(0, len(middle) - 1))] if len(middle) else k),
+                (s3, s4, lambda k: np.take_along_axis(matrix[ub], np.clip(k, 0, width - 1), 1)),
+                (s4, s5, lambda k: suffix[np.clip(k, 0, max(0, len(suffix) - 1))] if len(suffix) else k)]
+    for start, end, values in segments:
+        inside = (j >= start) & (j < end)
+        out = np.where(inside, np.broadcast_to(values(j - start), out.shape), out)
+    tensors = {"input_ids": torch.from_numpy(out), "attention_mask": torch.from_numpy((j < s5).astype(np.int64))}
+    if layout["type_b"] is not None:
+        types = np.where((j >= s3) & (j < s5), layout["type_b"], 0).astype(np.int64)
+        tensors["token_type_ids"] = torch.from_numpy(types)
+    return tensors
+
+
 class SentenceEncoder:
     """L2-normalised Sentence-BERT embeddings (cosine = dot product)."""
 
@@ -96,7 +169,7 @@ class SentenceEncoder:
         if self._model is None:
             from sentence_transformers import SentenceTransformer
 
-            _quiet_loading()
+            quiet_model_loading()
             try:
                 self._model = SentenceTransformer(resolve_model_path(self.name), device=str(torch_device(self.device)))
             except OSError as exc:
@@ -147,7 +220,7 @@ class NLIClassifier:
             from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
             path = resolve_model_path(self.name)
-            _quiet_loading()
+            quiet_model_loading()
             try:
                 self._tokenizer = AutoTokenizer.from_pretrained(path)
                 model = AutoModelForSequenceClassification.from_pretrained(path)
@@ -161,89 +234,20 @@ class NLIClassifier:
             _ForwardTimer(self._model, self.stats)
         return self._model
 
-    def _pair_layout(self) -> dict:
-        """Where the tokenizer puts its special tokens around a (premise, hypothesis) pair, read off a
-        probe pair once: BERT gives [CLS] a [SEP] b [SEP], RoBERTa <s> a </s></s> b </s>."""
-        tok = self._tokenizer
-        a, b = (tok(t, add_special_tokens=False)["input_ids"] for t in ("premise", "hypothesis"))
-        full = tok("premise", "hypothesis")
-        ids = full["input_ids"]
-        start_a = next(k for k in range(len(ids)) if ids[k:k + len(a)] == a)
-        start_b = next(k for k in range(start_a + len(a), len(ids)) if ids[k:k + len(b)] == b)
-        types = full.get("token_type_ids")
-        return {"prefix": ids[:start_a], "middle": ids[start_a + len(a):start_b], "suffix": ids[start_b + len(b):],
-                "type_b": (types[start_b] if types else None), "pad": tok.pad_token_id or 0,
-                "max_len": min(int(tok.model_max_length), 512)}
-
-    def _token_matrix(self, texts: list[str], used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Token ids (no special tokens) of the used texts, padded into a matrix, and their lengths."""
-        encoded = self._tokenizer([texts[k] for k in used.tolist()], add_special_tokens=False)["input_ids"]
-        lengths = np.zeros(len(texts), dtype=np.int64)
-        lengths[used] = [len(e) for e in encoded]
-        matrix = np.zeros((len(texts), max(1, int(lengths.max()))), dtype=np.int64)
-        for row, ids in zip(used.tolist(), encoded):
-            matrix[row, :len(ids)] = ids
-        return matrix, lengths
-
-    @staticmethod
-    def _truncate(layout: dict, la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Longest-first truncation as the fast tokenizers compute it: the shorter side stays whole
-        when the longer can take the rest of the room (and no less than the shorter); otherwise the
-        shorter gets room // 2 and the longer the remainder (on a tie the hypothesis is the longer)."""
-        room = layout["max_len"] - len(layout["prefix"]) - len(layout["middle"]) - len(layout["suffix"])
-        short, long = np.minimum(la, lb), np.maximum(la, lb)
-        long_t = np.maximum(short, room - short)
-        split = short + long_t > room
-        short_t = np.where(split, room // 2, short)
-        long_t = np.minimum(np.where(split, room // 2 + room % 2, long_t), long)
-        fits = la + lb <= room
-        a_is_long = la > lb
-        new_a = np.where(fits, la, np.where(a_is_long, long_t, short_t))
-        new_b = np.where(fits, lb, np.where(a_is_long, short_t, long_t))
-        return new_a, new_b
-
-    @staticmethod
-    def _batch_tensors(layout: dict, matrix: np.ndarray, ua: np.ndarray, ub: np.ndarray, la: np.ndarray,
-                       lb: np.ndarray) -> dict:
-        """prefix + a + middle + b + suffix for every pair of the batch, padded, built with numpy."""
-        import torch
-
-        prefix, middle, suffix = (np.asarray(layout[k], dtype=np.int64) for k in ("prefix", "middle", "suffix"))
-        s2 = len(prefix) + la[:, None]
-        s3 = s2 + len(middle)
-        s4 = s3 + lb[:, None]
-        s5 = s4 + len(suffix)
-        j = np.arange(int(s5.max()))[None, :]
-        width = matrix.shape[1]
-        out = np.full((len(ua), j.shape[1]), layout["pad"], dtype=np.int64)
-        segments = [(0, len(prefix), lambda k: prefix[np.clip(k, 0, max(0, len(prefix) - 1))] if len(prefix) else k),
-                    (len(prefix), s2, lambda k: np.take_along_axis(matrix[ua], np.clip(k, 0, width - 1), 1)),
-                    (s2, s3, lambda k: middle[np.clip(k, 0, max(0, len(middle) - 1))] if len(middle) else k),
-                    (s3, s4, lambda k: np.take_along_axis(matrix[ub], np.clip(k, 0, width - 1), 1)),
-                    (s4, s5, lambda k: suffix[np.clip(k, 0, max(0, len(suffix) - 1))] if len(suffix) else k)]
-        for start, end, values in segments:
-            inside = (j >= start) & (j < end)
-            out = np.where(inside, np.broadcast_to(values(j - start), out.shape), out)
-        tensors = {"input_ids": torch.from_numpy(out), "attention_mask": torch.from_numpy((j < s5).astype(np.int64))}
-        if layout["type_b"] is not None:
-            types = np.where((j >= s3) & (j < s5), layout["type_b"], 0).astype(np.int64)
-            tensors["token_type_ids"] = torch.from_numpy(types)
-        return tensors
-
     def _predict(self, texts: list[str], ua: np.ndarray, ub: np.ndarray) -> list[str]:
         """Model labels of the pairs (texts[ua_k], texts[ub_k]); each text is tokenized once."""
         import torch
 
         model = self._load()
-        layout = self._pair_layout()
-        matrix, lengths = self._token_matrix(texts, np.unique(np.concatenate([ua, ub])))
-        la, lb = self._truncate(layout, lengths[ua], lengths[ub])
+        layout = pair_layout(self._tokenizer)
+        matrix, lengths = token_matrix(self._tokenizer, texts, np.unique(np.concatenate([ua, ub])))
+        la, lb = truncate_pairs(layout, lengths[ua], lengths[ub])
         order = np.argsort(la + lb, kind="stable")
         predicted = np.empty(len(ua), dtype=np.int64)
         with torch.inference_mode(), progress(total=len(order), desc="NLI pairs", unit="pair") as bar:
             for b in range(0, len(order), self.batch_size):
                 idx = order[b:b + self.batch_size]
-                enc = self._batch_tensors(layout, matrix, ua[idx], ub[idx], la[idx], lb[idx])
+                enc = pair_tensors(layout, matrix, ua[idx], ub[idx], la[idx], lb[idx])
                 logits = model(**{k: v.to(model.device) for k, v in enc.items()}).logits
                 predicted[idx] = logits.argmax(-1).cpu().numpy()
                 bar.update(len(idx))

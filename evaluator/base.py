@@ -67,6 +67,11 @@ class Task(ABC):
     def report(self, metrics: dict, title: str) -> tuple[str, list]:
         """report.md text and the plots it links."""
 
+    def choice_questions(self, table: pa.Table):
+        """{kind: evaluator.shortcuts.ChoiceQuestions} of a multiple-choice benchmark's rows (context,
+        candidates, correct index), what `vlbench shortcuts` scores text-only; None: no candidates."""
+        return None
+
     # -- perceptual score ---------------------------------------------------------------------
     def majority(self, train: pa.Table):
         """The majority-vote model of Gat et al., NeurIPS 2021, Eq. 4 (a subclass that has one

@@ -108,6 +108,15 @@ class PairedTask(Task):
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"id": i, "scores": [float(s) for s in scores]} for i, scores in zip(self.ids(table), predictions)]
 
+    def choice_questions(self, table: pa.Table):
+        """One kind, `choice`: the sub-question's text (`text_columns`) and its choices."""
+        from evaluator.models.choice_scorers import sub_question_texts
+        from evaluator.shortcuts import ChoiceQuestions
+
+        return {"choice": ChoiceQuestions(sub_question_texts(table, self.text_columns),
+                                          table.column("choices").to_pylist(), table.column("label").to_pylist(),
+                                          "sub-questions")}
+
     def per_sample(self, table: pa.Table, predictions: list, options=None) -> dict:
         """Sub-question accuracy: the correct choice scores highest."""
         scores = np.asarray(predictions, dtype=np.float64).reshape(-1, self.choices)

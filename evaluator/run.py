@@ -96,14 +96,17 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
 
 
 def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = None, report: Path | None = None,
-             allow_partial: bool = False, allow_extra: bool = False, assignments: list[str] | None = None) -> dict:
+             allow_partial: bool = False, allow_extra: bool = False, assignments: list[str] | None = None,
+             by: str | None = None) -> dict:
     """Validate a prediction file against a split and compute the benchmark's metrics; the record
     `vlbench predict` wrote beside the file (if any) says in the report how the predictions were made."""
     task = get_task(bench)
     options = task_options(task, list(assignments or []))
     if report is not None:
         check_report_folder(report)
-    _, split, table = _open(task, data, split)
+    folder, split, table = _open(task, data, split)
+    if by is not None:
+        table = with_column(task, folder, split, table, by)
     preds = load_predictions(predictions, task.id_field, task.value_field, task.id_type, task.value_check,
                              task.value_desc)
     coverage = match_ids(predictions, preds, task.ids(table), task.id_field, allow_partial, allow_extra)
@@ -112,8 +115,12 @@ def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = No
                **task.score(table, preds, coverage, options)}
     if record is not None:
         metrics["prediction_record"] = record_summary(record)
+    if by is not None:
+        metrics["by"] = {"column": by, "groups": _by_group(task, table, preds, by, options)}
     if report is not None:
         markdown, plots = task.report(metrics, Path(predictions).stem)
+        if by is not None:
+            markdown = markdown.rstrip("\n") + "\n\n" + _by_markdown(metrics["by"])
         if record is not None:
             markdown = markdown.rstrip("\n") + "\n\n" + record_markdown(record, metadata_path(predictions).name)
         write_report(report, metrics, markdown, plots)
@@ -130,6 +137,66 @@ def _training_table(task, folder: Path, options: ModelOptions):
     if own is not None:
         return own
     return load_table(folder, task.config, "train") if "train" in available_splits(folder, task.config) else None
+
+
+def with_column(task, folder: Path, split: str, table: pa.Table, column: str) -> pa.Table:
+    """The table, with `column` joined in by id from the folder's `shortcuts` config (written by
+    `vlbench shortcuts`) when the task's own table does not have it."""
+    if column in table.column_names:
+        return table
+    from evaluator.data import available_splits
+    from evaluator.shortcuts_run import CONFIG
+
+    if split not in available_splits(folder, CONFIG):
+        raise ParamsError(f"--by {column}: not a column of {folder}'s {task.config}/{split} table, and the folder has "
+                          f"no {CONFIG} labels for {split} (vlbench shortcuts writes them)")
+    labels = load_table(folder, CONFIG, split)
+    if column not in labels.column_names:
+        known = ", ".join(c for c in labels.column_names if c.startswith("shortcut_") and not c.endswith("_right"))
+        raise ParamsError(f"--by {column}: no such column (table columns, or labels: {known})")
+    id_columns = task.id_field if isinstance(task.id_field, tuple) else (task.id_field,)
+    keys = list(zip(*(labels.column(c).to_pylist() for c in id_columns)))
+    value = dict(zip(keys, labels.column(column).to_pylist()))
+    ids = [i if isinstance(i, tuple) else (i,) for i in task.ids(table)]
+    missing = [i for i in ids if i not in value]
+    if missing:
+        raise ParamsError(f"--by {column}: {len(missing):,} rows have no label (first: {missing[0]}); "
+                          "the labels were written for another version of the split")
+    return table.append_column(column, pa.array([value[i] for i in ids]))
+
+
+def _by_group(task, table: pa.Table, predictions: dict, column: str, options) -> dict:
+    """The task's metrics on the rows of each value of `column` (a group whose metric is undefined,
+    e.g. no complete pair, says why)."""
+    import pyarrow.compute as pc
+
+    from builders.errors import SubmissionError
+    from evaluator.submission import Coverage
+
+    groups = {}
+    ids = task.ids(table)
+    for value in sorted(set(table.column(column).to_pylist()), key=str):
+        mask = pc.equal(table.column(column), pa.scalar(value, table.column(column).type))
+        part = table.filter(mask)
+        keep = [i for i, m in zip(ids, mask.to_pylist()) if m]
+        scored = {i: predictions[i] for i in keep if i in predictions}
+        coverage = Coverage(scored=len(scored), expected=len(keep), missing=len(keep) - len(scored), ignored_extra=0)
+        try:
+            metrics = task.score(part, scored, coverage, options) if scored else None
+        except SubmissionError as exc:
+            metrics = {"undefined": str(exc)}
+        groups[str(value)] = {"rows": part.num_rows, **(metrics or {"undefined": "no scored rows"})}
+    return groups
+
+
+def _by_markdown(by: dict) -> str:
+    """The headline (numeric) metrics of every group, as a table."""
+    from evaluator.report import markdown_table
+
+    keys = list(dict.fromkeys(k for g in by["groups"].values() for k, v in g.items()
+                              if isinstance(v, (int, float)) and not isinstance(v, bool)))
+    rows = [[name, *(g.get(k, "-") for k in keys)] for name, g in by["groups"].items()]
+    return "\n".join([f"## By {by['column']}", "", markdown_table([by["column"], *keys], rows), ""])
 
 
 def _where(table, condition: str | None):
@@ -174,6 +241,8 @@ def perceptual_score(bench: str, data: str, model: str, options, *, split: str |
         check_report_folder(report)
     folder, split, table = _open(task, data, split)
     table = _where(table, where)
+    if options.by is not None:
+        table = with_column(task, folder, split, table, options.by)
     p.resolve_modalities(task, table, options.modalities)  # bad usage fails before a model is loaded
     if table.num_rows == 0:
         raise ParamsError(f"{bench} {split}: no rows to score" + (f" where {where}" if where else ""))

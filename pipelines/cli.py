@@ -240,13 +240,16 @@ def evaluate(
     assignments: list[str] = typer.Option([], "--option", metavar="KEY=VALUE",
                                          help="Scoring option (repeat; e.g. rule=pre-2021 for VQA)."),
     set_: list[str] = typer.Option([], "--set", hidden=True, help="Deprecated spelling of --option."),
+    by: Optional[str] = typer.Option(None, "--by", help="Also score each value of this column (a table column, or "
+                                                        "a shortcut label of `vlbench shortcuts`)."),
 ):
     """Score a prediction file against a built split with the benchmark's metrics."""
     from builders.jsonout import dumps
     from evaluator.run import evaluate as run_evaluate
 
     metrics = run_evaluate(bench, data, predictions, split=split, report=report, allow_partial=allow_partial,
-                           allow_extra=allow_extra, assignments=_renamed(assignments, set_, "evaluate", "--option"))
+                           allow_extra=allow_extra, assignments=_renamed(assignments, set_, "evaluate", "--option"),
+                           by=by)
     headline = {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
     typer.echo(dumps({**headline, "coverage": metrics["coverage"]}, note_key="undefined", indent=2))
     if report is not None:
@@ -323,6 +326,44 @@ def perceptual(
 
 def _fmt(value) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+@app.command()
+def shortcuts(
+    bench: str = typer.Argument(..., help="Benchmark name (a multiple-choice one: vcr, vcr-visor, pmr-p, cosim-q/c)."),
+    data: str = typer.Option(..., "--data", help="Built folder or hub dataset repo id."),
+    out: Path = typer.Option(..., "--out", help="Where to write the new version of DATA (DATA + a shortcuts config)."),
+    split: Optional[str] = typer.Option(None, "--split", metavar="SPLIT",
+                                       help="Split to label (default: the benchmark's evaluation split)."),
+    train: Optional[str] = typer.Option(None, "--train", help="Built folder whose train split fits the models "
+                                                              "(default: DATA's own; e.g. vcr for vcr-visor)."),
+    models: list[str] = typer.Option([], "--model", metavar="ID_OR_PATH",
+                                     help="Text-only model (repeat; default: bert-base-uncased and roberta-base)."),
+    seeds: list[int] = typer.Option([], "--seed", help="Training seed (repeat; default: 0, 1, 2)."),
+    epochs: int = typer.Option(3, "--epochs", min=1, help="Training epochs per run."),
+    learning_rate: float = typer.Option(2e-5, "--learning-rate", help="AdamW learning rate."),
+    batch_size: int = typer.Option(16, "--batch-size", min=1, help="Examples per training batch."),
+    max_length: int = typer.Option(128, "--max-length", min=8, help="Tokens per (context, candidate)."),
+    shuffle_seed: int = typer.Option(0, "--shuffle-seed", help="Seed of the word-level shuffles."),
+    device: str = typer.Option("auto", "--device", help="torch device (auto: CUDA when present)."),
+    bf16: bool = typer.Option(False, "--bf16", help="Train and score in bfloat16 autocast (CUDA)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUT that vlbench did not write."),
+):
+    """Language-shortcut labels per example (the VCR-Visor paper, App. A, Table 6): Biased / Neutral /
+    Non-Biased by how many text-only models, trained with several seeds, pick the correct candidate."""
+    from evaluator.shortcuts import LABELS, ShortcutOptions
+    from evaluator.shortcuts_run import run_shortcuts
+
+    defaults = ShortcutOptions()
+    options = ShortcutOptions(models=tuple(models) or defaults.models, seeds=tuple(seeds) or defaults.seeds,
+                              epochs=epochs, learning_rate=learning_rate, batch_size=batch_size, max_length=max_length,
+                              shuffle_seed=shuffle_seed, device=device, bf16=bf16)
+    metrics = run_shortcuts(bench, data, out, split=split, train=train, options=options, overwrite=overwrite)
+    for key, shares in metrics["shares"].items():
+        level, kind = key.split(":")
+        typer.echo(f"{level:8s} {kind:8s} " + "  ".join(f"{name} {shares[name]:.1f}%" for name in LABELS))
+    typer.echo(f"wrote {out} ({metrics['examples']:,} examples of {bench}/{metrics['split']} labelled; "
+               "config 'shortcuts', card section 'Language-shortcut labels')")
 
 
 @app.command()

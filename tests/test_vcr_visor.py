@@ -304,19 +304,20 @@ def test_nli_inputs_built_from_cached_ids_equal_the_tokenizer_pair_encoding(tmp_
     pair encoding, truncation (longest first) included."""
     import torch
 
-    from builders.nlp import NLIClassifier
+    from builders.nlp import NLIClassifier, pair_layout, pair_tensors, token_matrix, truncate_pairs
 
     nli = NLIClassifier(str(tiny_sequence_classifier(tmp_path / "m", {0: "entailment", 1: "neutral"})))
     nli._load()
-    tok, layout = nli._tokenizer, nli._pair_layout()
+    tok = nli._tokenizer
+    layout = pair_layout(tok)
     texts = ["Why is [person1] smiling at the party with both hands?", "Why does [person2] smile?",
              "A man runs fast.", "Rain."]
-    matrix, lengths = nli._token_matrix(texts, np.arange(4))
+    matrix, lengths = token_matrix(tok, texts, np.arange(4))
     ua, ub = np.array([0, 2, 1, 0, 3, 1]), np.array([1, 3, 0, 0, 0, 1])  # longer first/second, ties, tiny
     for max_len in (512, 12, 9, 16):
         layout["max_len"] = max_len
-        la, lb = nli._truncate(layout, lengths[ua], lengths[ub])
-        ours = nli._batch_tensors(layout, matrix, ua, ub, la, lb)
+        la, lb = truncate_pairs(layout, lengths[ua], lengths[ub])
+        ours = pair_tensors(layout, matrix, ua, ub, la, lb)
         ref = tok([texts[k] for k in ua], [texts[k] for k in ub], padding=True, truncation="longest_first",
                   max_length=max_len, return_tensors="pt")
         for name in ("input_ids", "attention_mask", "token_type_ids"):

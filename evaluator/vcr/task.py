@@ -118,6 +118,19 @@ class VCRTask(Task):
             return BlindTextScorer(name)
         return None
 
+    def choice_questions(self, table: pa.Table):
+        """Q->A: the question and the four answers; QA->R: the question and the correct answer, and
+        the four rationales (the VCR-Visor paper, Appendix A)."""
+        from evaluator.shortcuts import ChoiceQuestions
+
+        rows = table.select(["question", "answer_choices", "answer_label", "rationale_choices",
+                             "rationale_label"]).to_pylist()
+        return {"q_a": ChoiceQuestions([r["question"] for r in rows], [r["answer_choices"] for r in rows],
+                                       [r["answer_label"] for r in rows], "Q->A"),
+                "qa_r": ChoiceQuestions([f"{r['question']} {r['answer_choices'][r['answer_label']]}" for r in rows],
+                                        [r["rationale_choices"] for r in rows], [r["rationale_label"] for r in rows],
+                                        "QA->R")}
+
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"annot_id": i, "answer_scores": [float(s) for s in a], "rationale_scores": [float(s) for s in r]}
                 for i, (a, r) in zip(self.ids(table), predictions)]

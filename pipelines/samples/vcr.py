@@ -59,7 +59,7 @@ def _tokens(text: str, people: dict[str, int]) -> list:
     return [[people[w]] if w in people else w for w in text.split()]
 
 
-def vcr_record(k: int, rng: random.Random, n_movies: int, query_variation: float) -> dict:
+def vcr_record(k: int, rng: random.Random, n_movies: int, query_variation: float, split: str = "val") -> dict:
     cluster = CLUSTERS[rng.randrange(len(CLUSTERS))]
     questions, answers, rationales = cluster
     n_people = rng.randint(2, 4)
@@ -92,23 +92,27 @@ def vcr_record(k: int, rng: random.Random, n_movies: int, query_variation: float
         "answer_choices": [_tokens(a, people) for a in answer_pool], "answer_label": answer_label,
         "rationale_choices": [_tokens(r, people) for r in rationale_pool], "rationale_sources": rationale_sources,
         "rationale_match_iter": rationale_match, "rationale_label": rationale_label,
-        "img_id": f"val-{k // 3}", "question_number": k % 3, "annot_id": f"val-{k}", "match_fold": "val-0",
+        "img_id": f"{split}-{k // 3}", "question_number": k % 3, "annot_id": f"{split}-{k}",
+        "match_fold": f"{split}-0",
         "match_index": match_index,
     }
 
 
-def generate_vcr(n: int, seed: int = 0, query_variation: float = 0.3) -> list[dict]:
+def generate_vcr(n: int, seed: int = 0, query_variation: float = 0.3, split: str = "val") -> list[dict]:
     """`query_variation`: share of questions given a place/manner phrase. The samples keep many exact
     repeats (0.3) so a small file yields pairs; a val-size file needs most questions distinct (real VCR
     val gives ~1e5 candidate pairs per type, not the ~1e7 that 30% repeats over 26K items would)."""
     rng = random.Random(seed)
-    return [vcr_record(k, rng, max(6, n // 40), query_variation) for k in range(n)]
+    return [vcr_record(k, rng, max(6, n // 40), query_variation, split) for k in range(n)]
 
 
 def write_vcr_samples(root: Path, scale: int = 1) -> list[Path]:
     out = root / "vcr"
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "val.jsonl"
     encode = msgspec.json.encode
-    path.write_bytes(b"".join(encode(r) + b"\n" for r in generate_vcr(160 * scale, seed=3)))
-    return [path]
+    written = []
+    for name, records in (("val.jsonl", generate_vcr(160 * scale, seed=3)),
+                          ("train.jsonl", generate_vcr(240 * scale, seed=5, split="train"))):
+        (out / name).write_bytes(b"".join(encode(r) + b"\n" for r in records))
+        written.append(out / name)
+    return written

