@@ -249,20 +249,29 @@ def train_and_score(model_name: str, seed: int, train: ChoiceQuestions, test: Ch
 
 
 def shortcut_labels(train: dict[str, ChoiceQuestions], test: dict[str, ChoiceQuestions], options: ShortcutOptions,
-                    resolve=lambda name: name) -> tuple[dict[str, list[str]], dict[str, list], list[RunRecord]]:
+                    resolve=lambda name: name, world=None) -> tuple[dict[str, list[str]], dict[str, list],
+                                                                     list[RunRecord]]:
     """For each level and question kind: the per-example labels (`shortcut_<level>_<kind>`), the
-    number of runs right per example, and a record of every run (model, seed, accuracy, seconds)."""
+    number of runs right per example, and a record of every run (model, seed, accuracy, seconds).
+    Under torchrun (`world`, evaluator.distributed) each process takes every W-th run and the
+    results are gathered: every run is seeded by itself, so the labels equal one process's."""
+    from evaluator.distributed import single_process
+
+    world = world or single_process()
     cache = TokenCache()
     jobs = [(level, kind, model, seed) for level in LEVELS for kind in test for model in options.models
             for seed in options.seeds]
-    results = {}
-    for level, kind, model, seed in progress(jobs, desc="shortcut runs", unit="run"):
+    shard = world.shard(len(jobs))
+    local = np.empty(len(shard), dtype=object)
+    for pos, job in enumerate(progress([jobs[k] for k in shard.tolist()], desc="shortcut runs", unit="run")):
+        level, kind, model, seed = job
         tr, te = train[kind], test[kind]
         if level == "word":
             tr, te = word_level(tr, options.shuffle_seed), word_level(te, options.shuffle_seed)
         correct, seconds = train_and_score(model, seed, tr, te, options, cache, resolve)
-        results[(level, kind, model, seed)] = (correct, RunRecord(model, seed, level, kind, len(tr),
-                                                                  round(100 * float(correct.mean()), 4), seconds))
+        local[pos] = (correct, RunRecord(model, seed, level, kind, len(tr), round(100 * float(correct.mean()), 4),
+                                         seconds))
+    results = dict(zip(jobs, world.all_rows(local, shard, len(jobs)).tolist()))
     labels, votes, records = {}, {}, []
     for level in LEVELS:
         for kind in test:

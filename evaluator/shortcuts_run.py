@@ -115,8 +115,10 @@ def _update_card(folder: Path, split: str, columns: pa.Table, metrics: dict) -> 
 
 
 def run_shortcuts(bench: str, data: str, out: Path, *, split: str | None = None, train: str | None = None,
-                  options: ShortcutOptions = ShortcutOptions(), overwrite: bool = False) -> dict:
-    """Label every example of a built split; write OUT (a new version of DATA). Returns the metrics."""
+                  options: ShortcutOptions = ShortcutOptions(), overwrite: bool = False) -> dict | None:
+    """Label every example of a built split; write OUT (a new version of DATA). Returns the metrics;
+    under torchrun the runs are spread over the processes and rank 0 writes (the others return None)."""
+    from evaluator.distributed import local_device, world_from_env
     from pipelines.manifest import describe_outputs, read_manifest, write_manifest
     from pipelines.outdir import atomic_folder, check_out
 
@@ -131,7 +133,12 @@ def run_shortcuts(bench: str, data: str, out: Path, *, split: str | None = None,
         train_questions = _pooled(train_questions, test)
     elif set(train_questions) != set(test):
         raise ParamsError(f"{bench}: the train split's question kinds differ from the evaluated split's")
-    labels, votes, records = shortcut_labels(train_questions, test, options)
+    world = world_from_env()
+    options = dataclasses.replace(options, device=local_device(options.device))
+    labels, votes, records = shortcut_labels(train_questions, test, options, world=world)
+    world.close()
+    if not world.is_main:
+        return None
     ids = task.ids(table)
     id_columns = task.id_field if isinstance(task.id_field, tuple) else (task.id_field,)
     columns = {name: [i[k] if isinstance(i, tuple) else i for i in ids] for k, name in enumerate(id_columns)}
@@ -140,7 +147,7 @@ def run_shortcuts(bench: str, data: str, out: Path, *, split: str | None = None,
     result = pa.table(columns)
     metrics = {"benchmark": bench, "split": split, "examples": len(ids),
                "trained_on": f"{trained_from} (`--train {train}`)" if trained_from else f"{bench}'s train split",
-               "options": dataclasses.asdict(options),
+               "options": dataclasses.asdict(options), "processes": world.size,
                "shares": {f"{level}:{kind}": label_shares(labels[f"shortcut_{level}_{kind}"])
                           for level in LEVELS for kind in test},
                "titles": {kind: q.title or kind for kind, q in test.items()},

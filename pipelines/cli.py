@@ -359,6 +359,8 @@ def shortcuts(
                               epochs=epochs, learning_rate=learning_rate, batch_size=batch_size, max_length=max_length,
                               shuffle_seed=shuffle_seed, device=device, bf16=bf16)
     metrics = run_shortcuts(bench, data, out, split=split, train=train, options=options, overwrite=overwrite)
+    if metrics is None:  # a non-zero rank of a distributed launch
+        return
     for key, shares in metrics["shares"].items():
         level, kind = key.split(":")
         typer.echo(f"{level:8s} {kind:8s} " + "  ".join(f"{name} {shares[name]:.1f}%" for name in LABELS))
