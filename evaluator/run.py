@@ -148,8 +148,8 @@ def with_column(task, folder: Path, split: str, table: pa.Table, column: str) ->
     from evaluator.shortcuts_run import CONFIG
 
     if split not in available_splits(folder, CONFIG):
-        raise ParamsError(f"--by {column}: not a column of {folder}'s {task.config}/{split} table, and the folder has "
-                          f"no {CONFIG} labels for {split} (vlbench shortcuts writes them)")
+        raise ParamsError(f"--by {column}: no such column in {folder}'s {task.config}/{split} table, and the folder "
+                          f"has no {CONFIG} labels for {split} (vlbench shortcuts writes them)")
     labels = load_table(folder, CONFIG, split)
     if column not in labels.column_names:
         known = ", ".join(c for c in labels.column_names if c.startswith("shortcut_") and not c.endswith("_right"))
