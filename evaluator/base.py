@@ -67,6 +67,13 @@ class Task(ABC):
     def report(self, metrics: dict, title: str) -> tuple[str, list]:
         """report.md text and the plots it links."""
 
+    label_source: ClassVar[str | None] = None  # the benchmark whose examples this one's rows are made of
+
+    def source_label_keys(self, table: pa.Table) -> list[tuple]:
+        """Per row, (the source example's id, its question kind) whose shortcut labels the row takes
+        (`vlbench shortcuts --labels-from`); only where `label_source` is set."""
+        raise NotImplementedError(f"{self.name} takes no labels from another benchmark")
+
     def choice_questions(self, table: pa.Table):
         """{kind: evaluator.shortcuts.ChoiceQuestions} of a multiple-choice benchmark's rows (context,
         candidates, correct index), what `vlbench shortcuts` scores text-only; None: no candidates."""

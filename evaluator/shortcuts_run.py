@@ -110,48 +110,101 @@ def _update_card(folder: Path, split: str, columns: pa.Table, metrics: dict) -> 
     configs = MetadataConfigs.from_dataset_card_data(card.data)
     configs[CONFIG] = {"data_files": [{"split": split, "path": f"{CONFIG}/{split}-*"}]}
     configs.to_dataset_card_data(card.data)
-    text = f"---\n{card.data.to_yaml()}\n---\n{card.text}".rstrip("\n") + "\n" + _card_section(metrics)
+    body = card.text.split("\n## Language-shortcut labels\n")[0]  # an earlier version's section is replaced
+    text = f"---\n{card.data.to_yaml()}\n---\n{body}".rstrip("\n") + "\n" + _card_section(metrics)
     (folder / "README.md").write_text(text)
 
 
+def _labels_by_id(task, table: pa.Table, labels_from: str) -> tuple[dict, dict, dict]:
+    """The labels a benchmark built from another one takes from that one's labelled folder, by id
+    (`Task.source_label_keys`: VCR-Visor sub-questions take their VCR item's Q->A or QA->R labels)."""
+    from pipelines.manifest import read_manifest
+
+    if task.label_source is None:
+        raise ParamsError(f"--labels-from: {task.name} is not built from another benchmark's examples")
+    source = resolve_data(labels_from)
+    manifest = read_manifest(source)
+    record = manifest.get("shortcuts")
+    if manifest.get("benchmark") != task.label_source or not record:
+        raise ParamsError(f"--labels-from {labels_from}: expected a {task.label_source} folder written by "
+                          f"`vlbench shortcuts {task.label_source}` (found {manifest.get('benchmark')}"
+                          f"{'' if record else ', no shortcut labels'})")
+    source_task = get_task(task.label_source)
+    labelled = load_table(source, CONFIG, record["split"])
+    index = {i: k for k, i in enumerate(source_task.ids(labelled))}
+    keys = task.source_label_keys(table)
+    missing = [i for i, _ in keys if i not in index]
+    if missing:
+        raise ParamsError(f"--labels-from {labels_from}: {len(missing):,} examples have no label there (first: "
+                          f"{missing[0]}); label the {task.label_source} split they come from")
+    columns = {name: labelled.column(name).to_pylist() for name in labelled.column_names}
+    labels, votes = {}, {}
+    for level in LEVELS:
+        labels[f"shortcut_{level}_choice"] = [columns[f"shortcut_{level}_{kind}"][index[i]] for i, kind in keys]
+        votes[f"shortcut_{level}_choice_right"] = [columns[f"shortcut_{level}_{kind}_right"][index[i]]
+                                                   for i, kind in keys]
+    return labels, votes, record
+
+
 def run_shortcuts(bench: str, data: str, out: Path, *, split: str | None = None, train: str | None = None,
-                  options: ShortcutOptions = ShortcutOptions(), overwrite: bool = False) -> dict | None:
-    """Label every example of a built split; write OUT (a new version of DATA). Returns the metrics;
-    under torchrun the runs are spread over the processes and rank 0 writes (the others return None)."""
+                  labels_from: str | None = None, options: ShortcutOptions = ShortcutOptions(),
+                  overwrite: bool = False) -> dict | None:
+    """Label every example of a built split (or take the labels of its source benchmark's examples,
+    `labels_from`); write OUT (a new version of DATA). Returns the metrics; under torchrun the runs
+    are spread over the processes and rank 0 writes (the others return None)."""
     from evaluator.distributed import local_device, world_from_env
-    from pipelines.manifest import describe_outputs, read_manifest, write_manifest
-    from pipelines.outdir import atomic_folder, check_out
 
     task = get_task(bench)
     folder = resolve_data(data)
+    from pipelines.outdir import check_out
+
     check_out(out, {"--data": [folder]}, overwrite)
     split = pick_split(folder, task.config, split, task.default_split)
     table = load_table(folder, task.config, split)
     test = _questions(task, table, f"{folder}")
-    train_questions, trained_from = _training(task, folder, train, split)
-    if trained_from is not None:
-        train_questions = _pooled(train_questions, test)
-    elif set(train_questions) != set(test):
-        raise ParamsError(f"{bench}: the train split's question kinds differ from the evaluated split's")
-    world = world_from_env()
-    options = dataclasses.replace(options, device=local_device(options.device))
-    labels, votes, records = shortcut_labels(train_questions, test, options, world=world)
-    world.close()
-    if not world.is_main:
-        return None
+    base = {"benchmark": bench, "split": split, "examples": table.num_rows,
+            "titles": {kind: q.title or kind for kind, q in test.items()}}
+    if labels_from is not None:
+        if train is not None:
+            raise ParamsError("--labels-from and --train: the labels are either taken or fitted; pass one")
+        labels, votes, record = _labels_by_id(task, table, labels_from)
+        metrics = {**base, "trained_on": f"{record['trained_on']}; the labels of its examples taken by id from "
+                                         f"{labels_from} (`--labels-from`)",
+                   "options": record["options"], "processes": record.get("processes", 1), "runs": record["runs"]}
+    else:
+        train_questions, trained_from = _training(task, folder, train, split)
+        if trained_from is not None:
+            train_questions = _pooled(train_questions, test)
+        elif set(train_questions) != set(test):
+            raise ParamsError(f"{bench}: the train split's question kinds differ from the evaluated split's")
+        world = world_from_env()
+        options = dataclasses.replace(options, device=local_device(options.device))
+        labels, votes, records = shortcut_labels(train_questions, test, options, world=world)
+        world.close()
+        if not world.is_main:
+            return None
+        metrics = {**base, "trained_on": f"{trained_from} (`--train {train}`)" if trained_from else
+                   f"{bench}'s train split", "options": dataclasses.asdict(options), "processes": world.size,
+                   "runs": [dataclasses.asdict(r) for r in records]}
+    metrics["shares"] = {f"{level}:{kind}": label_shares(labels[f"shortcut_{level}_{kind}"])
+                         for level in LEVELS for kind in test}
+    _write_version(task, folder, out, split, table, labels, votes, metrics)
+    return metrics
+
+
+def _write_version(task, folder: Path, out: Path, split: str, table: pa.Table, labels: dict, votes: dict,
+                   metrics: dict) -> None:
+    """OUT = every file of DATA (an earlier version's labels left out) + the shortcuts config, card and
+    manifest, written atomically."""
+    from pipelines.manifest import describe_outputs, read_manifest, write_manifest
+    from pipelines.outdir import atomic_folder
+
     ids = task.ids(table)
     id_columns = task.id_field if isinstance(task.id_field, tuple) else (task.id_field,)
     columns = {name: [i[k] if isinstance(i, tuple) else i for i in ids] for k, name in enumerate(id_columns)}
-    columns.update({name: labels[name] for name in labels})
-    columns.update({name: votes[name] for name in votes})
+    columns.update(labels)
+    columns.update(votes)
     result = pa.table(columns)
-    metrics = {"benchmark": bench, "split": split, "examples": len(ids),
-               "trained_on": f"{trained_from} (`--train {train}`)" if trained_from else f"{bench}'s train split",
-               "options": dataclasses.asdict(options), "processes": world.size,
-               "shares": {f"{level}:{kind}": label_shares(labels[f"shortcut_{level}_{kind}"])
-                          for level in LEVELS for kind in test},
-               "titles": {kind: q.title or kind for kind, q in test.items()},
-               "runs": [dataclasses.asdict(r) for r in records]}
     manifest = read_manifest(folder)
     with atomic_folder(out) as staging:
         for path in sorted(folder.rglob("*")):
@@ -166,9 +219,9 @@ def run_shortcuts(bench: str, data: str, out: Path, *, split: str | None = None,
         (staging / CONFIG).mkdir()
         pq.write_table(result, staging / CONFIG / f"{split}-00000-of-00001.parquet")
         _update_card(staging, split, result, metrics)
-        rows = {o["path"]: o["rows"] for o in manifest.get("outputs", []) if "rows" in o}
+        rows = {o["path"]: o["rows"] for o in manifest.get("outputs", []) if "rows" in o and not
+                o["path"].startswith(f"{CONFIG}/")}
         rows[f"{CONFIG}/{split}-00000-of-00001.parquet"] = result.num_rows
         manifest["shortcuts"] = {k: v for k, v in metrics.items() if k != "benchmark"}
         manifest["outputs"] = describe_outputs(staging, rows)
         write_manifest(staging, manifest)
-    return metrics

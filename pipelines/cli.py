@@ -337,6 +337,8 @@ def shortcuts(
                                        help="Split to label (default: the benchmark's evaluation split)."),
     train: Optional[str] = typer.Option(None, "--train", help="Built folder whose train split fits the models "
                                                               "(default: DATA's own; e.g. vcr for vcr-visor)."),
+    labels_from: Optional[str] = typer.Option(None, "--labels-from", help="Take the labels of the source examples "
+                                              "by id from this labelled folder (vcr-visor: a labelled vcr)."),
     models: list[str] = typer.Option([], "--model", metavar="ID_OR_PATH",
                                      help="Text-only model (repeat; default: bert-base-uncased and roberta-base)."),
     seeds: list[int] = typer.Option([], "--seed", help="Training seed (repeat; default: 0, 1, 2)."),
@@ -358,7 +360,8 @@ def shortcuts(
     options = ShortcutOptions(models=tuple(models) or defaults.models, seeds=tuple(seeds) or defaults.seeds,
                               epochs=epochs, learning_rate=learning_rate, batch_size=batch_size, max_length=max_length,
                               shuffle_seed=shuffle_seed, device=device, bf16=bf16)
-    metrics = run_shortcuts(bench, data, out, split=split, train=train, options=options, overwrite=overwrite)
+    metrics = run_shortcuts(bench, data, out, split=split, train=train, labels_from=labels_from, options=options,
+                            overwrite=overwrite)
     if metrics is None:  # a non-zero rank of a distributed launch
         return
     for key, shares in metrics["shares"].items():

