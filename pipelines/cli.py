@@ -341,7 +341,7 @@ def shortcuts(
                                               "by id from this labelled folder (vcr-visor: a labelled vcr)."),
     models: list[str] = typer.Option([], "--model", metavar="ID_OR_PATH",
                                      help="Text-only model (repeat; default: bert-base-uncased and roberta-base)."),
-    seeds: list[int] = typer.Option([], "--seed", help="Training seed (repeat; default: 0, 1, 2)."),
+    seeds: list[int] = typer.Option([], "--seed", metavar="SEED", help="Training seed (repeat; default: 0, 1, 2)."),
     epochs: int = typer.Option(3, "--epochs", min=1, help="Training epochs per run."),
     learning_rate: float = typer.Option(2e-5, "--learning-rate", help="AdamW learning rate."),
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Examples per training batch."),
