@@ -21,7 +21,7 @@ import numpy as np
 from builders.errors import ModelError, ParamsError
 from builders.progress import progress
 
-LABELS = ("Biased", "Neutral", "Non-Biased")
+LABELS = ("Biased", "Non-Biased", "Neutral")  # Table 6's column order
 SCORE_BATCH = 64  # examples per scoring batch (at least the training batch size)
 LEVELS = ("word", "sentence")
 

@@ -66,6 +66,7 @@ def vcr_built(sample_sources, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_training_is_reproducible_for_a_fixed_seed(encoders, vcr_built):
     from evaluator.data import load_table
     from evaluator.vcr.task import VCRTask
@@ -232,3 +233,20 @@ def test_two_gloo_processes_label_what_one_does(encoders, vcr_built, tmp_path):
                               (out / "README.md").read_text(),
                               [{k: v for k, v in r.items() if k != "seconds"} for r in manifest["shortcuts"]["runs"]])
     assert outputs[1] == outputs[2]
+
+
+def test_table_6_layout():
+    """Table 6's layout: rows level x kind in the paper's order, columns Biased, Non-Biased, Neutral and
+    the total (the values here are the paper's, e.g. sentence-level QA->R 63.6 / 14.8 / 21.6 %)."""
+    from evaluator.shortcuts_run import table_6
+
+    metrics = {"titles": {"q_a": "Q->A", "qa_r": "QA->R"},
+               "shares": {"word:q_a": {"Biased": 39.2, "Neutral": 23.8, "Non-Biased": 37.0},
+                          "word:qa_r": {"Biased": 29.0, "Neutral": 22.9, "Non-Biased": 48.1},
+                          "sentence:q_a": {"Biased": 50.8, "Neutral": 21.8, "Non-Biased": 27.4},
+                          "sentence:qa_r": {"Biased": 63.6, "Neutral": 21.6, "Non-Biased": 14.8}}}
+    lines = table_6(metrics).splitlines()
+    assert lines[0] == "|  | Biased (%) | Non-Biased (%) | Neutral (%) | Total (%) |"
+    assert [line.split("|")[1].strip() for line in lines[2:]] == [
+        "Word-level (Q->A)", "Word-level (QA->R)", "Sentence-level (Q->A)", "Sentence-level (QA->R)"]
+    assert lines[-1].split("|")[2:5] == [" 63.60 ", " 14.80 ", " 21.60 "]
