@@ -178,7 +178,10 @@ def test_bad_input_is_one_line(cli, sample_sources, vcr_built, tmp_path):
     assert code == 2 and "--split train" in err
     code, _, err = cli("shortcuts", "vcr", "--data", vcr_built, "--out", vcr_built / "inside")
     assert code == 2 and "--data" in err and len(err.strip().splitlines()) == 1
-    assert not (tmp_path / "o").exists()
+    code, _, err = cli("shortcuts", "vcr", "--data", vcr_built, "--out", tmp_path / "o", "--model", tmp_path / "none",
+                       "--seed", "0", "--epochs", "1")
+    assert code == 2 and "cannot load a multiple-choice model" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".o.")]
 
 
 def test_pairs_are_assembled_as_the_tokenizer_encodes_them(encoders):
