@@ -47,6 +47,7 @@ def gqa_source(sample_sources, tmp_path) -> Path:
     return src
 
 
+@pytest.mark.slow
 def test_sigterm_mid_export_cleans_up_like_ctrl_c(gqa_source, tmp_path):
     out = tmp_path / "out"
     proc = _spawn("build", "gqa-ood", "--source", gqa_source, "--out", out, "--legacy-json", "--no-cache")

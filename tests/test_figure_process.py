@@ -51,6 +51,7 @@ def test_no_helper_when_not_worth_it():
         assert figures.pngs(SPECS) == draw_pngs(SPECS)
 
 
+@pytest.mark.slow
 def test_a_build_drawing_in_the_helper_equals_one_drawing_here(sample_sources, built_sample, tmp_path, monkeypatch):
     started = []
     original = FigureProcess.__init__

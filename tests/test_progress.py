@@ -37,6 +37,7 @@ def _run_on_a_terminal(args: list[str]) -> str:
     return shown.decode(errors="replace")
 
 
+@pytest.mark.slow
 def test_a_build_on_a_terminal_shows_stages_reading_and_writing(sample_sources, tmp_path):
     vlbench = [sys.executable, "-m", "pipelines.cli"]
     shown = _run_on_a_terminal(vlbench + ["build", "gqa-ood", "--source", str(sample_sources), "--out",
