@@ -98,16 +98,31 @@ def pair_layout(tok, max_length: int | None = None) -> dict:
             "max_len": max_length or min(int(tok.model_max_length), 512)}
 
 
+def encode_texts(tok, texts: list[str]) -> list[list[int]]:
+    """Token ids of each text without special tokens: a fast tokenizer's Rust batch encoder (the one
+    its __call__ uses, without building a BatchEncoding), else the tokenizer itself."""
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is not None:
+        return [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
+    return tok(texts, add_special_tokens=False)["input_ids"]
+
+
+def pad_rows(n: int, rows, encoded: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """An n-row id matrix with encoded[k] in row rows[k], zero-padded, and each row's length (0 for a
+    row not given)."""
+    lengths = np.zeros(n, dtype=np.int64)
+    lengths[list(rows)] = [len(e) for e in encoded]
+    matrix = np.zeros((n, max(1, int(lengths.max(initial=0)))), dtype=np.int64)
+    for row, ids in zip(rows, encoded):
+        matrix[row, :len(ids)] = ids
+    return matrix, lengths
+
+
 def token_matrix(tok, texts: list[str], used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Token ids (no special tokens) of the used texts, each tokenized once, padded into a matrix,
     and their lengths."""
-    encoded = tok([texts[k] for k in used.tolist()], add_special_tokens=False)["input_ids"]
-    lengths = np.zeros(len(texts), dtype=np.int64)
-    lengths[used] = [len(e) for e in encoded]
-    matrix = np.zeros((len(texts), max(1, int(lengths.max()))), dtype=np.int64)
-    for row, ids in zip(used.tolist(), encoded):
-        matrix[row, :len(ids)] = ids
-    return matrix, lengths
+    rows = used.tolist()
+    return pad_rows(len(texts), rows, encode_texts(tok, [texts[k] for k in rows]))
 
 
 def truncate_pairs(layout: dict, la: np.ndarray, lb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -69,6 +69,68 @@ class PairingParams:
         return {k: getattr(self, k) for k in ("sbert_model", "nli_model", "query_threshold", "response_threshold")}
 
 
+@dataclass(frozen=True)
+class AllPairsParams(PairingParams):
+    """One kind of pairs, every pair kept by default (App. C's Table 7 counts, PMR-P 3,502 from 1,538 and
+    COSIM-Q/C 154 and 182 from 800, leave no room for sampling)."""
+
+    pairs: int = param(-1, "pairs sampled (-1: all)")
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_pair_target("pairs", self.pairs)
+
+
+def pair_features(own: dict):
+    """The Features of a paired benchmark's rows: the pair's id columns, the benchmark's own columns
+    (`own`), then the columns `sub_question` returns."""
+    from datasets import Features, List, Value
+
+    string = Value("string")
+    return Features({
+        "id": string, "pair_id": string, "sub_question": Value("int8"), **own,
+        "choices": List(string), "label": Value("int8"), "rewritten": List(Value("bool")),
+        "query_cosine": Value("float64"), "response_cosine": Value("float64"),
+        "query_nli": List(string), "response_nli": List(string),
+    })
+
+
+def model_record(encoder: SentenceEncoder, nli: NLIClassifier | None) -> dict:
+    """What the models did in a build (the manifest's `run`): texts asked for, computed, seconds."""
+    return {"models": {"sbert": vars(encoder.stats), **({"nli": vars(nli.stats)} if nli else {})}}
+
+
+def check_pairs(table: pa.Table, params: dict, group_column: str, choices: int) -> list[str]:
+    """Invariants of a paired benchmark with `choices` choices: sub-questions 1 and 2 per pair, from
+    different `group_column` values, `choices` distinct choices each, different correct answers, each
+    one's correct answer among the other's choices (unless a choice was re-tagged), and cosines on the
+    right side of the thresholds."""
+    problems = []
+    by_pair: dict[str, list[dict]] = {}
+    for row in table.select(["pair_id", "sub_question", group_column, "choices", "label", "rewritten",
+                             "query_cosine", "response_cosine"]).to_pylist():
+        by_pair.setdefault(row["pair_id"], []).append(row)
+    for pair_id, subs in sorted(by_pair.items()):
+        if sorted(s["sub_question"] for s in subs) != [1, 2]:
+            problems.append(f"{pair_id}: expected sub-questions 1 and 2")
+            continue
+        one, two = sorted(subs, key=lambda s: s["sub_question"])
+        if one[group_column] == two[group_column]:
+            problems.append(f"{pair_id}: both sub-questions have {group_column} {one[group_column]!r}")
+        for a, b in ((one, two), (two, one)):
+            theirs = b["choices"][b["label"]]
+            if len(a["choices"]) != choices or len(set(a["choices"])) != choices:
+                problems.append(f"{pair_id}: expected {choices} distinct choices per sub-question")
+            elif a["choices"][a["label"]] == theirs:
+                problems.append(f"{pair_id}: both sub-questions have the same correct answer")
+            elif theirs not in a["choices"] and not any(a["rewritten"]):
+                problems.append(f"{pair_id}: a sub-question's choices lack the other's correct answer")
+        if not one["query_cosine"] > params["query_threshold"] or \
+                not one["response_cosine"] < params["response_threshold"]:
+            problems.append(f"{pair_id}: cosines outside the thresholds")
+    return problems
+
+
 def distinct_choices(choices: list[str]) -> bool:
     """Whether an example's choices are all different texts. An example whose correct answer also
     stands among its distractors (or whose distractors repeat) is left out of pairing: its

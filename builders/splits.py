@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders.errors import ParamsError, SourceError
+from builders.sources.files import expect_file
 
 
 def check_splits(bench: str, splits: list[str], known: tuple[str, ...]) -> list[str]:
@@ -16,6 +17,18 @@ def check_splits(bench: str, splits: list[str], known: tuple[str, ...]) -> list[
         if split not in known:
             raise ParamsError(f"--split {split}: {bench} has splits {', '.join(known)}")
     return list(splits) or list(known)
+
+
+def locate_val_file(bench: str, source: Path, splits: list[str], file_name: str, dataset: str) -> dict[str, Path]:
+    """{"val": path} of a benchmark built from one validation file: SOURCE is that file or the folder
+    holding `file_name`; any other split is a ParamsError, a missing file a SourceError."""
+    if any(s != "val" for s in splits):
+        raise ParamsError(f"--split {', '.join(splits)}: {bench} is built from {dataset} val only (split 'val')")
+    path = source / file_name if source.is_dir() else source
+    if not (path.exists() or path.is_symlink()):
+        raise SourceError(path, f"{dataset} source file not found (expected {file_name})")
+    expect_file(path, f"the {dataset} {file_name} file")
+    return {"val": path}
 
 
 def _first(paths) -> Path:

@@ -15,26 +15,30 @@ from builders.sources.files import inside
 _SUFFIXES = (".jpg", ".jpeg", ".png")
 
 
+def index_by_stem(root: Path, suffixes: tuple[str, ...], trailing_number: bool = False) -> dict[str, Path]:
+    """The files under ROOT (sub-folders included, in sorted order: the first one wins) with one of
+    `suffixes`, by name without extension, and with `trailing_number` also by the number their name
+    ends in (COCO_val2014_000000000042.jpg -> "42")."""
+    index: dict[str, Path] = {}
+    for folder, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            stem, ext = os.path.splitext(name)
+            if ext.lower() not in suffixes:
+                continue
+            path = Path(folder) / name
+            index.setdefault(stem, path)
+            digits = re.search(r"(\d+)$", stem) if trailing_number else None
+            if digits:
+                index.setdefault(str(int(digits.group(1))), path)
+    return index
+
+
 class ImageFolder:
     """Finds an image file by key; the folder is indexed once, on first use."""
 
     def __init__(self, root: Path | None):
         self.root = None if root is None else Path(root)
         self._index: dict[str, Path] | None = None
-
-    def _build_index(self) -> dict[str, Path]:
-        index: dict[str, Path] = {}
-        for folder, _, files in sorted(os.walk(self.root)):
-            for name in sorted(files):
-                stem, ext = os.path.splitext(name)
-                if ext.lower() not in _SUFFIXES:
-                    continue
-                path = Path(folder) / name
-                index.setdefault(stem, path)
-                digits = re.search(r"(\d+)$", stem)
-                if digits:
-                    index.setdefault(str(int(digits.group(1))), path)
-        return index
 
     def path(self, key) -> Path:
         if self.root is None:
@@ -44,7 +48,7 @@ class ImageFolder:
             path = inside(self.root, key, self.root, record=key, field="image key")
         else:
             if self._index is None:
-                self._index = self._build_index()
+                self._index = index_by_stem(self.root, _SUFFIXES, trailing_number=True)
             path = self._index.get(key)
         if path is None or not path.is_file():
             raise ModelError(f"{self.root}: no image file for image '{key}'")

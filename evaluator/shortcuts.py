@@ -107,19 +107,13 @@ class TokenCache:
 
     def matrix(self, name: str, tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The texts' token ids padded into a matrix (row k = texts[k]) and their lengths."""
+        from builders.nlp import encode_texts, pad_rows
+
         known = self._by_tokenizer.setdefault(name, {})
         todo = [t for t in dict.fromkeys(texts) if t not in known]
         if todo:
-            backend = getattr(tokenizer, "backend_tokenizer", None)  # fast tokenizers: the Rust batch encoder
-            ids = ([e.ids for e in backend.encode_batch(todo, add_special_tokens=False)] if backend is not None
-                   else tokenizer(todo, add_special_tokens=False)["input_ids"])
-            known.update(zip(todo, ids))
-        lengths = np.fromiter((len(known[t]) for t in texts), dtype=np.int64, count=len(texts))
-        matrix = np.zeros((len(texts), max(1, int(lengths.max(initial=0)))), dtype=np.int64)
-        for row, text in enumerate(texts):
-            ids = known[text]
-            matrix[row, :len(ids)] = ids
-        return matrix, lengths
+            known.update(zip(todo, encode_texts(tokenizer, todo)))
+        return pad_rows(len(texts), range(len(texts)), [known[t] for t in texts])
 
 
 @dataclass

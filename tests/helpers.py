@@ -1,8 +1,11 @@
-"""Small builders of raw GQA files for tests."""
+"""Small builders of raw GQA files for tests, and a torchrun launcher of the CLI."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 
@@ -35,3 +38,14 @@ def group(prefix: str, local: str | None, counts: dict[str, int], **kw) -> dict[
             out[f"{prefix}{k:04d}"] = gqa_record(answer, local, **kw)
             k += 1
     return out
+
+
+def torchrun(args: list, processes: int) -> subprocess.CompletedProcess:
+    """`vlbench ARGS` under torchrun with `processes` CPU processes (gloo, one thread each); tests/ is
+    importable (py: models)."""
+    tests = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), str(tests.parent)]), "OMP_NUM_THREADS": "1",
+           "VLBENCH_DIST_BACKEND": "gloo"}
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
+                "-m", "pipelines.cli"]
+    return subprocess.run(launcher + [str(a) for a in args], env=env, capture_output=True, text=True, timeout=600)

@@ -92,8 +92,8 @@ def test_real_card_puts_table_7_next_to_the_build(real_builds):
     _, root = real_builds
     card = (root / "cosim-c" / "README.md").read_text()
     assert "pretty_name: COSIM-C" in card
-    assert "| VCR-Visor paper, Table 7 | 800 | 182 | - | - |" in card
-    assert "| This build | 800 | 90 | 180 |" in card
+    assert "| VCR-Visor paper, Table 7 | 800 | 182 | - | - | - |" in card
+    assert "| This build | 800 | - | 90 | 180 |" in card
     assert "6 source examples were left out because two of their answer choices are the same text" in card
     assert "**The NLI filter was skipped (`nli_model=none`)**" in card
 

@@ -277,21 +277,13 @@ def test_perceptual_score_of_a_tiny_vlm(cli, tiny, sample_sources, tmp_path):
 def test_two_gloo_processes_predict_what_one_does(tiny, built, tmp_path):
     """Rows sharded over two CPU processes (gloo), gathered by rank 0: the same prediction file, samples
     and metadata as one process."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from helpers import torchrun
 
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "VLBENCH_DIST_BACKEND": "gloo"}
     files = {}
     for processes in (1, 2):
         out = tmp_path / f"p{processes}.json"
-        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                               f"--nproc_per_node={processes}", "-m", "pipelines.cli", "predict", "disco", "--data",
-                               str(built / "disco"), "--model", f"hf:{tiny['llava']}", "--out", str(out),
-                               "--max-new-tokens", "3", "--batch-size", "3", "--log-samples"],
-                              env=env, capture_output=True, text=True, timeout=600)
+        done = torchrun(["predict", "disco", "--data", built / "disco", "--model", f"hf:{tiny['llava']}", "--out", out,
+                         "--max-new-tokens", 3, "--batch-size", 3, "--log-samples"], processes)
         assert done.returncode == 0, done.stderr[-3000:]
         meta = json.loads((tmp_path / f"p{processes}.meta.json").read_text())
         meta.pop("predictions")

@@ -4,19 +4,14 @@ head, the encoder cache, bf16, two gloo processes, the report, bad input."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import torchrun
 from tiny_models import tiny_clip, tiny_vilt_vqa
-
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
 
 
 @pytest.fixture(scope="session")
@@ -175,14 +170,6 @@ def test_features_missing_a_key_names_file_and_key(cli, built, tmp_path):
     assert code == 2 and "answer.parquet: no features for answer '" in err
 
 
-def _torchrun(args: list, processes: int) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)]), "OMP_NUM_THREADS": "1",
-           "VLBENCH_DIST_BACKEND": "gloo"}
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
-                "-m", "pipelines.cli"]
-    return subprocess.run(launcher + [str(a) for a in args], env=env, capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.slow
 def test_two_gloo_processes_give_the_numbers_of_one(built, models, sample_sources, tmp_path):
     """Rows sharded over two CPU processes (gloo) and merged: the same metrics and per-sample scores
@@ -195,7 +182,7 @@ def test_two_gloo_processes_give_the_numbers_of_one(built, models, sample_source
         runs = {}
         for processes in (1, 2):
             report = tmp_path / f"{name}-{processes}"
-            done = _torchrun(["perceptual", bench, "--data", built[bench], "--permutations", 2, "--repeats", 2,
+            done = torchrun(["perceptual", bench, "--data", built[bench], "--permutations", 2, "--repeats", 2,
                               "--report", report, *extra], processes)
             assert done.returncode == 0, done.stderr[-3000:]
             runs[processes] = _metrics(report)

@@ -140,6 +140,6 @@ def test_sample_end_to_end(sample_build, cli, tmp_path):
     metrics = json.loads((tmp_path / "report" / "metrics.json").read_text())
     assert metrics["pairs"] == len(_rows(sample_build)) // 2 and 0 <= metrics["apq"] <= 100
     card = (sample_build / "README.md").read_text()
-    assert "| VCR-Visor paper, Table 7 | 1,538 | 3,502 (examples) |" in card
+    assert "| VCR-Visor paper, Table 7 | 1,538 | 3,502 | - | - | - |" in card
     code, stdout, err = cli("verify", sample_build)
     assert code == 0, err + stdout

@@ -215,20 +215,13 @@ def test_pairs_are_assembled_as_the_tokenizer_encodes_them(encoders):
 def test_two_gloo_processes_label_what_one_does(encoders, vcr_built, tmp_path):
     """The runs spread over two CPU processes (gloo) and gathered by rank 0: the same labels and card
     as one process (each run is seeded by itself)."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from helpers import torchrun
 
-    root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "VLBENCH_DIST_BACKEND": "gloo"}
     outputs = {}
     for processes in (1, 2):
         out = tmp_path / f"out{processes}"
-        done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                               f"--nproc_per_node={processes}", "-m", "pipelines.cli", "shortcuts", "vcr", "--data",
-                               str(vcr_built), "--out", str(out), "--model", str(encoders["bert"]), "--seed", "0",
-                               "--seed", "1", "--epochs", "1"], env=env, capture_output=True, text=True, timeout=600)
+        done = torchrun(["shortcuts", "vcr", "--data", vcr_built, "--out", out, "--model", encoders["bert"],
+                         "--seed", 0, "--seed", 1, "--epochs", 1], processes)
         assert done.returncode == 0, done.stderr[-3000:]
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["shortcuts"]["processes"] == processes

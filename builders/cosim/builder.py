@@ -9,7 +9,6 @@ image filter, NLI filter). Sampling and rows are cheap and run on every build.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,37 +17,26 @@ import pyarrow as pa
 from builders.base import Builder
 from builders.cosim import card as cosim_card
 from builders.cosim.reader import read_cosim
-from builders.errors import ParamsError, SourceError
-from builders.pairing import PairingParams, check_pair_target, distinct_choices, mine_pairs, paired_rows
-from builders.params import param
+from builders.pairing import (
+    AllPairsParams,
+    check_pairs,
+    distinct_choices,
+    mine_pairs,
+    model_record,
+    pair_features,
+    paired_rows,
+)
 from builders.result import BuildResult, RunStage, run_uncached
-from builders.sources.files import expect_file
+from builders.splits import locate_val_file
 
 CHOICES = 4  # per sub-question: its correct answer, the paired example's, two of its own distractors
 
 
-@dataclass(frozen=True)
-class CoSImPairsParams(PairingParams):
-    """The recipe of the VCR-Visor paper (§3.2, thresholds 0.9, RoBERTa-MNLI); every pair is kept, as
-    Table 7's counts (COSIM-Q 154, COSIM-C 182 from 800 examples) suggest."""
-
-    pairs: int = param(-1, "pairs sampled (-1: all)")
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_pair_target("pairs", self.pairs)
-
-
 def features():
-    from datasets import Features, List, Value
+    from datasets import Value
 
     string = Value("string")
-    return Features({
-        "id": string, "pair_id": string, "sub_question": Value("int8"), "example_id": string, "img_fn": string,
-        "question": string, "change": string, "choices": List(string), "label": Value("int8"),
-        "rewritten": List(Value("bool")), "query_cosine": Value("float64"), "response_cosine": Value("float64"),
-        "query_nli": List(string), "response_nli": List(string),
-    })
+    return pair_features({"example_id": string, "img_fn": string, "question": string, "change": string})
 
 
 _ITEM_SCHEMA = pa.schema([("example_id", pa.string()), ("img_fn", pa.string()), ("question", pa.string()),
@@ -82,8 +70,8 @@ class CoSImPairsBuilder(Builder):
     """The shared builder; a subclass names the paired field."""
 
     paired: ClassVar[str]  # "question" (COSIM-Q) or "change" (COSIM-C)
-    table_7: ClassVar[int]  # the paper's count of examples (pairs)
-    params_class = CoSImPairsParams
+    table_7: ClassVar[int]  # the paper's count of examples
+    params_class = AllPairsParams
     configs = ("default",)
     default_config = "default"
     splits = ("val",)
@@ -92,15 +80,9 @@ class CoSImPairsBuilder(Builder):
     sources_help = "CoSIm data/val.json (a JSON list of examples)"
 
     def locate_sources(self, source: Path, splits: list[str], params=None) -> dict[str, Path]:
-        if any(s != "val" for s in splits):
-            raise ParamsError(f"--split {', '.join(splits)}: {self.name} is built from CoSIm val only (split 'val')")
-        path = source / "val.json" if source.is_dir() else source
-        if not (path.exists() or path.is_symlink()):
-            raise SourceError(path, "CoSIm source file not found (expected val.json)")
-        expect_file(path, "the CoSIm val.json file")
-        return {"val": path}
+        return locate_val_file(self.name, source, splits, "val.json", "CoSIm")
 
-    def build(self, sources: dict[str, Path], params: CoSImPairsParams,
+    def build(self, sources: dict[str, Path], params: AllPairsParams,
               run_stage: RunStage = run_uncached) -> BuildResult:
         path = sources["val"]
         read = run_stage("examples", {"paired": self.paired}, [path], lambda: cosim_items(path, self.paired))
@@ -116,35 +98,14 @@ class CoSImPairsBuilder(Builder):
         table = pa.Table.from_pylist(rows, schema=feats.arrow_schema)
         counts = {**mined["counts"].to_pylist()[0], "sampled": sampled}
         stats = cosim_card.statistics(items, read["excluded"], table, counts, self.paired, self.table_7, params)
-        run_info = {"models": {"sbert": vars(encoder.stats), **({"nli": vars(nli.stats)} if nli else {})}}
         return BuildResult(tables={"default": {"val": table}}, features=feats, statistics=stats,
                            card_fields=cosim_card.card_fields(stats, self, params), figures=cosim_card.figures(stats),
-                           run_info=run_info)
+                           run_info=model_record(encoder, nli))
 
     def check_invariants(self, tables, params: dict) -> list[str]:
-        """Two sub-questions per pair from different images, four distinct choices each, each one's
-        correct answer among the other's choices, and cosines on the right side of the thresholds."""
-        problems = []
-        by_pair: dict[str, list[dict]] = {}
-        for row in tables["default"]["val"].select(["pair_id", "sub_question", "img_fn", "choices", "label",
-                                                    "query_cosine", "response_cosine"]).to_pylist():
-            by_pair.setdefault(row["pair_id"], []).append(row)
-        for pair_id, subs in sorted(by_pair.items()):
-            if sorted(s["sub_question"] for s in subs) != [1, 2]:
-                problems.append(f"{pair_id}: expected sub-questions 1 and 2")
-                continue
-            one, two = sorted(subs, key=lambda s: s["sub_question"])
-            if one["img_fn"] == two["img_fn"]:
-                problems.append(f"{pair_id}: both examples show image {one['img_fn']!r}")
-            for a, b in ((one, two), (two, one)):
-                if len(a["choices"]) != CHOICES or len(set(a["choices"])) != CHOICES:
-                    problems.append(f"{pair_id}: expected {CHOICES} distinct choices per sub-question")
-                elif (theirs := b["choices"][b["label"]]) not in a["choices"] or a["choices"][a["label"]] == theirs:
-                    problems.append(f"{pair_id}: a sub-question's choices lack the other's correct answer")
-            if not one["query_cosine"] > params["query_threshold"] or \
-                    not one["response_cosine"] < params["response_threshold"]:
-                problems.append(f"{pair_id}: cosines outside the thresholds")
-        return problems
+        """The paired-benchmark invariants (builders.pairing.check_pairs), the two examples from
+        different images."""
+        return check_pairs(tables["default"]["val"], params, "img_fn", CHOICES)
 
 
 class CoSImQuestionPairsBuilder(CoSImPairsBuilder):

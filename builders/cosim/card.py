@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from builders.pairing import NO_NLI
+from builders.pairing_card import counts_table, funnel_figure, funnel_table, nli_note
 from builders.result import FigureSpec
 
 
@@ -22,7 +22,7 @@ def statistics(items: pa.Table, excluded: pa.Table, table: pa.Table, counts: dic
         "paired_field": paired,
         "source_examples": items.num_rows + excluded.num_rows,
         "excluded_examples": excluded.column("example_id").to_pylist(),
-        "pairs": len(rows) // 2, "sub_questions": len(rows), "table_7_pairs": table_7,
+        "pairs": len(rows) // 2, "sub_questions": len(rows), "table_7_examples": table_7,
         "images": len({r["img_fn"] for r in rows}),
         "source_examples_used": len({(r["img_fn"], r["question"], r["change"]) for r in rows}),
         "avg_question_len": _mean_words([r["question"] for r in rows]),
@@ -34,24 +34,14 @@ def statistics(items: pa.Table, excluded: pa.Table, table: pa.Table, counts: dic
 
 def card_fields(stats: dict, builder, params) -> dict[str, str]:
     paired = stats["paired_field"]
-    m = stats["mining"]
-    nli = (f"Pairs were then filtered with the MNLI model `{params.nli_model}` (labels read from its config): the "
-           f"{paired}s must entail each other in both directions and neither correct answer may entail the other."
-           if params.nli_model != NO_NLI else
-           f"**The NLI filter was skipped (`nli_model=none`)**: pairs are selected by Sentence-BERT cosines and "
-           f"images only, so some {paired} pairs may not be true paraphrases.")
-    counts = "\n".join([
-        "| | Source examples | Pairs (examples) | Sub-questions | Images |", "|---|---|---|---|---|",
-        f"| VCR-Visor paper, Table 7 | 800 | {stats['table_7_pairs']:,} | - | - |",
-        f"| This build | {stats['source_examples']:,} | {stats['pairs']:,} | {stats['sub_questions']:,} | "
-        f"{stats['images']:,} |"])
-    funnel = "\n".join(["| Candidate pairs (cosines, images) | After NLI | Sampled |", "|---|---|---|",
-                        f"| {m['candidates']:,} | {m['kept']:,} | {m['sampled']:,} |"])
     return {
         "pretty_name": builder.name.upper(), "name": builder.name, "paired": paired,
         "sbert_model": params.sbert_model, "query_threshold": str(params.query_threshold),
-        "response_threshold": str(params.response_threshold), "nli_note": nli,
-        "target": "all" if params.pairs < 0 else f"{params.pairs:,}", "counts": counts, "funnel": funnel,
+        "response_threshold": str(params.response_threshold),
+        "nli_note": nli_note(params, paired, "correct answer", "images"),
+        "target": "all" if params.pairs < 0 else f"{params.pairs:,}",
+        "counts": counts_table("Source examples", 800, stats["table_7_examples"], stats),
+        "funnel": funnel_table(stats["mining"], "images"),
         "excluded_note": (f"{len(stats['excluded_examples'])} source examples were left out because two of their "
                           f"answer choices are the same text (e.g. {stats['excluded_examples'][0]})."
                           if stats["excluded_examples"] else "Every source example has four different answer texts."),
@@ -61,7 +51,4 @@ def card_fields(stats: dict, builder, params) -> dict[str, str]:
 
 
 def figures(stats: dict) -> list[FigureSpec]:
-    m = stats["mining"]
-    return [FigureSpec(filename="mining_funnel.png", title=f"Pairs of equivalent {stats['paired_field']}s",
-                       categories=["candidates", "after NLI", "sampled", "Table 7"], ylabel="pairs",
-                       series={"pairs": [m["candidates"], m["kept"], m["sampled"], stats["table_7_pairs"]]})]
+    return [funnel_figure(stats["mining"], stats["paired_field"])]

@@ -8,19 +8,25 @@ filter). Sampling and rows are cheap and run on every build.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from builders.base import Builder
-from builders.errors import ParamsError, SourceError
-from builders.pairing import NO_NLI, PairingParams, check_pair_target, distinct_choices, mine_pairs, paired_rows
-from builders.params import param
+from builders.pairing import (
+    AllPairsParams,
+    check_pairs,
+    distinct_choices,
+    mine_pairs,
+    model_record,
+    pair_features,
+    paired_rows,
+)
+from builders.pairing_card import counts_table, funnel_figure, funnel_table, nli_note
 from builders.pmr.reader import read_pmr
-from builders.result import BuildResult, FigureSpec, RunStage, run_uncached
-from builders.sources.files import expect_file
+from builders.result import BuildResult, RunStage, run_uncached
+from builders.splits import locate_val_file
 from builders.text import render_tokens
 
 NAME = "pmr-p"
@@ -29,27 +35,12 @@ CHOICES = 4  # per sub-question: its correct action, the paired sample's, two of
 TABLE_7 = {"source": 1538, "built": 3502}
 
 
-@dataclass(frozen=True)
-class PMRPairsParams(PairingParams):
-    """The recipe of the VCR-Visor paper (§3.2, thresholds 0.9, RoBERTa-MNLI); every pair is kept."""
-
-    pairs: int = param(-1, "pairs sampled (-1: all)")
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_pair_target("pairs", self.pairs)
-
-
 def features():
-    from datasets import Features, List, Value
+    from datasets import Value
 
     string = Value("string")
-    return Features({
-        "id": string, "pair_id": string, "sub_question": Value("int8"), "total_id": string, "movie": string,
-        "img_fn": string, "metadata_fn": string, "category": string, "premise": string, "choices": List(string),
-        "label": Value("int8"), "rewritten": List(Value("bool")), "query_cosine": Value("float64"),
-        "response_cosine": Value("float64"), "query_nli": List(string), "response_nli": List(string),
-    })
+    return pair_features({"total_id": string, "movie": string, "img_fn": string, "metadata_fn": string,
+                          "category": string, "premise": string})
 
 
 _ITEM_SCHEMA = pa.schema([("total_id", pa.string()), ("movie", pa.string()), ("img_fn", pa.string()),
@@ -84,7 +75,7 @@ def statistics(items: pa.Table, excluded: pa.Table, table: pa.Table, counts: dic
     rows = table.select(["img_fn", "movie", "premise", "choices", "label", "rewritten"]).to_pylist()
     correct = [r["choices"][r["label"]] for r in rows]
     return {
-        "source_samples": items.num_rows + excluded.num_rows,
+        "source_examples": items.num_rows + excluded.num_rows,
         "excluded_samples": excluded.column("total_id").to_pylist(),
         "pairs": len(rows) // 2, "sub_questions": len(rows), "table_7": TABLE_7,
         "images": len({r["img_fn"] for r in rows}), "movies": len({r["movie"] for r in rows}),
@@ -96,36 +87,26 @@ def statistics(items: pa.Table, excluded: pa.Table, table: pa.Table, counts: dic
 
 
 def card_fields(stats: dict, params) -> dict[str, str]:
-    m, paper = stats["mining"], stats["table_7"]
-    nli = (f"Pairs were then filtered with the MNLI model `{params.nli_model}` (labels read from its config): the "
-           "premises must entail each other in both directions and neither correct action may entail the other."
-           if params.nli_model != NO_NLI else
-           "**The NLI filter was skipped (`nli_model=none`)**: pairs are selected by Sentence-BERT cosines and "
-           "movies only, so some premise pairs may not be true paraphrases.")
     excluded = stats["excluded_samples"]
     return {
         "sbert_model": params.sbert_model, "query_threshold": str(params.query_threshold),
-        "response_threshold": str(params.response_threshold), "nli_note": nli,
+        "response_threshold": str(params.response_threshold),
+        "nli_note": nli_note(params, "premise", "correct action", "movies"),
         "target": "all" if params.pairs < 0 else f"{params.pairs:,}",
-        "counts": "\n".join([
-            "| | Source samples | Pairs | Sub-questions | Images | Movies |", "|---|---|---|---|---|---|",
-            f"| VCR-Visor paper, Table 7 | {paper['source']:,} | {paper['built']:,} (examples) | - | - | - |",
-            f"| This build | {stats['source_samples']:,} | {stats['pairs']:,} | {stats['sub_questions']:,} | "
-            f"{stats['images']:,} | {stats['movies']:,} |"]),
-        "funnel": "\n".join(["| Candidate pairs (cosines, movies) | After NLI | Sampled |", "|---|---|---|",
-                             f"| {m['candidates']:,} | {m['kept']:,} | {m['sampled']:,} |"]),
+        "counts": counts_table("Source samples", TABLE_7["source"], TABLE_7["built"], stats),
+        "funnel": funnel_table(stats["mining"], "movies"),
         "excluded_note": (f"{len(excluded)} samples were left out because two of their rendered actions are the same "
                           f"text (e.g. total_id {excluded[0]})." if excluded else
                           "Every sample has four different actions."),
         "lengths": (f"Average lengths in words over the sub-questions: premise {stats['avg_premise_len']:.2f}, "
-                    f"correct action {stats['avg_action_len']:.2f}; {stats['rewritten_choices']:,} paired actions "
-                    "had a person tag re-written."),
+                    f"correct action {stats['avg_action_len']:.2f}; {stats['movies']:,} movies; "
+                    f"{stats['rewritten_choices']:,} paired actions had a person tag re-written."),
     }
 
 
 class PMRPairsBuilder(Builder):
     name = NAME
-    params_class = PMRPairsParams
+    params_class = AllPairsParams
     configs = ("default",)
     default_config = "default"
     splits = ("val",)
@@ -135,15 +116,9 @@ class PMRPairsBuilder(Builder):
     sources_help = f"PMR {SOURCE_FILE} (the original validation samples, JSON lines)"
 
     def locate_sources(self, source: Path, splits: list[str], params=None) -> dict[str, Path]:
-        if any(s != "val" for s in splits):
-            raise ParamsError(f"--split {', '.join(splits)}: pmr-p is built from PMR's original val only (split 'val')")
-        path = source / SOURCE_FILE if source.is_dir() else source
-        if not (path.exists() or path.is_symlink()):
-            raise SourceError(path, f"PMR source file not found (expected {SOURCE_FILE})")
-        expect_file(path, "the PMR val-ori.jsonl file")
-        return {"val": path}
+        return locate_val_file(self.name, source, splits, SOURCE_FILE, "PMR")
 
-    def build(self, sources: dict[str, Path], params: PMRPairsParams,
+    def build(self, sources: dict[str, Path], params: AllPairsParams,
               run_stage: RunStage = run_uncached) -> BuildResult:
         path = sources["val"]
         read = run_stage("samples", {}, [path], lambda: pmr_items(path))
@@ -159,35 +134,11 @@ class PMRPairsBuilder(Builder):
         table = pa.Table.from_pylist(rows, schema=feats.arrow_schema)
         stats = statistics(items, read["excluded"], table, {**mined["counts"].to_pylist()[0], "sampled": sampled},
                            params)
-        m = stats["mining"]
-        figure = FigureSpec(filename="mining_funnel.png", title="Pairs of equivalent premises",
-                            categories=["candidates", "after NLI", "sampled", "Table 7"], ylabel="pairs",
-                            series={"pairs": [m["candidates"], m["kept"], m["sampled"], TABLE_7["built"]]})
-        run_info = {"models": {"sbert": vars(encoder.stats), **({"nli": vars(nli.stats)} if nli else {})}}
         return BuildResult(tables={"default": {"val": table}}, features=feats, statistics=stats,
-                           card_fields=card_fields(stats, params), figures=[figure], run_info=run_info)
+                           card_fields=card_fields(stats, params), figures=[funnel_figure(stats["mining"], "premise")],
+                           run_info=model_record(encoder, nli))
 
     def check_invariants(self, tables, params: dict) -> list[str]:
-        """Two sub-questions per pair from different movies, four distinct choices each, each one's
-        correct action among the other's choices (up to re-tagging), cosines within the thresholds."""
-        problems = []
-        by_pair: dict[str, list[dict]] = {}
-        for row in tables["default"]["val"].select(["pair_id", "sub_question", "movie", "choices", "label",
-                                                    "rewritten", "query_cosine", "response_cosine"]).to_pylist():
-            by_pair.setdefault(row["pair_id"], []).append(row)
-        for pair_id, subs in sorted(by_pair.items()):
-            if sorted(s["sub_question"] for s in subs) != [1, 2]:
-                problems.append(f"{pair_id}: expected sub-questions 1 and 2")
-                continue
-            one, two = sorted(subs, key=lambda s: s["sub_question"])
-            if one["movie"] == two["movie"]:
-                problems.append(f"{pair_id}: both samples come from movie {one['movie']!r}")
-            for a, b in ((one, two), (two, one)):
-                if len(a["choices"]) != CHOICES or len(set(a["choices"])) != CHOICES:
-                    problems.append(f"{pair_id}: expected {CHOICES} distinct choices per sub-question")
-                elif b["choices"][b["label"]] not in a["choices"] and not any(a["rewritten"]):
-                    problems.append(f"{pair_id}: a sub-question's choices lack the other's correct action")
-            if not one["query_cosine"] > params["query_threshold"] or \
-                    not one["response_cosine"] < params["response_threshold"]:
-                problems.append(f"{pair_id}: cosines outside the thresholds")
-        return problems
+        """The paired-benchmark invariants (builders.pairing.check_pairs), the two samples from
+        different movies."""
+        return check_pairs(tables["default"]["val"], params, "movie", CHOICES)

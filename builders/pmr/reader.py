@@ -14,8 +14,8 @@ from pathlib import Path
 import msgspec
 
 from builders.errors import SourceError
-from builders.sources.files import check_relative, expect_file
-from builders.sources.jsonio import Id, decode_line
+from builders.sources.files import check_relative
+from builders.sources.jsonio import Id, read_jsonl
 from builders.sources.vcr import Token
 
 CHOICES = 4
@@ -54,25 +54,20 @@ def _problem(rec: PMRRecord) -> tuple[str, str] | None:
 
 def read_pmr(path: Path) -> list[PMRRecord]:
     """Decode and check every line; a repeated total_id is an error."""
-    decode = msgspec.json.Decoder(PMRRecord).decode
     records: list[PMRRecord] = []
     seen: dict[int, int] = {}
-    with open(expect_file(path, "a PMR jsonl file"), "rb") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            rec = decode_line(path, decode, line, number)
-            record = f"line {number} (total_id {rec.total_id})"
-            for name in ("img_fn", "metadata_fn"):
-                check_relative(getattr(rec, name), path, record=record, field=name)
-            problem = _problem(rec)
-            if problem:
-                raise SourceError(path, problem[1], record=record, field=problem[0])
-            if rec.total_id in seen:
-                raise SourceError(path, f"total_id also on line {seen[rec.total_id]}", record=record,
-                                  field="total_id")
-            seen[rec.total_id] = number
-            records.append(rec)
+    for number, rec in read_jsonl(path, PMRRecord, "a PMR jsonl file"):
+        record = f"line {number} (total_id {rec.total_id})"
+        for name in ("img_fn", "metadata_fn"):
+            check_relative(getattr(rec, name), path, record=record, field=name)
+        problem = _problem(rec)
+        if problem:
+            raise SourceError(path, problem[1], record=record, field=problem[0])
+        if rec.total_id in seen:
+            raise SourceError(path, f"total_id also on line {seen[rec.total_id]}", record=record,
+                              field="total_id")
+        seen[rec.total_id] = number
+        records.append(rec)
     if not records:
         raise SourceError(path, "no samples (expected one PMR sample per line)")
     return records

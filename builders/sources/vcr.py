@@ -14,8 +14,8 @@ from pathlib import Path
 import msgspec
 
 from builders.errors import SourceError
-from builders.sources.files import check_relative, expect_file
-from builders.sources.jsonio import Id, decode_line
+from builders.sources.files import check_relative
+from builders.sources.jsonio import Id, read_jsonl
 
 Token = str | list[Id]
 
@@ -81,27 +81,22 @@ def check_record(rec: VCRRecord) -> str | None:
 
 def read_vcr(path: Path, skip_invalid: bool = False) -> VCRSource:
     """Decode and check every line; a duplicate annot_id is always an error."""
-    decode = msgspec.json.Decoder(VCRRecord).decode
     source = VCRSource(records=[])
     seen: dict[str, int] = {}
-    with open(expect_file(path, "a VCR annotation file"), "rb") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
+    for number, rec in read_jsonl(path, VCRRecord, "a VCR annotation file"):
+        check_relative(rec.img_fn, path, record=f"line {number} ({rec.annot_id})", field="img_fn")
+        problem = check_record(rec)
+        if problem:
+            if skip_invalid:
+                source.skipped[rec.annot_id] = problem
                 continue
-            rec = decode_line(path, decode, line, number)
-            check_relative(rec.img_fn, path, record=f"line {number} ({rec.annot_id})", field="img_fn")
-            problem = check_record(rec)
-            if problem:
-                if skip_invalid:
-                    source.skipped[rec.annot_id] = problem
-                    continue
-                raise SourceError(path, f"{problem} (set skip_invalid=true to skip such records)",
-                                  record=f"line {number} ({rec.annot_id})")
-            if rec.annot_id in seen:
-                raise SourceError(path, f"annot_id also on line {seen[rec.annot_id]}",
-                                  record=f"line {number} ({rec.annot_id})", field="annot_id")
-            seen[rec.annot_id] = number
-            source.records.append(rec)
+            raise SourceError(path, f"{problem} (set skip_invalid=true to skip such records)",
+                              record=f"line {number} ({rec.annot_id})")
+        if rec.annot_id in seen:
+            raise SourceError(path, f"annot_id also on line {seen[rec.annot_id]}",
+                              record=f"line {number} ({rec.annot_id})", field="annot_id")
+        seen[rec.annot_id] = number
+        source.records.append(rec)
     if not source.records and not source.skipped:
         raise SourceError(path, "no records (expected one VCR annotation per line)")
     return source

@@ -15,12 +15,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders.base import Builder
-from builders.errors import ParamsError, SourceError
-from builders.pairing import PairingParams, check_pair_target, mine_pairs, paired_rows
+from builders.errors import SourceError
+from builders.pairing import (
+    PairingParams,
+    check_pair_target,
+    mine_pairs,
+    model_record,
+    pair_features,
+    paired_rows,
+)
 from builders.params import param
 from builders.result import BuildResult, RunStage, run_uncached
-from builders.sources.files import decode_image, expect_file, inside, read_bytes
+from builders.sources.files import decode_image, inside, read_bytes
 from builders.sources.vcr import read_vcr
+from builders.splits import locate_val_file
 from builders.text import reasoning_types, render_tokens
 from builders.vcr_visor import card as vcr_visor_card
 
@@ -47,17 +55,11 @@ class VCRVisorParams(PairingParams):
 
 
 def features(with_images: bool = False):
-    from datasets import Features, Image, List, Value
+    from datasets import Image, Value
 
     string = Value("string")
-    return Features({
-        "id": string, "pair_id": string, "sub_question": Value("int8"), "reasoning_type": string,
-        "annot_id": string, "img_fn": string, "metadata_fn": string, "movie": string,
-        **({"image": Image()} if with_images else {}),
-        "query": string, "choices": List(string), "label": Value("int8"), "rewritten": List(Value("bool")),
-        "query_cosine": Value("float64"), "response_cosine": Value("float64"),
-        "query_nli": List(string), "response_nli": List(string),
-    })
+    return pair_features({"reasoning_type": string, "annot_id": string, "img_fn": string, "metadata_fn": string,
+                          "movie": string, **({"image": Image()} if with_images else {}), "query": string})
 
 
 def vcr_items(path: Path, skip_invalid: bool) -> dict[str, pa.Table]:
@@ -116,13 +118,7 @@ class VCRVisorBuilder(Builder):
     sources_help = "VCR v1.0 val.jsonl (23 fields per line)"
 
     def locate_sources(self, source: Path, splits: list[str], params=None) -> dict[str, Path]:
-        if any(s != "val" for s in splits):
-            raise ParamsError(f"--split {', '.join(splits)}: vcr-visor is built from VCR val only (split 'val')")
-        path = source / "val.jsonl" if source.is_dir() else source
-        if not (path.exists() or path.is_symlink()):
-            raise SourceError(path, "VCR source file not found (expected val.jsonl)")
-        expect_file(path, "the VCR val.jsonl file")
-        return {"val": path}
+        return locate_val_file(self.name, source, splits, "val.jsonl", "VCR")
 
     def build(self, sources: dict[str, Path], params: VCRVisorParams, run_stage: RunStage = run_uncached,
               images: Path | None = None) -> BuildResult:
@@ -149,10 +145,9 @@ class VCRVisorBuilder(Builder):
         feats = features(with_images=images is not None)
         table = pa.Table.from_pylist(rows, schema=feats.arrow_schema)
         stats = vcr_visor_card.statistics(by_type, table, counts, encoder, read["skipped"], params)
-        run_info = {"models": {"sbert": vars(encoder.stats), **({"nli": vars(nli.stats)} if nli else {})}}
         return BuildResult(tables={"default": {"val": table}}, features=feats, statistics=stats,
                            card_fields=vcr_visor_card.card_fields(stats, params),
-                           figures=vcr_visor_card.figures(stats), run_info=run_info)
+                           figures=vcr_visor_card.figures(stats), run_info=model_record(encoder, nli))
 
     def check_invariants(self, tables, params: dict) -> list[str]:
         """Two sub-questions per pair whose correct responses are each other's distractors (up to

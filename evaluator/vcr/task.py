@@ -79,19 +79,22 @@ class AnswerThenRationale(Ask):
         return [{"query": q} for q in table.column("question").to_pylist()]
 
     def prompts(self, table: pa.Table) -> tuple[list[dict[str, str]], list[list[str]], list[int]]:
+        """Per item, the Q->A prompt (`values`) with the answers, then the QA->R prompt with the rationales."""
         values, continuations, rows = [], [], []
-        for k, row in enumerate(table.select(list(self.input_columns[2:])).to_pylist()):
-            answer = row["answer_choices"][row["answer_label"]]
-            values += [{"query": row["question"]}, {"query": f"{row['question']} {answer}"}]
-            continuations += [row["answer_choices"], row["rationale_choices"]]
+        items = table.select(["answer_choices", "answer_label", "rationale_choices"]).to_pylist()
+        for k, (asked, item) in enumerate(zip(self.values(table), items)):
+            answer = item["answer_choices"][item["answer_label"]]
+            values += [asked, {"query": f"{asked['query']} {answer}"}]
+            continuations += [item["answer_choices"], item["rationale_choices"]]
             rows += [k, k]
         return values, continuations, rows
 
-    def prediction(self, output):
+    def prediction(self, output) -> list[float]:
         return list(output)
 
-    def combine(self, outputs: list):
-        return list(outputs[0]), list(outputs[1])
+    def combine(self, outputs: list) -> tuple[list[float], list[float]]:
+        """(answer scores, rationale scores) of an item."""
+        return tuple(self.prediction(o) for o in outputs)
 
 
 class VCRTask(Task):
