@@ -19,6 +19,7 @@ import itertools
 import json
 import re
 from pathlib import Path
+from typing import NoReturn
 
 import msgspec
 import numpy as np
@@ -87,6 +88,7 @@ RECORD_SCHEMA = pa.schema([
 ])
 ANNOTATIONS_TYPE = pa.struct([(k, pa.list_(_SPAN)) for k in _ANNOTATION_KEYS])
 _NULLABLE = {"groups.global", "groups.local"}
+_PARSE_BLOCKS = 8  # Arrow parses blocks on its threads; at least 1 MiB each
 
 _WS = rb"[ \t\r\n]*"
 _KEY = rb'"((?:[^"\\]|\\.)*)"'
@@ -253,6 +255,30 @@ def _first_null(path: Path, table: pa.Table, qids: list[str]) -> None:
         walk(name, table.column(name).combine_chunks())
 
 
+def _read_json_lines(lines: bytes, blocks: int) -> pa.Table:
+    """RECORD_SCHEMA columns of JSON lines, parsed by Arrow in `blocks` blocks on its thread pool."""
+    return pa_json.read_json(
+        io.BytesIO(lines),
+        read_options=pa_json.ReadOptions(block_size=max(1 << 20, len(lines) // blocks + 1), use_threads=True),
+        parse_options=pa_json.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore"),
+    )
+
+
+def _raise_parse_error(path: Path, lines: bytes, qids: list[str]) -> NoReturn:
+    """The first record Arrow rejects, named: the lines are parsed again as one block, so that the
+    row number in Arrow's message counts from the first record."""
+    try:
+        _read_json_lines(lines, blocks=1)
+    except pa.ArrowInvalid as exc:
+        m = re.search(r"Column\((.*?)\).*?in row (\d+)", str(exc))
+        if m and int(m.group(2)) < len(qids):
+            field = m.group(1).strip("/").replace("/", ".")
+            raise SourceError(path, f"wrong type ({str(exc).splitlines()[0]})", record=qids[int(m.group(2))],
+                              field=field) from None
+        raise SourceError(path, f"malformed record ({str(exc).splitlines()[0]})") from None
+    raise SourceError(path, "malformed record (Arrow's JSON reader failed on a block)")
+
+
 def read_records(path: Path, data: bytes, qids: list[str], offsets, lengths) -> pa.Table:
     """Typed columns of the given records (RECORD_SCHEMA + annotations) and their JSON text."""
     view = memoryview(data)
@@ -262,18 +288,9 @@ def read_records(path: Path, data: bytes, qids: list[str], offsets, lengths) -> 
         # Pretty-printed sources: structural newlines become spaces (strings cannot hold raw ones).
         lines = b"\n".join(bytes(r).replace(b"\r", b" ").replace(b"\n", b" ") for r in records)
     try:
-        table = pa_json.read_json(
-            io.BytesIO(lines),
-            read_options=pa_json.ReadOptions(block_size=max(1 << 20, len(lines) + 1), use_threads=True),
-            parse_options=pa_json.ParseOptions(explicit_schema=RECORD_SCHEMA, unexpected_field_behavior="ignore"),
-        )
-    except pa.ArrowInvalid as exc:
-        m = re.search(r"Column\((.*?)\).*?in row (\d+)", str(exc))
-        if m and int(m.group(2)) < len(qids):
-            field = m.group(1).strip("/").replace("/", ".")
-            raise SourceError(path, f"wrong type ({str(exc).splitlines()[0]})", record=qids[int(m.group(2))],
-                              field=field) from None
-        raise SourceError(path, f"malformed record ({str(exc).splitlines()[0]})") from None
+        table = _read_json_lines(lines, blocks=_PARSE_BLOCKS).combine_chunks()
+    except pa.ArrowInvalid:
+        _raise_parse_error(path, lines, qids)
     table = table.select(RECORD_SCHEMA.names)
     _first_null(path, table, qids)
     table = table.append_column("annotations", _annotation_column(path, qids, records))
