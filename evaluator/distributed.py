@@ -4,6 +4,7 @@ per-row results are gathered so that every rank holds them in row order, identic
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +53,25 @@ class World:
         if dist.is_initialized():
             dist.barrier()
             dist.destroy_process_group()
+            _LEFT_GROUP.append(self.rank)
+
+
+_LEFT_GROUP: list[int] = []  # the rank, once World.close has taken this process out of its group
+
+
+def exit_after_group(code: int) -> None:
+    """End a process that has left its process group without the interpreter's finalization.
+
+    Gloo's threads can still be tearing down when the interpreter finalizes, and an abort there
+    ("terminate called without an active exception", a PyTorch teardown race that barrier +
+    destroy_process_group does not always prevent) turns a finished rank's exit status into a
+    failure for the launcher. The command's files are closed and renamed into place by then; the
+    standard streams are flushed here. A process that never joined a group returns."""
+    if not _LEFT_GROUP:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def single_process() -> World:

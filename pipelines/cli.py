@@ -557,6 +557,9 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=argv, prog_name="vlbench", standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
+        distributed = sys.modules.get("evaluator.distributed")  # imported only by commands that shard
+        if distributed is not None:
+            distributed.exit_after_group(0)
     except click.NoArgsIsHelpError as exc:
         typer.echo(exc.ctx.get_help())
         sys.exit(2)
