@@ -74,6 +74,36 @@ def test_wrong_type_of_a_field_read_only_for_kept_rows(cli, tmp_path, good):
     _expect_error(cli, tmp_path, "record 10001", "field 'question'", extra=("--param", "group_threshold=2"))
 
 
+def _records_in_blocks(tmp_path, records: dict) -> tuple:
+    """read_records over every record of a file large enough for Arrow to parse in several blocks."""
+    path = write_gqa(tmp_path / "testdev_balanced_questions.json", records)
+    index = gqa.read_index(path)
+    return gqa.read_records(path, path.read_bytes(), index.column("question_id").to_pylist(),
+                            index.column("offset").to_numpy(), index.column("length").to_numpy())
+
+
+def test_wrong_type_in_a_later_block_names_its_record(tmp_path):
+    """About 3 MB of records parse as several 1 MiB blocks; Arrow's row numbers count within a
+    block, so the reader names the record from a one-block parse (5,000 records; the bad one is the
+    4,321st, in the last block)."""
+    records = group("1", "g1", {"a": 5000})
+    qid = sorted(records)[4321]
+    records[qid]["question"] = 7
+    with pytest.raises(SourceError, match=f"record {qid}.*'question'"):
+        _records_in_blocks(tmp_path, records)
+
+
+def test_record_longer_than_a_block_is_read(tmp_path):
+    """A 3 MiB question straddles Arrow's 1 MiB blocks: the reader parses the lines again as one
+    block and keeps every field intact."""
+    records = group("1", "g1", {"a": 20})
+    qid = sorted(records)[7]
+    records[qid]["question"] = "why " * (3 << 18)
+    rows = _records_in_blocks(tmp_path, records)
+    assert rows.column("question").to_pylist() == [records[q]["question"] for q in records]
+    assert [json.loads(t) for t in rows.column("record_json").to_pylist()] == list(records.values())
+
+
 def test_empty_file(cli, tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "testdev_balanced_questions.json").write_bytes(b"")

@@ -19,7 +19,6 @@ import itertools
 import json
 import re
 from pathlib import Path
-from typing import NoReturn
 
 import msgspec
 import numpy as np
@@ -264,11 +263,12 @@ def _read_json_lines(lines: bytes, blocks: int) -> pa.Table:
     )
 
 
-def _raise_parse_error(path: Path, lines: bytes, qids: list[str]) -> NoReturn:
-    """The first record Arrow rejects, named: the lines are parsed again as one block, so that the
-    row number in Arrow's message counts from the first record."""
+def _read_as_one_block(path: Path, lines: bytes, qids: list[str]) -> pa.Table:
+    """The lines parsed again as one block, after a parse in blocks failed: a record longer than a
+    block is read this way, and otherwise the first record Arrow rejects is named (the row number
+    in Arrow's message then counts from the first record)."""
     try:
-        _read_json_lines(lines, blocks=1)
+        return _read_json_lines(lines, blocks=1)
     except pa.ArrowInvalid as exc:
         m = re.search(r"Column\((.*?)\).*?in row (\d+)", str(exc))
         if m and int(m.group(2)) < len(qids):
@@ -276,7 +276,6 @@ def _raise_parse_error(path: Path, lines: bytes, qids: list[str]) -> NoReturn:
             raise SourceError(path, f"wrong type ({str(exc).splitlines()[0]})", record=qids[int(m.group(2))],
                               field=field) from None
         raise SourceError(path, f"malformed record ({str(exc).splitlines()[0]})") from None
-    raise SourceError(path, "malformed record (Arrow's JSON reader failed on a block)")
 
 
 def read_records(path: Path, data: bytes, qids: list[str], offsets, lengths) -> pa.Table:
@@ -288,10 +287,10 @@ def read_records(path: Path, data: bytes, qids: list[str], offsets, lengths) -> 
         # Pretty-printed sources: structural newlines become spaces (strings cannot hold raw ones).
         lines = b"\n".join(bytes(r).replace(b"\r", b" ").replace(b"\n", b" ") for r in records)
     try:
-        table = _read_json_lines(lines, blocks=_PARSE_BLOCKS).combine_chunks()
+        table = _read_json_lines(lines, blocks=_PARSE_BLOCKS)
     except pa.ArrowInvalid:
-        _raise_parse_error(path, lines, qids)
-    table = table.select(RECORD_SCHEMA.names)
+        table = _read_as_one_block(path, lines, qids)
+    table = table.combine_chunks().select(RECORD_SCHEMA.names)
     _first_null(path, table, qids)
     table = table.append_column("annotations", _annotation_column(path, qids, records))
     lengths_arr = np.asarray(lengths, dtype=np.int64)
