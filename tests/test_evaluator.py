@@ -165,6 +165,7 @@ def test_py_model_in_the_current_folder_is_found(split, tmp_path, cli, monkeypat
     assert sys.path == before and (tmp_path / "p.json").is_file()
 
 
+@pytest.mark.slow
 def test_sample_sources_prints_a_summary(tmp_path, cli):
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)  # a folder the user linked

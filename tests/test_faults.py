@@ -77,6 +77,7 @@ def test_kill_9_mid_export_then_rebuild_removes_the_dead_staging(gqa_source, tmp
     assert not verify(out).problems
 
 
+@pytest.mark.slow
 def test_dead_builds_backup_is_put_back_when_out_is_missing(gqa_source, tmp_path):
     """A build killed between its two renames leaves OUT missing and the old build as a backup."""
     out = tmp_path / "out"
@@ -90,6 +91,7 @@ def test_dead_builds_backup_is_put_back_when_out_is_missing(gqa_source, tmp_path
     assert json.loads((out / "manifest.json").read_text())["params"]["alpha"] == 0.3
 
 
+@pytest.mark.slow
 def test_staging_of_a_live_build_is_left_alone(gqa_source, tmp_path):
     live = tmp_path / f".out.vlbench-partial-{os.getppid()}"
     live.mkdir()
@@ -185,6 +187,7 @@ def test_damaged_counterfactual_cache_is_recomputed(tmp_path, capfd):
     assert not path.exists()
 
 
+@pytest.mark.slow
 def test_symlinked_source_folder_and_files_are_followed(sample_sources, tmp_path):
     """Symlinks the user gave work: a source folder that is a link, a file in it linking outside."""
     real = tmp_path / "real"
@@ -270,6 +273,7 @@ def test_metrics_json_never_holds_nan(tmp_path):
     assert dumps([1.0, float("-inf")]) == "[1.0, null]"
 
 
+@pytest.mark.slow
 def test_dead_processes_leftovers_of_other_outs_are_cleaned_too(gqa_source, tmp_path):
     dead = subprocess.Popen(["true"])
     dead.wait()

@@ -66,6 +66,7 @@ def test_tiny_vilt_end_to_end_with_report(cli, built, models, sample_sources, tm
     assert 100 * np.mean(per_sample.column("vqa_accuracy_P_image").to_numpy()) == pytest.approx(image["p"]["mean"])
 
 
+@pytest.mark.slow
 def test_bf16_and_dataloader_workers(cli, built, models, sample_sources, tmp_path):
     """bf16 autocast runs; images decoded by a DataLoader worker give the same answers as in-process."""
     runs = {}

