@@ -199,14 +199,11 @@ def test_paired_benchmarks_resample_whole_pairs(vcr_visor_built, cli, tmp_path):
             assert bounds[0] <= value_at(metrics, path) <= bounds[1], path
 
 
-def test_compare_command_reports_differences_with_intervals_and_p_values(sample_sources, cli, tmp_path):
+def test_compare_command_reports_differences_with_intervals_and_p_values(built_sample, cli, tmp_path):
     """Two random baselines (different seeds) on GQA-OOD: the difference is B - A of score's values,
     its interval contains it, p is in (0, 1]; the report has the table and a forest plot. Bad usage
     is one line, exit 2."""
-    from pipelines.build import run_build
-
-    data = tmp_path / "gqa-ood"
-    run_build("gqa-ood", sample_sources, data)
+    data = built_sample
     for name, seed in (("a.json", "0"), ("b.json", "1")):
         code, _, err = cli("predict", "gqa-ood", "--data", data, "--model", "baseline:random", "--seed", seed,
                            "--out", tmp_path / name)

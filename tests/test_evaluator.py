@@ -12,16 +12,18 @@ from helpers import group, write_gqa
 # g3: p, q (ne ~ 1 > 0.95) is dropped.
 
 
-@pytest.fixture
-def split(tmp_path, cli):
+@pytest.fixture(scope="module")
+def split(tmp_path_factory):
+    """A small GQA-OOD testdev build, shared by the module's tests (they read it and write elsewhere)."""
+    from pipelines.build import run_build
+
+    root = tmp_path_factory.mktemp("evaluator-split")
     records = {**group("1", "g1", {"a": 6, "b": 2, "c": 1, "d": 1}, global_group="color"),
                **group("2", "g2", {"x": 3, "y": 1}, global_group=None),
                **group("3", "g3", {"p": 1, "q": 1})}
-    write_gqa(tmp_path / "src" / "testdev_balanced_questions.json", records)
-    code, _, err = cli("build", "gqa-ood", "--source", tmp_path / "src", "--out", tmp_path / "data",
-                       "--param", "group_threshold=0.95")
-    assert code == 0, err
-    return tmp_path / "data"
+    write_gqa(root / "src" / "testdev_balanced_questions.json", records)
+    run_build("gqa-ood", root / "src", root / "data", assignments=["group_threshold=0.95"])
+    return root / "data"
 
 
 def _submit(tmp_path, entries):

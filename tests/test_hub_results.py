@@ -69,11 +69,8 @@ def test_built_folder_and_model_results_follow_the_hub_schema(bench, model, samp
     assert code == 0, err
 
 
-def test_hub_results_bad_usage_is_one_line(sample_sources, cli, tmp_path):
-    from pipelines.build import run_build
-
-    data = tmp_path / "gqa"
-    run_build("gqa-ood", sample_sources, data)
+def test_hub_results_bad_usage_is_one_line(built_sample, cli, tmp_path):
+    data = built_sample
     cli("predict", "gqa-ood", "--data", data, "--model", "baseline:random", "--out", tmp_path / "p.json")
     code, _, err = cli("evaluate", "gqa-ood", "--data", data, "--predictions", tmp_path / "p.json", "--hub-results",
                        tmp_path / "repo")

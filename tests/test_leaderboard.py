@@ -16,12 +16,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture(scope="module")
-def gqa(sample_sources, tmp_path_factory):
-    from pipelines.build import run_build
-
-    out = tmp_path_factory.mktemp("leaderboard") / "gqa-ood"
-    run_build("gqa-ood", sample_sources, out)
-    return out
+def gqa(built_sample):
+    return built_sample
 
 
 @pytest.fixture

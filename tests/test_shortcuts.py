@@ -231,9 +231,8 @@ def test_socialiq_questions_are_labelled_by_their_a4_examples(encoders, sample_s
     assert sum(g["a2"] * g["pairs"] for g in groups) / metrics["pairs"] == pytest.approx(metrics["a2"], abs=1e-3)
 
 
-def test_bad_input_is_one_line(cli, sample_sources, vcr_built, tmp_path):
-    gqa = tmp_path / "gqa-ood"
-    run_build("gqa-ood", sample_sources, gqa)
+def test_bad_input_is_one_line(cli, built_sample, vcr_built, tmp_path):
+    gqa = built_sample
     code, _, err = cli("shortcuts", "gqa-ood", "--data", gqa, "--out", tmp_path / "o")
     assert code == 2 and "no answer candidates" in err and len(err.strip().splitlines()) == 1
     code, _, err = cli("shortcuts", "vcr", "--data", vcr_built, "--out", tmp_path / "o", "--split", "train")
