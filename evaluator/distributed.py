@@ -53,10 +53,11 @@ class World:
         if dist.is_initialized():
             dist.barrier()
             dist.destroy_process_group()
-            _LEFT_GROUP.append(self.rank)
+            global _left_group
+            _left_group = True
 
 
-_LEFT_GROUP: list[int] = []  # the rank, once World.close has taken this process out of its group
+_left_group = False  # set once World.close has taken this process out of its process group
 
 
 def exit_after_group(code: int) -> None:
@@ -67,7 +68,7 @@ def exit_after_group(code: int) -> None:
     destroy_process_group does not always prevent) turns a finished rank's exit status into a
     failure for the launcher. The command's files are closed and renamed into place by then; the
     standard streams are flushed here. A process that never joined a group returns."""
-    if not _LEFT_GROUP:
+    if not _left_group:
         return
     sys.stdout.flush()
     sys.stderr.flush()

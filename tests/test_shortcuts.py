@@ -292,26 +292,6 @@ def test_two_gloo_processes_label_what_one_does(encoders, vcr_built, tmp_path):
     assert outputs[1] == outputs[2]
 
 
-def test_a_rank_that_left_its_group_exits_with_its_streams_flushed(tmp_path):
-    """A process that left its process group ends through exit_after_group: the given exit status,
-    buffered output written, the rest of the interpreter's finalization skipped (an atexit handler
-    does not run); a process that never joined one goes on."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    script = ("import atexit, evaluator.distributed as d\n"
-              "d.exit_after_group(5)\n"  # never joined a group: returns
-              "print('still here', end='')\n"
-              "atexit.register(print, ' finalized')\n"
-              "d._LEFT_GROUP.append(1)\n"
-              "d.exit_after_group(3)\n"
-              "print(' not reached')\n")
-    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stdout) == (3, "still here"), done.stderr
-
-
 def test_table_6_layout():
     """Table 6's layout: rows level x kind in the paper's order, columns Biased, Non-Biased, Neutral and
     the total (the values here are the paper's, e.g. sentence-level QA->R 63.6 / 14.8 / 21.6 %)."""

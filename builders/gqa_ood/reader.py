@@ -290,6 +290,7 @@ def read_records(path: Path, data: bytes, qids: list[str], offsets, lengths) -> 
         table = _read_json_lines(lines, blocks=_PARSE_BLOCKS)
     except pa.ArrowInvalid:
         table = _read_as_one_block(path, lines, qids)
+    # one chunk per column, as a one-block parse gives: parquet pages, so the files' bytes, follow chunks
     table = table.combine_chunks().select(RECORD_SCHEMA.names)
     _first_null(path, table, qids)
     table = table.append_column("annotations", _annotation_column(path, qids, records))
