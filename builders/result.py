@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import pyarrow as pa
+if TYPE_CHECKING:  # the figure helper (pipelines.figure_process) imports this module without Arrow
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,23 @@ class BuildResult:
         return self.config_features.get(config, self.features)
 
 
-StageFn = Callable[[], dict[str, pa.Table]]
-# run_stage(name, key, inputs, compute) -> tables; pipelines supplies a caching implementation,
-# which may also carry a `text_cache` (builders.nlp.TextCache) for per-text model outputs.
-RunStage = Callable[[str, dict, list, StageFn], dict[str, pa.Table]]
+StageFn = Callable[[], "dict[str, pa.Table]"]
 
 
-def run_uncached(name: str, key: dict, inputs: list, compute: StageFn) -> dict[str, pa.Table]:
-    """The trivial stage runner: compute every stage (used by library callers and unit tests)."""
-    return compute()
+class RunStage:
+    """What `Builder.build` is handed to run its stages: `run_stage(name, key, inputs, compute)` gives a
+    stage's tables. This base computes every stage (library callers and unit tests use it as is);
+    `pipelines.stages.StageRunner` caches them by key and input checksums."""
+
+    text_cache = None  # builders.nlp.TextCache for per-text model outputs, where the pipeline keeps one
+
+    def __call__(self, name: str, key: dict, inputs: list, compute: StageFn) -> dict[str, pa.Table]:
+        return compute()
+
+    def figures_known(self, specs: list[FigureSpec]) -> None:
+        """A builder that knows its figures before its tables are done hands them over here, so that the
+        pipeline draws them while the build goes on. They must equal the result's `figures` (others are
+        drawn at export). Nothing to do here."""
+
+
+run_uncached = RunStage()  # the trivial stage runner

@@ -120,17 +120,22 @@ def run_build(bench: str, source: Path, out: Path, *, splits: list[str] | None =
                  **({"--images": [Path(images)]} if images is not None else {})}
     check_out(out, protected, overwrite)
     signatures = check_inputs(files)
-    runner = StageRunner(default_cache_dir() if use_cache else None, code_version(type(builder).__module__))
-    runner.clean_stale()
-    with FigureProcess(helper_worthwhile(sum(size for size, *_ in signatures.values()))) as figures:
-        with gc_paused():
-            result = builder.build(sources, params, runner, **extra)
+    with (FigureProcess(helper_worthwhile(sum(size for size, *_ in signatures.values()))) as figures,
+          gc_paused()):
+        runner = StageRunner(default_cache_dir() if use_cache else None, code_version(type(builder).__module__),
+                             on_figures=figures.start)
+        runner.clean_stale()
+        runner.hash_soon([path for _, path in files])
+        result = builder.build(sources, params, runner, **extra)
         figures.start(result.figures)
         params_dict = params_to_dict(params)
-        problems = table_problems(builder, result.tables, params_dict)
-        if problems:
-            raise VlbenchError(f"{bench}: the built tables fail `vlbench verify`'s checks, nothing was written: "
-                               f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+
+        def check_tables() -> None:
+            problems = table_problems(builder, result.tables, params_dict)
+            if problems:
+                raise VlbenchError(f"{bench}: the built tables fail `vlbench verify`'s checks, nothing was written: "
+                                   f"{problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+
         manifest = {
             "benchmark": bench,
             "command": build_command(bench, sorted(splits or []), assignments, legacy_json, images is not None),
@@ -146,5 +151,5 @@ def run_build(bench: str, source: Path, out: Path, *, splits: list[str] | None =
         check_unchanged(signatures)
         manifest["run"] = {**result.run_info, "stage_seconds": runner.timings, "stage_cached": runner.cached,
                            "build_seconds": round(time.perf_counter() - started, 3)}
-        return export(result, builder, out, manifest, legacy_json, figures.pngs,
+        return export(result, builder, out, manifest, legacy_json, figures.pngs, check=check_tables,
                       recheck=lambda: check_out(out, protected, overwrite))

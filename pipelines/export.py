@@ -60,13 +60,19 @@ def write_tables(result: BuildResult, folder: Path, pool: ThreadPoolExecutor,
 
 
 def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json: bool,
-           figure_pngs: Callable[[list[FigureSpec]], list[bytes]] = draw_pngs, recheck=None) -> dict:
+           figure_pngs: Callable[[list[FigureSpec]], list[bytes]] = draw_pngs,
+           check: Callable[[], None] | None = None, recheck=None) -> dict:
     """Tables, legacy files, figures, card and manifest, all or nothing. Returns the manifest.
-    `figure_pngs` draws the figures (pipelines.figure_process); `recheck` runs under the publish
-    lock, just before OUT is replaced."""
+    `figure_pngs` draws the figures (pipelines.figure_process); `check` runs while the tables are
+    written (what it raises discards the staging folder: nothing is published); `recheck` runs under
+    the publish lock, just before OUT is replaced."""
     with (atomic_folder(out, recheck) as folder, ThreadPoolExecutor(max_workers=2) as pool,
           progress(desc=f"writing {out.name}", unit="file") as bar):
         tables_written = write_tables(result, folder, pool, bar.update)
+        if check is not None:
+            check()
+        # eval.yaml names built configs and splits only: it is made while the shards are written
+        hub = eval_yaml(get_benchmark(builder.name), {config: list(tables) for config, tables in result.tables.items()})
         if legacy_json:
             for rel, produce in sorted(result.legacy_files.items()):
                 (folder / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -82,7 +88,6 @@ def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json:
                   "build_command": manifest["command"]}
         (folder / "README.md").write_text(render_card(builder.card_template, fields, result.features_of, splits,
                                                       builder.default_config))
-        hub = eval_yaml(get_benchmark(builder.name), splits)
         if hub is not None:
             (folder / EVAL_YAML).write_text(hub)
         manifest["outputs"] = describe_outputs(folder, rows)

@@ -14,22 +14,28 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Callable
 
 import pyarrow as pa
 
 from builders.progress import progress
+from builders.result import FigureSpec, RunStage
 from builders.tempfiles import pid_alive
 
 _CHUNK = 1 << 22
 
 
 def sha256_file(path: Path) -> str:
+    """Read in chunks into one buffer (a fresh chunk each time would be fresh memory each time)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
+    buffer = memoryview(bytearray(_CHUNK))
+    with open(path, "rb", buffering=0) as fh:
+        while n := fh.readinto(buffer):
+            digest.update(buffer[:n])
     return digest.hexdigest()
 
 
@@ -104,25 +110,53 @@ def default_cache_dir() -> Path:
     return folder
 
 
-class StageRunner:
-    """Callable with the builders' `RunStage` signature; records timings and cache hits."""
+class StageRunner(RunStage):
+    """The builders' `RunStage` with a cache; records timings and cache hits, and hands figures known
+    early to `on_figures` (the build's figure helper)."""
 
-    def __init__(self, cache_dir: Path | None, code: str):
+    def __init__(self, cache_dir: Path | None, code: str,
+                 on_figures: Callable[[list[FigureSpec]], None] | None = None):
         from pipelines.text_cache import DiskTextCache
 
+        self.on_figures = on_figures
         self.cache_dir = cache_dir
         # Builders' models look texts up here by (model, text); None when caching is off.
         self.text_cache = DiskTextCache(cache_dir) if cache_dir is not None else None
         self.code = code
         self.timings: dict[str, float] = {}
         self.cached: dict[str, bool] = {}
-        self._digests: dict[Path, str] = {}
+        self._digests: dict[Path, Future] = {}
+
+    def hash_soon(self, paths: list[Path]) -> None:
+        """Start hashing input files on a thread while the build reads them (hashlib releases the
+        GIL): the cache keys and the manifest's checksums then wait only for what is not done. A
+        daemon thread, so a build that fails early does not wait for it to exit."""
+        todo = []
+        for path in [Path(p).resolve() for p in paths]:
+            if path not in self._digests:
+                self._digests[path] = Future()
+                todo.append(path)
+
+        def work() -> None:
+            for path in todo:
+                try:
+                    self._digests[path].set_result(sha256_file(path))
+                except BaseException as exc:  # raised by digest(), in the build's own thread
+                    self._digests[path].set_exception(exc)
+
+        if todo:
+            threading.Thread(target=work, name="vlbench-sha256", daemon=True).start()
 
     def digest(self, path: Path) -> str:
         path = Path(path).resolve()
         if path not in self._digests:
-            self._digests[path] = sha256_file(path)
-        return self._digests[path]
+            self._digests[path] = Future()
+            self._digests[path].set_result(sha256_file(path))
+        return self._digests[path].result()
+
+    def figures_known(self, specs: list[FigureSpec]) -> None:
+        if self.on_figures is not None:
+            self.on_figures(specs)
 
     def key(self, name: str, params: dict, inputs: list) -> str:
         payload = {"stage": name, "code": self.code, "params": params,

@@ -87,7 +87,7 @@ class CoSImPairsBuilder(Builder):
         path = sources["val"]
         read = run_stage("examples", {"paired": self.paired}, [path], lambda: cosim_items(path, self.paired))
         items = read["items"]
-        encoder, nli = params.models(getattr(run_stage, "text_cache", None))
+        encoder, nli = params.models(run_stage.text_cache)
         mined = run_stage(f"pairs-{self.paired}", {**params.mining_key(), "paired": self.paired}, [path],
                           lambda: mine_pairs(items, params, encoder, nli, group_column="img_fn"))
         rows, sampled = paired_rows(items, mined["pairs"], prefix=self.paired, id_column="example_id",

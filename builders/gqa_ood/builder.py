@@ -8,6 +8,7 @@ stage's output is a set of Arrow tables, cached by the pipelines' stage runner.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -130,21 +131,23 @@ class GQAOODBuilder(Builder):
         check_disjoint_ids(sources, indexes)
         key = {"alpha": params.alpha, "group_threshold": params.group_threshold,
                "tail_comparison": params.tail_comparison}
+        summaries = {s: run_stage(f"select-{s}", key, [p], lambda i=indexes[s]: select(i, params))
+                     for s, p in sorted(sources.items())}
+        kept = {s: kept_questions(indexes[s], summaries[s]["selection"]) for s in sources}
+        stats = gqa_ood_card.statistics(indexes, summaries, kept, params)
+        figures = gqa_ood_card.figures(kept, stats)
+        run_stage.figures_known(figures)  # drawn while the records are decoded
         tables: dict[str, dict[str, pa.Table]] = {c: {} for c in self.configs}
-        summaries = {}
         for split, path in sorted(sources.items()):
-            selected = run_stage(f"select-{split}", key, [path], lambda i=indexes[split]: select(i, params))
-            rows = run_stage(f"rows-{split}", key, [path],
-                             lambda p=path, s=selected["selection"]: {"all": kept_rows(p, read(p), s)})["all"]
+            rows = run_stage(f"rows-{split}", key, [path], lambda p=path, s=summaries[split]["selection"]:
+                             {"all": kept_rows(p, read(p), s)})["all"]
             tables["all"][split] = rows
-            for subset in ("head", "tail"):
-                tables[subset][split] = rows.filter(pc.equal(rows.column("subset"), subset))
-            summaries[split] = selected
-        stats = gqa_ood_card.statistics(indexes, summaries, tables, params)
+            with ThreadPoolExecutor(max_workers=2) as pool:  # Arrow's filter releases the GIL
+                tables["head"][split], tables["tail"][split] = pool.map(
+                    lambda subset, rows=rows: rows.filter(pc.equal(rows.column("subset"), subset)), ("head", "tail"))
         return BuildResult(
             tables=tables, features=features(), statistics=stats,
-            card_fields=gqa_ood_card.card_fields(stats, params),
-            figures=gqa_ood_card.figures(tables, stats),
+            card_fields=gqa_ood_card.card_fields(stats, params), figures=figures,
             legacy_files=legacy_files(tables, params),
         )
 
@@ -164,30 +167,41 @@ def select(index: pa.Table, params: GQAOODParams) -> dict[str, pa.Table]:
     threshold = (entropy_threshold(entropy.values()) if params.group_threshold == "mean-std"
                  else float(params.group_threshold))
     kept = {g for g, e in entropy.items() if e <= threshold}
-    size = {g: sum(groups[g].values()) for g in kept}
-    tail = {}
+    labels = {}  # (group, answer) -> subset, answer count, group size, answers in the group, group entropy
     for g in kept:
         counts = groups[g]
+        size = sum(counts.values())
         if params.tail_comparison == "exact":
-            flags = tail_mask(list(counts.values()), len(counts), size[g], params.alpha)
+            flags = tail_mask(list(counts.values()), len(counts), size, params.alpha)
         else:
             flags = tail_flags_authors_float(list(counts.values()), params.alpha)
-        tail[g] = {a for a, is_tail in zip(counts, flags) if is_tail}
+        for (a, count), is_tail in zip(counts.items(), flags):
+            labels[g, a] = ("tail" if is_tail else "head", count, size, len(counts), entropy[g])
     rows = [i for i, g in enumerate(local) if g in kept]
     take = pa.array(rows, pa.int64())
-    kept_pairs = [(local[i], answers[i]) for i in rows]
+    subset, count, size, num_answers, group_entropy = zip(*[labels[local[i], answers[i]] for i in rows]) or [()] * 5
     selection = pa.table({
+        "index_row": take,
         "question_id": index.column("question_id").take(take),
         "offset": index.column("offset").take(take),
         "length": index.column("length").take(take),
-        "subset": pa.array(["tail" if a in tail[g] else "head" for g, a in kept_pairs]),
-        "answer_count": pa.array([groups[g][a] for g, a in kept_pairs], pa.int32()),
-        "group_size": pa.array([size[g] for g, _ in kept_pairs], pa.int32()),
-        "group_num_answers": pa.array([len(groups[g]) for g, _ in kept_pairs], pa.int32()),
-        "group_entropy": pa.array([entropy[g] for g, _ in kept_pairs], pa.float64()),
+        "subset": pa.array(subset, pa.string()),
+        "answer_count": pa.array(count, pa.int32()),
+        "group_size": pa.array(size, pa.int32()),
+        "group_num_answers": pa.array(num_answers, pa.int32()),
+        "group_entropy": pa.array(group_entropy, pa.float64()),
     }).sort_by("question_id")
     summary = pa.table({"threshold": [threshold], "groups": [len(groups)], "kept_groups": [len(kept)]})
     return {"selection": selection, "summary": summary}
+
+
+def kept_questions(index: pa.Table, selection: pa.Table) -> pa.Table:
+    """The index columns of the selected questions (sorted by id, as the built rows) with their subset
+    and group counts: all that the statistics and figures read, known before the records are decoded."""
+    kept = index.take(selection.column("index_row"))
+    for name in ("subset", "answer_count", "group_size", "group_num_answers"):
+        kept = kept.append_column(name, selection.column(name))
+    return kept
 
 
 def kept_rows(path: Path, data: bytes, selection: pa.Table) -> pa.Table:

@@ -20,10 +20,9 @@ def _local_groups(column: pa.ChunkedArray) -> pa.ChunkedArray:
     return pc.fill_null(column, "none")
 
 
-def _size(table: pa.Table) -> dict:
-    return {"questions": table.num_rows,
-            "groups": len(pc.unique(_local_groups(pc.struct_field(table.column("groups"), "local")))),
-            "images": len(pc.unique(table.column("imageId")))}
+def _size(kept: pa.Table) -> dict:
+    return {"questions": kept.num_rows, "groups": len(pc.unique(_local_groups(kept.column("local_group")))),
+            "images": len(pc.unique(kept.column("image_id")))}
 
 
 def _type_counts(column) -> dict[str, int]:
@@ -31,12 +30,14 @@ def _type_counts(column) -> dict[str, int]:
     return dict(sorted((c["values"], c["counts"]) for c in counts))
 
 
-def statistics(indexes: dict, summaries: dict, tables: dict, params) -> dict:
-    """Table 1 (a) and (b) per split, the selection threshold, boundary groups and type distributions."""
+def statistics(indexes: dict, summaries: dict, kept: dict, params) -> dict:
+    """Table 1 (a) and (b) per split, the selection threshold, boundary groups and type distributions,
+    from each split's index, selection summary and kept questions (`builder.kept_questions`)."""
     out = {}
     bound = 1 + alpha_fraction(params.alpha)
     for split in sorted(indexes):
-        index, summary, rows = indexes[split], summaries[split]["summary"], tables["all"][split]
+        index, summary, rows = indexes[split], summaries[split]["summary"], kept[split]
+        subsets = {"all": rows, **{s: rows.filter(pc.equal(rows.column("subset"), s)) for s in ("head", "tail")}}
         count, d, n = (rows.column(c).to_numpy().astype(np.int64)
                        for c in ("answer_count", "group_num_answers", "group_size"))
         boundary = pa.array(count * d * bound.denominator == n * bound.numerator)
@@ -44,14 +45,13 @@ def statistics(indexes: dict, summaries: dict, tables: dict, params) -> dict:
         for kind in ("structural", "semantic"):
             types[kind] = {"GQA": _type_counts(index.column(kind))}
             for config in ("all", "tail"):
-                types[kind][f"GQA-OOD {config}"] = _type_counts(
-                    pc.struct_field(tables[config][split].column("types"), kind))
+                types[kind][f"GQA-OOD {config}"] = _type_counts(subsets[config].column(kind))
         out[split] = {
             "gqa": {"questions": index.num_rows, "groups": summary.column("groups")[0].as_py(),
                     "images": len(pc.unique(index.column("image_id")))},
-            "ood": {config: _size(tables[config][split]) for config in ("all", "head", "tail")},
+            "ood": {config: _size(subsets[config]) for config in ("all", "head", "tail")},
             "threshold": summary.column("threshold")[0].as_py(),
-            "boundary_groups": len(pc.unique(pc.struct_field(rows.column("groups"), "local").filter(boundary))),
+            "boundary_groups": len(pc.unique(rows.column("local_group").filter(boundary))),
             "types": types,
         }
     return {"splits": out}
@@ -85,13 +85,13 @@ def card_fields(stats: dict, params) -> dict[str, str]:
     }
 
 
-def figures(tables: dict, stats: dict) -> list[FigureSpec]:
+def figures(kept: dict, stats: dict) -> list[FigureSpec]:
     """Fig. 1-style answer histogram of the largest kept group and Figs. 6-9 type distributions."""
     specs = []
-    for split, rows in sorted(tables["all"].items()):
+    for split, rows in sorted(kept.items()):
         if rows.num_rows == 0:
             continue
-        local = _local_groups(pc.struct_field(rows.column("groups"), "local"))
+        local = _local_groups(rows.column("local_group"))
         sizes = Counter(local.to_pylist())
         group = min(sizes, key=lambda g: (-sizes[g], g))
         members = rows.filter(pc.equal(local, group))

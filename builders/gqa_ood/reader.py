@@ -18,6 +18,7 @@ import io
 import itertools
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import msgspec
@@ -286,14 +287,24 @@ def read_records(path: Path, data: bytes, qids: list[str], offsets, lengths) -> 
     if b"\r" in lines or lines.count(b"\n") != max(0, len(records) - 1):
         # Pretty-printed sources: structural newlines become spaces (strings cannot hold raw ones).
         lines = b"\n".join(bytes(r).replace(b"\r", b" ").replace(b"\n", b" ") for r in records)
-    try:
-        table = _read_json_lines(lines, blocks=_PARSE_BLOCKS)
-    except pa.ArrowInvalid:
-        table = _read_as_one_block(path, lines, qids)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # Arrow parses the typed columns on its threads, the GIL released, while this thread decodes
+        # the annotations; problems are still reported in that order.
+        parsing = pool.submit(_read_json_lines, lines, _PARSE_BLOCKS)
+        try:
+            annotations, annotation_problem = _annotation_column(path, qids, records), None
+        except SourceError as exc:
+            annotations, annotation_problem = None, exc
+        try:
+            table = parsing.result()
+        except pa.ArrowInvalid:
+            table = _read_as_one_block(path, lines, qids)
     # one chunk per column, as a one-block parse gives: parquet pages, so the files' bytes, follow chunks
     table = table.combine_chunks().select(RECORD_SCHEMA.names)
     _first_null(path, table, qids)
-    table = table.append_column("annotations", _annotation_column(path, qids, records))
+    if annotation_problem is not None:
+        raise annotation_problem
+    table = table.append_column("annotations", annotations)
     lengths_arr = np.asarray(lengths, dtype=np.int64)
     value_offsets = np.zeros(len(records) + 1, dtype=np.int64)
     np.cumsum(lengths_arr, out=value_offsets[1:])

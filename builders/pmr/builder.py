@@ -123,7 +123,7 @@ class PMRPairsBuilder(Builder):
         path = sources["val"]
         read = run_stage("samples", {}, [path], lambda: pmr_items(path))
         items = read["items"]
-        encoder, nli = params.models(getattr(run_stage, "text_cache", None))
+        encoder, nli = params.models(run_stage.text_cache)
         mined = run_stage("pairs", params.mining_key(), [path],
                           lambda: mine_pairs(items, params, encoder, nli, group_column="movie"))
         rows, sampled = paired_rows(items, mined["pairs"], prefix="premise", id_column="total_id",

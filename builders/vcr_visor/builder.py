@@ -126,7 +126,7 @@ class VCRVisorBuilder(Builder):
         read = run_stage("items", {"skip_invalid": params.skip_invalid}, [path],
                          lambda: vcr_items(path, params.skip_invalid))
         items = read["items"]
-        encoder, nli = params.models(getattr(run_stage, "text_cache", None))
+        encoder, nli = params.models(run_stage.text_cache)
         key = {**params.mining_key(), "skip_invalid": params.skip_invalid}
         by_type, rows, counts = {}, [], {}
         for kind in TYPES:
