@@ -3,10 +3,12 @@
 Importing matplotlib and drawing a card's bar charts costs about a second, as much as reading a
 val-size GQA file. The helper imports matplotlib (and draws one throw-away chart, which loads the
 fonts) on a second core while the build reads its sources; it is sent the FigureSpecs as soon as the
-tables exist and draws them while the build checks and writes the tables. It sends back PNG bytes:
-the files are written by the build, into its staging folder. `evaluator.report.draw_bars` draws in
-both places, so the bytes are the same. When the helper cannot be started or fails, the figures are
-drawn in this process, so a failure surfaces with its real error.
+builder knows them (`RunStage.figures_known`, else when the tables exist) and draws them while the
+build goes on. It runs at a low CPU priority: its work is needed only at export, and on two cores it
+would otherwise take time from the build's own threads. It sends back PNG bytes: the files are written
+by the build, into its staging folder. `evaluator.report.draw_bars` draws in both places, so the bytes
+are the same. When the helper cannot be started or fails, the figures are drawn in this process, so a
+failure surfaces with its real error.
 
 A helper costs a process start and matplotlib's import (about a second of CPU), so it is started
 only when that work would otherwise be on the build's path: the inputs are large enough for their

@@ -112,6 +112,42 @@ def test_card_and_manifest(built_sample, sample_sources):
     assert val["ood"]["all"]["groups"] >= 24 and testdev["ood"]["all"]["groups"] >= 24
 
 
+def test_statistics_taken_before_the_records_are_decoded_describe_the_published_tables(built_sample):
+    # The builder counts the kept questions from the index and the selection (so that its figures are
+    # drawn while the records are decoded); the golden here is a count over the published parquet.
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    stats = json.loads((built_sample / "manifest.json").read_text())["statistics"]["splits"]
+    for split, numbers in stats.items():
+        tables = {c: pq.read_table(built_sample / c / f"{split}-00000-of-00001.parquet")
+                  for c in ("all", "head", "tail")}
+        for config, table in tables.items():
+            local = pc.fill_null(pc.struct_field(table.column("groups"), "local"), "none")
+            assert numbers["ood"][config] == {"questions": table.num_rows, "groups": len(pc.unique(local)),
+                                              "images": len(pc.unique(table.column("imageId")))}, (split, config)
+        for kind in ("structural", "semantic"):
+            for config in ("all", "tail"):
+                counts = pc.value_counts(pc.struct_field(tables[config].column("types"), kind)).to_pylist()
+                assert numbers["types"][kind][f"GQA-OOD {config}"] == {c["values"]: c["counts"] for c in counts}
+
+
+def test_inputs_hashed_on_a_thread_give_the_files_checksums(tmp_path):
+    # Golden: hashlib over the whole file; the file spans two read chunks. A file that cannot be read
+    # fails where its checksum is asked for, in the build's own thread.
+    import hashlib
+
+    from pipelines.stages import StageRunner
+
+    source = tmp_path / "questions.json"
+    source.write_bytes(b"\x00\x01" * (3 << 20) + b"end")
+    runner = StageRunner(None, "code")
+    runner.hash_soon([source, tmp_path / "missing.json"])
+    assert runner.digest(source) == hashlib.sha256(source.read_bytes()).hexdigest()
+    with pytest.raises(FileNotFoundError):
+        runner.digest(tmp_path / "missing.json")
+
+
 def test_verify_detects_tampering(built_sample, tmp_path, cli):
     import shutil
 

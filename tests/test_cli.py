@@ -21,6 +21,19 @@ def test_help_imports_no_heavy_module():
         assert command in out
 
 
+def test_the_console_command_leaves_its_objects_to_the_os_a_caller_keeps_its_collector(sample_sources, tmp_path):
+    # `vlbench build` as a process of its own skips the cyclic collections a build does not need (and
+    # the interpreter's final ones); main(argv) called by a program changes nothing in its process.
+    args = ["build", "gqa-ood", "--source", str(sample_sources), "--split", "val", "--no-cache", "--out"]
+    code = (f"import gc, sys\nfrom pipelines.cli import main\nmain({args + [str(tmp_path / 'a')]!r})\n"
+            "print('CALLER', gc.isenabled(), gc.get_freeze_count())\n"
+            f"sys.argv = {['vlbench'] + args + [str(tmp_path / 'b')]!r}\nmain()\n"
+            "print('CONSOLE', gc.isenabled(), gc.get_freeze_count() > 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "CALLER True 0" in out and "CONSOLE False True" in out, out
+    assert (tmp_path / "a" / "manifest.json").is_file() and (tmp_path / "b" / "manifest.json").is_file()
+
+
 def test_list(cli, sample_sources, tmp_path):
     code, stdout, _ = cli("list")
     assert code == 0 and "gqa-ood:" in stdout and "configs: all, head, tail" in stdout

@@ -80,3 +80,35 @@ def test_large_inputs_are_worth_a_helper_unless_matplotlib_is_loaded(input_bytes
     assert helper_worthwhile(input_bytes)
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", object())
     assert not helper_worthwhile(input_bytes)
+
+
+def test_figures_known_early_are_sent_before_the_build_returns(sample_sources, tmp_path, monkeypatch):
+    # GQA-OOD hands its figures over after the selection (RunStage.figures_known), so the helper draws
+    # them while the records are decoded; the specs sent are the result's, and export sends nothing more.
+    from builders.gqa_ood.builder import GQAOODBuilder
+
+    events = []
+    original_build, original_start = GQAOODBuilder.build, FigureProcess.start
+
+    def build(self, *args, **kwargs):
+        result = original_build(self, *args, **kwargs)
+        events.append(("built", result.figures))
+        return result
+
+    def start(self, specs):
+        events.append(("sent" if self._proc is not None and not self._proc.stdin.closed else "no-op", specs))
+        original_start(self, specs)
+
+    monkeypatch.setattr(pipelines.build, "helper_worthwhile", lambda input_bytes: True)
+    monkeypatch.setattr(GQAOODBuilder, "build", build)
+    monkeypatch.setattr(FigureProcess, "start", start)
+    run_build("gqa-ood", sample_sources, tmp_path / "out", use_cache=False)
+    assert [kind for kind, _ in events] == ["sent", "built", "no-op"]
+    assert events[0][1] == events[1][1] and len(events[0][1]) == 6  # 3 figures per split
+
+
+def test_the_plain_stage_runner_computes_and_ignores_figures():
+    from builders.result import run_uncached
+
+    assert run_uncached("s", {}, [], lambda: {"t": "computed"}) == {"t": "computed"}
+    assert run_uncached.figures_known(SPECS) is None and run_uncached.text_cache is None

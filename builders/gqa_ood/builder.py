@@ -2,7 +2,9 @@
 
 Stages per split: `index` (read the raw file: ids, byte spans, answers, groups), `select` (group
 entropies, threshold, head/tail labels) and `rows` (typed records of the kept questions). Each
-stage's output is a set of Arrow tables, cached by the pipelines' stage runner.
+stage's output is a set of Arrow tables, cached by the pipelines' stage runner. The statistics and
+figures are counted from the index rows of the kept questions once every split is selected, and the
+figures handed to the pipeline then, so that they are drawn while the records are decoded.
 """
 
 from __future__ import annotations
@@ -141,10 +143,13 @@ class GQAOODBuilder(Builder):
         for split, path in sorted(sources.items()):
             rows = run_stage(f"rows-{split}", key, [path], lambda p=path, s=summaries[split]["selection"]:
                              {"all": kept_rows(p, read(p), s)})["all"]
-            tables["all"][split] = rows
-            with ThreadPoolExecutor(max_workers=2) as pool:  # Arrow's filter releases the GIL
-                tables["head"][split], tables["tail"][split] = pool.map(
-                    lambda subset, rows=rows: rows.filter(pc.equal(rows.column("subset"), subset)), ("head", "tail"))
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                subsets = {s: pool.submit(lambda s=s, rows=rows: rows.filter(pc.equal(rows.column("subset"), s)))
+                           for s in ("head", "tail")}
+                schema = features().arrow_schema  # imports datasets while Arrow filters, the GIL released
+            tables["all"][split] = rows.cast(schema)
+            for subset, filtered in subsets.items():
+                tables[subset][split] = filtered.result().cast(schema)
         return BuildResult(
             tables=tables, features=features(), statistics=stats,
             card_fields=gqa_ood_card.card_fields(stats, params), figures=figures,
@@ -205,7 +210,8 @@ def kept_questions(index: pa.Table, selection: pa.Table) -> pa.Table:
 
 
 def kept_rows(path: Path, data: bytes, selection: pa.Table) -> pa.Table:
-    """Full typed records of the selected questions (sorted by id) with the OOD columns added."""
+    """Full typed records of the selected questions (sorted by id) with the OOD columns added: the
+    types of `features()`, whose schema (with its hub metadata) the builder then applies."""
     qids = selection.column("question_id").to_pylist()
     records = gqa.read_records(path, data, qids, selection.column("offset").to_numpy(),
                                selection.column("length").to_numpy())
@@ -215,7 +221,7 @@ def kept_rows(path: Path, data: bytes, selection: pa.Table) -> pa.Table:
             for added in ("subset", "answer_count", "group_size", "group_num_answers", "group_entropy"):
                 columns[added] = selection.column(added)
         columns[name] = records.column(name)
-    return pa.table(columns).cast(features().arrow_schema)
+    return pa.table(columns)
 
 
 def _legacy_json(table: pa.Table) -> bytes:
