@@ -140,16 +140,18 @@ class GQAOODBuilder(Builder):
         figures = gqa_ood_card.figures(kept, stats)
         run_stage.figures_known(figures)  # drawn while the records are decoded
         tables: dict[str, dict[str, pa.Table]] = {c: {} for c in self.configs}
-        for split, path in sorted(sources.items()):
-            rows = run_stage(f"rows-{split}", key, [path], lambda p=path, s=summaries[split]["selection"]:
-                             {"all": kept_rows(p, read(p), s)})["all"]
-            with ThreadPoolExecutor(max_workers=2) as pool:
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            # datasets (for the Features' schema) is imported while the records are decoded and
+            # filtered: Arrow parses and filters without the GIL
+            schema = pool.submit(lambda: features().arrow_schema)
+            for split, path in sorted(sources.items()):
+                rows = run_stage(f"rows-{split}", key, [path], lambda p=path, s=summaries[split]["selection"]:
+                                 {"all": kept_rows(p, read(p), s)})["all"]
                 subsets = {s: pool.submit(lambda s=s, rows=rows: rows.filter(pc.equal(rows.column("subset"), s)))
                            for s in ("head", "tail")}
-                schema = features().arrow_schema  # imports datasets while Arrow filters, the GIL released
-            tables["all"][split] = rows.cast(schema)
-            for subset, filtered in subsets.items():
-                tables[subset][split] = filtered.result().cast(schema)
+                tables["all"][split] = rows.cast(schema.result())
+                for subset, filtered in subsets.items():
+                    tables[subset][split] = filtered.result().cast(schema.result())
         return BuildResult(
             tables=tables, features=features(), statistics=stats,
             card_fields=gqa_ood_card.card_fields(stats, params), figures=figures,
