@@ -128,6 +128,28 @@ def test_repeated_identical_record_in_pretty_printed_file(tmp_path, good):
         gqa.read_index(path)
 
 
+@pytest.mark.parametrize("layout", ["compact", "json.dump default", "indented", "trailing newline", "escaped id"])
+def test_record_offsets_in_every_layout_and_a_repeated_id_in_each(tmp_path, good, layout):
+    # Compact and json.dump-default files are checked key by key as bytes, others by the general walk.
+    # The golden is each record's raw view, which must sit at its offset; a repeated id is refused in
+    # every layout.
+    text = json.dumps(good, **{"compact": {"separators": (",", ":")}, "indented": {"indent": 4}}.get(layout, {}))
+    text += "\n" if layout == "trailing newline" else ""
+    first = next(iter(good))
+    if layout == "escaped id":  # the first id's first digit written as a JSON escape
+        text = text.replace(f'"{first}"', '"\\u%04x%s"' % (ord(first[0]), first[1:]), 1)
+    path = tmp_path / "testdev_balanced_questions.json"
+    path.write_text(text)
+    data = path.read_bytes()
+    top = gqa.msgspec.json.decode(data, type=dict[str, gqa.msgspec.Raw])
+    assert list(top) == list(good)
+    offsets = gqa._tiles_walk(path, data, list(top), list(top.values())).tolist()
+    assert [data[o:o + len(r)] for o, r in zip(offsets, top.values())] == [bytes(r) for r in top.values()]
+    path.write_text(text.rstrip()[:-1] + f', "{first}": ' + json.dumps(good[first]) + "}")
+    with pytest.raises(SourceError, match=f"record {first}.*appears twice"):
+        gqa.read_index(path)
+
+
 def test_pretty_printed_source_reads_like_compact(tmp_path, good):
     pretty = tmp_path / "pretty.json"
     pretty.write_text(json.dumps(good, indent=4))

@@ -95,6 +95,7 @@ _KEY = rb'"((?:[^"\\]|\\.)*)"'
 _FIRST_KEY = re.compile(_WS + rb"\{" + _WS + _KEY + _WS + rb":" + _WS)
 _NEXT_KEY = re.compile(_WS + rb"," + _WS + _KEY + _WS + rb":" + _WS)
 _END = re.compile(_WS + rb"\}" + _WS + rb"\Z")
+_LAYOUTS = ((b", ", b": "), (b",", b":"))  # top-level separators of json.dump's default and compact output
 _AT = re.compile(r"\s*-\s*at `\$(.*)`$")
 _MISSING = re.compile(r"missing required field `(.*)`")
 
@@ -158,9 +159,29 @@ def _duplicate_error(path: Path, data: bytes) -> SourceError:
     return SourceError(path, "records do not tile the file (unexpected text between records)")
 
 
+def _tiles_as_written(data: bytes, qids: list[str], raws: list, comma: bytes, colon: bytes) -> list[int] | None:
+    """`_tiles_walk` for a file whose top level is `{"id":record<comma>"id":record...}` with these
+    separators (json.dump's default or compact ones): each key is compared as bytes where it must be.
+    None when the file is laid out otherwise."""
+    offsets, pos, lead = [], 0, b'{"'
+    for qid, raw in zip(qids, raws):
+        head = lead + qid.encode() + b'"' + colon
+        if not data.startswith(head, pos):
+            return None
+        pos += len(head)
+        offsets.append(pos)
+        pos += len(raw)
+        lead = comma + b'"'
+    return offsets if _END.match(data, pos) else None
+
+
 def _tiles_walk(path: Path, data: bytes, qids: list[str], raws: list) -> np.ndarray:
     """Byte offsets of the records, checking that they tile the file: each key must follow the
     previous record (any whitespace layout), so a key the decoder collapsed cannot go unseen."""
+    for comma, colon in _LAYOUTS if qids else ():
+        offsets = _tiles_as_written(data, qids, raws, comma, colon)
+        if offsets is not None:
+            return np.array(offsets, dtype=np.int64)
     offsets = np.empty(len(qids), dtype=np.int64)
     pos, pattern = 0, _FIRST_KEY
     for i, (qid, raw) in enumerate(zip(qids, raws)):
