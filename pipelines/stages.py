@@ -150,8 +150,9 @@ class StageRunner(RunStage):
     def digest(self, path: Path) -> str:
         path = Path(path).resolve()
         if path not in self._digests:
-            self._digests[path] = Future()
-            self._digests[path].set_result(sha256_file(path))
+            done = Future()
+            done.set_result(sha256_file(path))  # an unreadable file raises here, and is asked again next time
+            self._digests[path] = done
         return self._digests[path].result()
 
     def figures_known(self, specs: list[FigureSpec]) -> None:

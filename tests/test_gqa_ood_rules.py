@@ -85,6 +85,14 @@ def test_select_groups_null_local_as_none_and_keeps_ids_as_strings():
     assert out["summary"].column("groups")[0].as_py() == 2
 
 
+def test_select_keeping_no_group_gives_empty_typed_columns():
+    # A threshold below every normalised entropy (all >= 0) keeps nothing.
+    rows = [(f"q{i}", a, "g1") for i, a in enumerate("aab")]
+    out = select(_index(rows), GQAOODParams(group_threshold=-1.0))
+    assert out["selection"].num_rows == 0 and out["summary"].column("kept_groups")[0].as_py() == 0
+    assert out["selection"].schema.field("answer_count").type == pa.int32()
+
+
 def test_select_threshold_mean_minus_std_over_all_groups():
     rows = [(f"q{i}", a, "g1") for i, a in enumerate("aaab")]          # ne 0.811
     rows += [(f"r{i}", a, "g2") for i, a in enumerate("ab")]           # ne ~1

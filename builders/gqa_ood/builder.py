@@ -186,7 +186,8 @@ def select(index: pa.Table, params: GQAOODParams) -> dict[str, pa.Table]:
             labels[g, a] = ("tail" if is_tail else "head", count, size, len(counts), entropy[g])
     rows = [i for i, g in enumerate(local) if g in kept]
     take = pa.array(rows, pa.int64())
-    subset, count, size, num_answers, group_entropy = zip(*[labels[local[i], answers[i]] for i in rows]) or [()] * 5
+    columns = list(zip(*[labels[local[i], answers[i]] for i in rows])) or [()] * 5
+    subset, count, size, num_answers, group_entropy = columns
     selection = pa.table({
         "index_row": take,
         "question_id": index.column("question_id").take(take),
