@@ -16,9 +16,10 @@ from pipelines.cards import render_card
 from pipelines.figure_process import draw_pngs
 from pipelines.hub_results import EVAL_YAML, eval_yaml
 from pipelines.manifest import describe_outputs, write_manifest
-from pipelines.outdir import atomic_folder
+from pipelines.outdir import atomic_folder, interrupts_held
 
 MAX_SHARD_BYTES = 500 << 20  # as datasets' push_to_hub
+WRITERS = "vlbench-writer"  # the names of the threads that write the shards
 
 
 def _write_shard(table, path: Path) -> int:
@@ -35,15 +36,16 @@ def write_tables(result: BuildResult, folder: Path, pool: ThreadPoolExecutor,
     releases the GIL); the returned function waits (calling `written` per shard) and gives (card
     split info, rows per file)."""
     jobs = []
-    for config, by_split in result.tables.items():
-        (folder / config).mkdir()
-        for split, table in sorted(by_split.items()):
-            shards = max(1, math.ceil(table.nbytes / MAX_SHARD_BYTES))
-            step = math.ceil(table.num_rows / shards) if table.num_rows else 0
-            for i in range(shards):
-                rel = f"{config}/{split}-{i:05d}-of-{shards:05d}.parquet"
-                part = table.slice(i * step, step) if step else table
-                jobs.append((config, split, rel, part.num_rows, pool.submit(_write_shard, part, folder / rel)))
+    with interrupts_held():  # the pool starts its threads here: it must know every one, to join it
+        for config, by_split in result.tables.items():
+            (folder / config).mkdir()
+            for split, table in sorted(by_split.items()):
+                shards = max(1, math.ceil(table.nbytes / MAX_SHARD_BYTES))
+                step = math.ceil(table.num_rows / shards) if table.num_rows else 0
+                for i in range(shards):
+                    rel = f"{config}/{split}-{i:05d}-of-{shards:05d}.parquet"
+                    part = table.slice(i * step, step) if step else table
+                    jobs.append((config, split, rel, part.num_rows, pool.submit(_write_shard, part, folder / rel)))
 
     def finish() -> tuple[dict, dict]:
         splits, rows = {}, {}
@@ -66,7 +68,7 @@ def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json:
     `figure_pngs` draws the figures (pipelines.figure_process); `check` runs while the tables are
     written (what it raises discards the staging folder: nothing is published); `recheck` runs under
     the publish lock, just before OUT is replaced."""
-    with (atomic_folder(out, recheck) as folder, ThreadPoolExecutor(max_workers=2) as pool,
+    with (atomic_folder(out, recheck) as folder, ThreadPoolExecutor(max_workers=2, thread_name_prefix=WRITERS) as pool,
           progress(desc=f"writing {out.name}", unit="file") as bar):
         tables_written = write_tables(result, folder, pool, bar.update)
         if check is not None:

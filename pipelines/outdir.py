@@ -17,6 +17,8 @@ import fcntl
 import json
 import os
 import shutil
+import signal
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -109,6 +111,21 @@ def _make_parent(out: Path) -> None:
         raise VlbenchError(f"--out {out}: cannot create its parent folder {out.parent}: {problem}") from None
     if not os.access(out.parent, os.W_OK):
         raise VlbenchError(f"--out {out}: the folder {out.parent} is not writable")
+
+
+@contextmanager
+def interrupts_held():
+    """Ctrl-C and SIGTERM wait until the block ends. For starting writer threads into a staging folder:
+    an interrupt raised while `Thread.start` waits for its thread leaves a running writer that its
+    pool does not know of, so does not join, and that writes into the folder while it is removed."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 @contextmanager

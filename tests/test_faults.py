@@ -323,3 +323,33 @@ def test_out_beside_a_single_source_file_is_fine_but_not_onto_it(gqa_source, tmp
     code, _, stderr = cli("build", "gqa-ood", "--source", source, "--out", source, "--overwrite")
     assert code == 2 and "--source" in stderr, stderr
     assert source.read_bytes() == before
+
+
+def test_an_interrupt_while_a_writer_thread_starts_leaves_no_writer_running(sample_sources, tmp_path, monkeypatch):
+    # Ctrl-C arriving while the export's pool starts a writer thread: the thread already runs when
+    # Thread.start returns, and the interrupt is raised before the pool has recorded it. Held back
+    # until every writer is started, it surfaces where the pool joins them all, so that none writes
+    # into the staging folder while it is removed. Shards are written slowly here, so that a writer
+    # the pool did not join would still be running when the build has ended.
+    import threading
+
+    import pipelines.export
+
+    original_start, original_write = threading.Thread.start, pipelines.export._write_shard
+
+    def start(self):
+        original_start(self)
+        if self.name.startswith(pipelines.export.WRITERS):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def slow_write(table, path):
+        time.sleep(0.3)
+        return original_write(table, path)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    monkeypatch.setattr(pipelines.export, "_write_shard", slow_write)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        run_build("gqa-ood", sample_sources, out, use_cache=False)
+    assert not [t.name for t in threading.enumerate() if t.name.startswith(pipelines.export.WRITERS)]
+    assert not out.exists() and _hidden(tmp_path) == []
