@@ -86,18 +86,14 @@ def main() -> int:
         for k in range(args.repeats):
             json_runs.append(measure(__file__, "json", source, Path(tmp)))
             build_runs.append(measure(__file__, "build", source, Path(tmp) / f"out{k}"))
-            cold = {
-                "json": lambda: json_cold.append(_process_seconds(
-                    [sys.executable, "-c", "import json, sys; json.load(open(sys.argv[1]))", str(path)])),
-                "build": lambda k=k: build_cold.append(_process_seconds(command + [
-                    "build", "gqa-ood", "--source", str(source), "--out", str(Path(tmp) / f"cold{k}"), "--split",
-                    "val", "--no-cache"])),
-            }
-            # Each kind runs first in every other round, after a pause: a process that follows a busy
-            # one runs slower on some machines (shared turbo budgets), and neither side should always pay.
-            for kind in (("json", "build") if k % 2 == 0 else ("build", "json")):
+            cold = [([sys.executable, "-c", "import json, sys; json.load(open(sys.argv[1]))", str(path)], json_cold),
+                    (command + ["build", "gqa-ood", "--source", str(source), "--out", str(Path(tmp) / f"cold{k}"),
+                                "--split", "val", "--no-cache"], build_cold)]
+            # Each runs first in every other round, after a pause: a process that follows a busy one
+            # runs slower on some machines (shared turbo budgets), and neither side should always pay.
+            for cmd, runs in cold if k % 2 == 0 else reversed(cold):
                 time.sleep(1)
-                cold[kind]()
+                runs.append(_process_seconds(cmd))
         t_json = statistics.median(r["seconds"] for r in json_runs)
         t_build = statistics.median(r["seconds"] for r in build_runs)
         rss = max(r["peak_rss_mb"] for r in build_runs)

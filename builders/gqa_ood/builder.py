@@ -141,19 +141,20 @@ class GQAOODBuilder(Builder):
         run_stage.figures_known(figures)  # drawn while the records are decoded
         tables: dict[str, dict[str, pa.Table]] = {c: {} for c in self.configs}
         with ThreadPoolExecutor(max_workers=3) as pool:
-            # datasets (for the Features' schema) is imported while the records are decoded and
-            # filtered: Arrow parses and filters without the GIL
-            schema = pool.submit(lambda: features().arrow_schema)
+            # datasets (for the Features) is imported while the records are decoded and filtered:
+            # Arrow parses and filters without the GIL
+            typed = pool.submit(features)
             for split, path in sorted(sources.items()):
                 rows = run_stage(f"rows-{split}", key, [path], lambda p=path, s=summaries[split]["selection"]:
                                  {"all": kept_rows(p, read(p), s)})["all"]
                 subsets = {s: pool.submit(lambda s=s, rows=rows: rows.filter(pc.equal(rows.column("subset"), s)))
                            for s in ("head", "tail")}
-                tables["all"][split] = rows.cast(schema.result())
+                schema = typed.result().arrow_schema
+                tables["all"][split] = rows.cast(schema)
                 for subset, filtered in subsets.items():
-                    tables[subset][split] = filtered.result().cast(schema.result())
+                    tables[subset][split] = filtered.result().cast(schema)
         return BuildResult(
-            tables=tables, features=features(), statistics=stats,
+            tables=tables, features=typed.result(), statistics=stats,
             card_fields=gqa_ood_card.card_fields(stats, params), figures=figures,
             legacy_files=legacy_files(tables, params),
         )
