@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from builders.result import FigureSpec
 from builders.vl_bias.words import TEMPLATES
 from evaluator import counterbias as cb
-from evaluator.report import intervals_markdown, markdown_table, write_report
+from evaluator.report import intervals_markdown, markdown_table, plain_text, write_report
 
 PER_INSTANCE = ("id", "instance_id", "image_id", "template", "target", "target_type", "gender", "gender_class",
                 "counterfactual_gender", "p_b_vf", "p_b_vcf", "p_t_vf_lf", "p_t_vcf_lcf", "p_t_vcf_lf", "p_t_vf_lcf",
@@ -95,6 +95,7 @@ def per_target_rows(metrics: dict) -> tuple[list[str], list[list]]:
     return header, rows
 
 
+@plain_text
 def _scatter(path: Path, metrics: dict) -> None:
     """Fig. 7: B@V (x) against B@L (y) per target, template averages, in %."""
     import matplotlib
@@ -122,6 +123,7 @@ def _scatter(path: Path, metrics: dict) -> None:
     plt.close(fig)
 
 
+@plain_text
 def _examples_figure(path: Path, rows: list[int], result: dict, pixels: dict) -> None:
     """Fig. 6: factual and counterfactual image of each example with its probabilities and Eq. 6 bias."""
     import matplotlib

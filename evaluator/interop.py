@@ -18,11 +18,11 @@ test-dev log scored on GQA-OOD's subset) are counted and left out; missing rows 
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 from builders.errors import ParamsError, SubmissionError
-from evaluator.submission import check_entries, read_json
+from builders.sources.files import os_problem
+from evaluator.submission import check_entries, parse_json, read_json
 
 FORMATS = ("auto", "vlbench", "lmms-eval", "vlmevalkit")
 TABLE_SUFFIXES = (".xlsx", ".tsv", ".csv")
@@ -42,18 +42,11 @@ def _lmms_samples(path: Path, data=None) -> tuple[list, str | None]:
     """The samples of an lmms-eval log (`data`: the JSON file's content when already read) and the
     task it names (None when the file does not say)."""
     if path.suffix.lower() == ".jsonl":
-        samples = []
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SubmissionError(f"{path}: cannot read ({exc})") from None
-        for n, line in enumerate(lines, start=1):
-            if line.strip():
-                try:
-                    samples.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise SubmissionError(f"{path}: line {n}: not valid JSON ({exc.msg})") from None
-        return samples, None
+            lines = path.read_bytes().splitlines()
+        except OSError as exc:
+            raise SubmissionError(f"{path}: {os_problem(exc)}") from None
+        return [parse_json(line, f"{path}: line {n}") for n, line in enumerate(lines, start=1) if line.strip()], None
     data = read_json(path) if data is None else data
     if isinstance(data, dict):
         config = data.get("model_configs") or data.get("config") or {}
@@ -91,39 +84,62 @@ def _lmms_rows(path: Path, task, data=None) -> tuple[list[tuple], dict]:
     return rows, {"task": harness_task}
 
 
-def _table_rows(path: Path) -> list[dict]:
-    suffix = path.suffix.lower()
-    if suffix == ".xlsx":
-        import openpyxl
+def _xlsx_cells(path: Path) -> list[list]:
+    """The active sheet's values. A formula cell gives the value the spreadsheet saved with it; a
+    formula without a saved value (a workbook written by a program that never computed it) is an
+    error naming the cell, never an empty prediction."""
+    import openpyxl
 
-        try:
-            sheet = openpyxl.load_workbook(path, read_only=True, data_only=True).active
-            cells = [list(r) for r in sheet.iter_rows(values_only=True)]
-        except Exception as exc:  # openpyxl raises many kinds for a damaged workbook
-            raise SubmissionError(f"{path}: not a readable .xlsx workbook ({type(exc).__name__})") from None
+    try:
+        formulas = openpyxl.load_workbook(path, read_only=True, data_only=False).active
+        saved = openpyxl.load_workbook(path, read_only=True, data_only=True).active
+        cells = []
+        for raw, row in zip(formulas.iter_rows(), saved.iter_rows(values_only=True)):
+            for cell, value in zip(raw, row):
+                if getattr(cell, "data_type", None) == "f" and value is None:
+                    raise SubmissionError(f"{path}: cell {cell.coordinate} holds a formula with no saved value "
+                                          f"({str(cell.value)[:40]}); open and save the workbook in a spreadsheet "
+                                          "program, or write the values themselves")
+            cells.append(list(row))
+    except SubmissionError:
+        raise
+    except Exception as exc:  # openpyxl raises many kinds for a damaged workbook
+        raise SubmissionError(f"{path}: not a readable .xlsx workbook ({type(exc).__name__})") from None
+    return cells
+
+
+def _table_rows(path: Path) -> tuple[list[str], list[list]]:
+    """The header and the non-empty rows of a VLMEvalKit table."""
+    if path.suffix.lower() == ".xlsx":
+        cells = _xlsx_cells(path)
     else:
         try:
             with open(path, newline="", encoding="utf-8") as fh:
-                cells = list(csv.reader(fh, delimiter="\t" if suffix == ".tsv" else ","))
+                cells = list(csv.reader(fh, delimiter="\t" if path.suffix.lower() == ".tsv" else ","))
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             raise SubmissionError(f"{path}: cannot read ({exc})") from None
     if not cells:
         raise SubmissionError(f"{path}: empty table")
     header = [str(h) if h is not None else "" for h in cells[0]]
-    return [dict(zip(header, r)) for r in cells[1:] if any(c not in (None, "") for c in r)]
+    return header, [r for r in cells[1:] if any(c not in (None, "") for c in r)]
 
 
 def _vlmeval_rows(path: Path, task) -> tuple[list[tuple], dict]:
-    """(id, prediction) per row, and the VLMEvalKit dataset the file name ends with (if known)."""
-    table = _table_rows(path)
-    columns = set(table[0]) if table else set()
-    field = next((f for f in task.harness_id_fields if f in columns), None)
-    if "prediction" not in columns or field is None:
+    """(id, prediction) per row, and the VLMEvalKit dataset the file name ends with (if known). A
+    column read here that appears twice is an error (which one holds the answers is not knowable)."""
+    header, table = _table_rows(path)
+    field = next((f for f in task.harness_id_fields if f in header), None)
+    if "prediction" not in header or field is None:
         raise SubmissionError(f"{path}: a VLMEvalKit prediction file with a `prediction` column and a column "
                               f"{' or '.join(task.harness_id_fields)} holding the {task.name} id (VLMEvalKit's "
                               "`index` is its own row number)")
+    for column in ("prediction", field):
+        if header.count(column) > 1:
+            raise SubmissionError(f"{path}: {header.count(column)} columns are named `{column}`; keep one")
+    at_id, at_prediction = header.index(field), header.index("prediction")
     dataset = next((d for d in task.harness_tasks.get("vlmevalkit", ()) if path.stem.endswith(f"_{d}")), None)
-    return [(r[field], r["prediction"]) for r in table], {"dataset": dataset}
+    cell = lambda row, k: row[k] if k < len(row) else None  # noqa: E731 -- a short CSV row
+    return [(cell(r, at_id), cell(r, at_prediction)) for r in table], {"dataset": dataset}
 
 
 def _as_id(value, id_type: type):

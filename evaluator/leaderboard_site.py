@@ -1,61 +1,70 @@
 """The static pages of `vlbench leaderboard`: index.html (the dataset card's summary, a table sortable
 by any column with each metric's confidence interval, invalid submissions with their error) and one
-page per scored submission (its report, rendered, with its plots). Plain HTML and a few lines of
-JavaScript, no external assets, so the site works from a file system or any static host."""
+page per scored submission (its report, rendered, with its plots).
+
+Every string that comes from a file name, a submission, a record or a card reaches a page through one
+path: the Jinja2 templates of `site_templates/` with autoescaping on, and Markdown (reports, the card's
+summary) rendered by `safe_markdown` (raw HTML shown as text, links only to the site or to http(s) /
+mailto, images only from the page's own folder). Each page carries a Content-Security-Policy that
+lets it load styles, scripts and images from the site alone; the sort script and the style sheet are
+files of the site, so nothing is inline and nothing remote is loaded: the site works from a file
+system or any static host."""
 
 from __future__ import annotations
 
-import html
+import re
 import shutil
 from pathlib import Path
+from urllib.parse import urlsplit
 
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 70rem; padding: 0 1rem; color: #222; }
-table { border-collapse: collapse; margin: 1rem 0; }
-th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: right; }
-th { background: #f3f3f3; cursor: pointer; user-select: none; }
-th.sorted-asc::after { content: " \\25B2"; } th.sorted-desc::after { content: " \\25BC"; }
-td.name, th.name { text-align: left; } td.error { text-align: left; color: #a00; }
-.ci { color: #777; font-size: 0.85em; } img { max-width: 100%; }
-"""
-
-SORT_SCRIPT = """
-document.querySelectorAll("table.sortable th").forEach(function (th, column) {
-  th.addEventListener("click", function () {
-    var table = th.closest("table"), body = table.tBodies[0];
-    var descending = !th.classList.contains("sorted-desc");
-    table.querySelectorAll("th").forEach(function (h) { h.classList.remove("sorted-asc", "sorted-desc"); });
-    th.classList.add(descending ? "sorted-desc" : "sorted-asc");
-    var rows = Array.from(body.rows);
-    rows.sort(function (a, b) {
-      var x = a.cells[column].dataset.value || "", y = b.cells[column].dataset.value || "";
-      if (x === "" || y === "") { return (x === "") - (y === ""); }  // no value: always last
-      var nx = Number(x), ny = Number(y);
-      var order = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
-      return descending ? -order : order;
-    });
-    rows.forEach(function (row) { body.appendChild(row); });
-  });
-});
-"""
+TEMPLATES = Path(__file__).resolve().parent / "site_templates"
+ASSETS = ("site.css", "site.js")
+# `'self'` covers the site's own files (over http(s) and, in Chromium and Firefox, file:// too).
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; base-uri 'none'; "
+       "form-action 'none'; frame-ancestors 'none'")
+_LINK_SCHEMES = {"http", "https", "mailto"}
 
 
-def _page(title: str, body: list[str], script: str = "") -> str:
-    return "\n".join(["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-                      f"<title>{html.escape(title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
-                      *body, f"<script>{script}</script>" if script else "", "</body>", "</html>", ""])
+def _environment():
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    return Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined,
+                       keep_trailing_newline=True)
 
 
-def _markdown(text: str) -> str:
+def _relative_inside(url: str) -> bool:
+    """A URL that names a file below the page: no scheme, no host, no absolute or parent path."""
+    parts = urlsplit(url)
+    return (not parts.scheme and not parts.netloc and not url.startswith(("/", "\\"))
+            and ".." not in re.split(r"[/\\]", parts.path))
+
+
+def safe_markdown(text: str, images: set[str] = frozenset()):
+    """Markdown as sanitised HTML (a `markupsafe.Markup`): raw HTML is escaped as text; a link keeps
+    its target only when it stays on the site or is http(s) / mailto; an image is kept only when its
+    source is one of `images` (file names beside the page), else its alt text stands in its place."""
     from markdown_it import MarkdownIt
+    from markupsafe import Markup
 
-    return MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = md.parse(text)
+    for token in tokens:
+        for k, child in enumerate(token.children or []):
+            if child.type == "image" and not (_relative_inside(child.attrGet("src") or "")
+                                              and urlsplit(child.attrGet("src")).path in images):
+                alt = type(child)("text", "", 0, content=child.content)
+                token.children[k] = alt
+            elif child.type == "link_open":
+                href = child.attrGet("href") or ""
+                if not (_relative_inside(href) or urlsplit(href).scheme.lower() in _LINK_SCHEMES):
+                    child.attrs.pop("href", None)
+    return Markup(md.renderer.render(tokens, md.options, {}))  # noqa: S704 -- sanitised above
 
 
 def card_summary(folder: Path) -> str:
     """The dataset card's body up to its first second-level section (YAML header left out)."""
     try:
-        text = (folder / "README.md").read_text()
+        text = (folder / "README.md").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
     if text.startswith("---\n"):
@@ -63,54 +72,44 @@ def card_summary(folder: Path) -> str:
     return text.split("\n## ", 1)[0].strip()
 
 
-def _cell(value) -> tuple[str, str]:
-    """(data-value, shown text) of a metric value with its interval."""
+def _number(value) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def _cell(value) -> dict:
+    """data-value, shown text and interval of a metric value."""
     if value["value"] is None or isinstance(value["value"], (dict, list)):
-        return "", "&ndash;"
-    shown = f"{value['value']:.2f}" if isinstance(value["value"], float) else html.escape(str(value["value"]))
-    if value["interval"]:
-        low, high = value["interval"]
-        shown += f' <span class="ci">[{low:.2f}, {high:.2f}]</span>'
-    return html.escape(str(value["value"])), shown
+        return {"data": "", "shown": "\u2013", "interval": None}
+    interval = value["interval"] and [f"{b:.2f}" for b in value["interval"]]
+    return {"data": str(value["value"]), "shown": _number(value["value"]), "interval": interval}
 
 
 def write_site(site: Path, benchmark, folder: Path, record: dict, results: list[dict]) -> None:
+    """index.html, a page per scored submission (its cached report copied to submissions/<page>/)
+    and the site's style sheet and script."""
+    env = _environment()
     columns = record["columns"]
     labels = {key: label for label, key in benchmark.headline}
-    head = ['<th class="name">Submission</th>', *(f"<th>{html.escape(labels.get(c, c))}</th>" for c in columns)]
-    body_rows, invalid = [], []
+    rows, invalid = [], []
     for row, result in zip(record["submissions"], results):
-        name = html.escape(row["submission"])
         if row["status"] != "scored":
-            invalid.append(f'<tr><td class="name">{html.escape(row["file"])}</td>'
-                           f'<td class="error">{html.escape(row["error"] or "")}</td></tr>')
+            invalid.append({"file": row["file"], "error": row["error"] or ""})
             continue
-        page = Path("submissions") / row["submission"]
-        shutil.copytree(site / "cache" / result["key"] / "report", site / page)
-        report = (site / page / "report.md").read_text()
-        (site / page / "index.html").write_text(_page(
-            f"{benchmark.name}: {row['submission']}",
-            [f'<p><a href="../../index.html">&larr; {html.escape(benchmark.name)} leaderboard</a></p>',
-             _markdown(report)]))
-        cells = [f'<td class="name" data-value="{name}"><a href="{page.as_posix()}/index.html">{name}</a></td>']
-        for c in columns:
-            data, shown = _cell(row["values"][c])
-            cells.append(f'<td data-value="{data}">{shown}</td>')
-        body_rows.append("<tr>" + "".join(cells) + "</tr>")
+        page = site / "submissions" / row["page"]
+        shutil.copytree(site / "cache" / result["key"] / "report", page)
+        images = {p.name for p in page.iterdir() if p.suffix == ".png"}
+        report = (page / "report.md").read_text(encoding="utf-8")
+        (page / "index.html").write_text(env.get_template("submission.html").render(
+            csp=CSP, root="../../", script=False, title=f"{benchmark.name}: {row['submission']}",
+            benchmark=benchmark.name, report=safe_markdown(report, images)), encoding="utf-8")
+        rows.append({"name": row["submission"], "href": f"submissions/{row['page']}/index.html",
+                     "cells": [_cell(row["values"][c]) for c in columns]})
     settings = record["settings"]
-    body = [f"<h1>{html.escape(benchmark.name)} leaderboard</h1>",
-            f"<p>{len(body_rows)} scored submission(s) on split {html.escape(str(record['split']))} "
-            f"of <code>{html.escape(record['data'])}</code>, in the units of the benchmark's report; in brackets the "
-            f"95% confidence interval "
-            f"({settings['bootstrap']:,} cluster-bootstrap resamples, seed {settings['seed']}). Click a column "
-            "to sort. Data: <a href=\"leaderboard.csv\">leaderboard.csv</a>, "
-            "<a href=\"leaderboard.json\">leaderboard.json</a>.</p>",
-            '<table class="sortable" id="leaderboard">', "<thead><tr>" + "".join(head) + "</tr></thead>",
-            "<tbody>", *body_rows, "</tbody>", "</table>"]
-    if invalid:
-        body += ["<h2>Invalid submissions</h2>", '<table id="invalid"><thead><tr><th class="name">File</th>'
-                 '<th class="name">Error</th></tr></thead><tbody>', *invalid, "</tbody></table>"]
     summary = card_summary(folder)
-    if summary:
-        body += ["<h2>The dataset</h2>", _markdown(summary)]
-    (site / "index.html").write_text(_page(f"{benchmark.name} leaderboard", body, SORT_SCRIPT))
+    (site / "index.html").write_text(env.get_template("index.html").render(
+        csp=CSP, root="", script=True, title=f"{benchmark.name} leaderboard", benchmark=benchmark.name,
+        split=str(record["split"]), data=record["data"], resamples=settings["bootstrap"], seed=settings["seed"],
+        labels=[labels.get(c, c) for c in columns], rows=rows, invalid=invalid,
+        summary=safe_markdown(summary) if summary else ""), encoding="utf-8")
+    for asset in ASSETS:
+        shutil.copyfile(TEMPLATES / asset, site / asset)

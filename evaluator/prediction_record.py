@@ -4,10 +4,11 @@ what it was not shown, library versions) and, with --log-samples, preds.samples.
 
 from __future__ import annotations
 
-import json
+import errno
 from pathlib import Path
 
 from builders.errors import SubmissionError
+from builders.sources.files import os_problem
 
 
 def metadata_path(out: Path) -> Path:
@@ -20,18 +21,41 @@ def samples_path(out: Path) -> Path:
     return Path(out).with_suffix(".samples.jsonl")
 
 
+# The record's fields that the report reads, with the types they must have when present.
+_TYPES = {"model": str, "asked": dict, "revision": str, "dtype": str, "class": str, "device": str,
+          "processor_note": str, "benchmark": str, "data": str, "split": str}
+_ASKED_TYPES = {"prompt_template": str, "cleaning": str, "note": str, "mode": str, "loglik": str,
+                "generation": dict, "unparsed_outputs": int, "prompt_is_default": bool}
+
+
 def read_record(predictions: Path) -> dict | None:
-    """The record beside a prediction file, or None when there is none (a file made elsewhere)."""
+    """The record beside a prediction file, or None when there is none (a file made elsewhere). A
+    record that is not valid JSON, nests too deeply, or holds a field of the wrong type is one error."""
+    from evaluator.submission import parse_json
+
     path = metadata_path(predictions)
-    if not path.is_file():
-        return None
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SubmissionError(f"{path}: not a readable prediction record ({exc}); fix it or move it away") from None
+        if not path.is_file():
+            return None
+        data = path.read_bytes()
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:  # no record can have such a name
+            return None
+        raise SubmissionError(f"{path}: cannot read the prediction record ({os_problem(exc)})") from None
+    try:
+        record = parse_json(data, str(path))
+    except SubmissionError as exc:
+        raise SubmissionError(f"{exc}; fix the prediction record or move it away") from None
     if not isinstance(record, dict) or not isinstance(record.get("model"), str):
         raise SubmissionError(f"{path}: not a prediction record (expected a JSON object with a 'model' field); "
                               "fix it or move it away")
+    for fields, where in ((_TYPES, record), (_ASKED_TYPES, record.get("asked") or {})):
+        wrong = next((k for k, t in fields.items() if where.get(k) is not None
+                      and (not isinstance(where[k], t) or (t is int and isinstance(where[k], bool)))), None)
+        if wrong is not None:
+            name = wrong if where is record else f"asked.{wrong}"
+            raise SubmissionError(f"{path}: field '{name}' is not a {fields[wrong].__name__}; fix the prediction "
+                                  "record or move it away")
     return record
 
 
@@ -59,7 +83,7 @@ def record_markdown(record: dict, record_name: str) -> str:
              f"- Made on: {made_on}"]
     if asked:
         default = " (the benchmark's default)" if asked.get("prompt_is_default") else ""
-        lines.append(f"- Prompt template{default}: `{asked['prompt_template']!r}`")
+        lines.append(f"- Prompt template{default}: `{asked.get('prompt_template')!r}`")
         if asked.get("mode") == "generate":
             generation = asked.get("generation") or {}
             lines.append(f"- Answers: greedy, at most {generation.get('max_new_tokens')} new tokens")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -36,6 +37,19 @@ class ForestPlot:
     xlabel: str
 
 
+def plain_text(draw):
+    """Draw with matplotlib's mathtext off: a title or a label from data (a file name, a model name)
+    is shown as written, and a `$` in it can never make the drawing fail."""
+    @functools.wraps(draw)
+    def plain(*args, **kwargs):
+        import matplotlib
+
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+    return plain
+
+
+@plain_text
 def draw_forest(plot: ForestPlot, path: Path) -> None:
     import matplotlib
 
@@ -64,6 +78,7 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
                      + ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows])
 
 
+@plain_text
 def _draw(plot: LinePlot, path: Path) -> None:
     import matplotlib
 
@@ -87,6 +102,7 @@ def _draw(plot: LinePlot, path: Path) -> None:
     plt.close(fig)
 
 
+@plain_text
 def draw_bars(spec: FigureSpec, path: Path | BinaryIO) -> None:
     """A (grouped) bar chart of a FigureSpec, as PNG (to a file name or a binary stream)."""
     import matplotlib

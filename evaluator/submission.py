@@ -35,7 +35,13 @@ def is_string(value) -> bool:
 
 
 def is_finite_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number that is finite as a float (an integer such as 10**400 is not: it has no float)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def is_rank_permutation(length: int):
@@ -51,26 +57,33 @@ def is_rank_permutation(length: int):
 def is_score_list(length: int):
     """Checker for a list of `length` finite numbers (scores per choice)."""
     def check(value) -> bool:
-        return (isinstance(value, list) and len(value) == length and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value))
+        return isinstance(value, list) and len(value) == length and all(is_finite_number(v) for v in value)
     return check
 
 
 def read_json(path: Path):
     """A JSON file's content; unreadable or malformed is a one-line SubmissionError naming the file."""
-    try:  # Python's parser: files written by Python may hold NaN/Infinity, reported below as not finite
-        items = json.loads(Path(path).read_bytes())
+    try:
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise SubmissionError(f"{path}: {os_problem(exc)}") from None
+    return parse_json(data, str(path))
+
+
+def parse_json(data: bytes | str, where: str):
+    """One JSON document (a file's bytes, or a line of a JSON-lines file); anything it cannot be is a
+    one-line SubmissionError starting with WHERE."""
+    try:  # Python's parser: files written by Python may hold NaN/Infinity, reported as not finite later
+        return json.loads(data)
     except json.JSONDecodeError as exc:
-        raise SubmissionError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        raise SubmissionError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") \
+            from None
     except UnicodeDecodeError as exc:
-        raise SubmissionError(f"{path}: not UTF-8 text (byte offset {exc.start})") from None
+        raise SubmissionError(f"{where}: not UTF-8 text (byte offset {exc.start})") from None
     except RecursionError:
-        raise SubmissionError(f"{path}: JSON nested too deeply") from None
+        raise SubmissionError(f"{where}: JSON nested too deeply") from None
     except ValueError:  # Python refuses integers of more than 4300 digits
-        raise SubmissionError(f"{path}: holds an integer of more than 4300 digits") from None
-    return items
+        raise SubmissionError(f"{where}: holds an integer of more than 4300 digits") from None
 
 
 def check_entries(path: Path, items, id_field, value_field, id_type: type, value_check, value_desc: str,

@@ -108,6 +108,10 @@ def write_eval_results(out: Path, benchmark, folder: Path, metrics: dict, datase
     from evaluator.report import write_atomically
 
     target = Path(out) / RESULTS_FOLDER / f"{task_id(benchmark.name)}.yaml"
+    for path in (target.parent, target):  # a link would carry the write into another folder
+        if path.is_symlink():
+            raise ParamsError(f"--hub-results {out}: {path} is a symbolic link; vlbench writes only into a real "
+                              f"{RESULTS_FOLDER} folder of DIR")
     if target.exists() and not target.read_text(errors="replace").startswith(HEADER):
         raise ParamsError(f"--hub-results {out}: {target} exists and was not written by vlbench; move it away first")
     try:

@@ -60,6 +60,7 @@ def test_site_lists_every_submission_and_caches_scores(gqa, submissions, cli, tm
     cli("predict", "gqa-ood", "--data", gqa, "--model", "baseline:random", "--seed", "2", "--out",
         submissions / "gamma.json")
     shutil.copy(submissions / "alpha.json", submissions / "alpha_again.json")  # same bytes: scored once
+    shutil.copy(submissions / "alpha.meta.json", submissions / "alpha_again.meta.json")  # (the record too)
     code, stdout, err = cli("leaderboard", "gqa-ood", "--data", gqa, "--submissions", submissions, "--out", site,
                             "--bootstrap", "100")
     assert code == 0, err
