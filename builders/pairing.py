@@ -28,7 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 from builders.errors import ParamsError
-from builders.nlp import NLIClassifier, SentenceEncoder
+from builders.model_files import load_kwargs
+from builders.nlp import NLIClassifier, SentenceEncoder, resolve_model_path
 from builders.params import param
 from builders.text import person_tags
 
@@ -57,6 +58,10 @@ class PairingParams:
                 raise ParamsError(f"{name}={getattr(self, name)}: a cosine threshold must be in [-1, 1]")
         if self.max_pairs_per_image < 0 or self.batch_size < 1:
             raise ParamsError("max_pairs_per_image must be >= 0 and batch_size >= 1")
+        # the model folders are checked now, before the build reads anything (builders.model_files)
+        load_kwargs(resolve_model_path(self.sbert_model), f"sbert_model={self.sbert_model}")
+        if self.nli_model != NO_NLI:
+            load_kwargs(resolve_model_path(self.nli_model), f"nli_model={self.nli_model}")
 
     def models(self, cache) -> tuple[SentenceEncoder, NLIClassifier | None]:
         """The Sentence-BERT encoder and the NLI classifier (None with nli_model=none)."""

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from builders.result import FigureSpec
 from builders.vl_bias.words import TEMPLATES
 from evaluator import counterbias as cb
-from evaluator.report import intervals_markdown, markdown_table, plain_text, write_report
+from evaluator.report import intervals_markdown, markdown_table, plain, write_report
 
 PER_INSTANCE = ("id", "instance_id", "image_id", "template", "target", "target_type", "gender", "gender_class",
                 "counterfactual_gender", "p_b_vf", "p_b_vcf", "p_t_vf_lf", "p_t_vcf_lcf", "p_t_vcf_lf", "p_t_vf_lcf",
@@ -95,7 +95,6 @@ def per_target_rows(metrics: dict) -> tuple[list[str], list[list]]:
     return header, rows
 
 
-@plain_text
 def _scatter(path: Path, metrics: dict) -> None:
     """Fig. 7: B@V (x) against B@L (y) per target, template averages, in %."""
     import matplotlib
@@ -116,14 +115,13 @@ def _scatter(path: Path, metrics: dict) -> None:
     ax.axvline(0, color="grey", lw=0.8)
     ax.set_xlabel("B@V (%, + male-leaning)")
     ax.set_ylabel("B@L (%, + male-leaning)")
-    ax.set_title(f"Visual vs language bias per target: {metrics['model']}")
+    ax.set_title(plain(f"Visual vs language bias per target: {metrics['model']}"))
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
 
 
-@plain_text
 def _examples_figure(path: Path, rows: list[int], result: dict, pixels: dict) -> None:
     """Fig. 6: factual and counterfactual image of each example with its probabilities and Eq. 6 bias."""
     import matplotlib
@@ -140,7 +138,7 @@ def _examples_figure(path: Path, rows: list[int], result: dict, pixels: dict) ->
         for ax, key, title in ((ax_row[0], "f", f"V_f: {cols['gender'][r]}  P(B|V)={info['p_b_vf']:.3f}"),
                                (ax_row[1], "cf", f"V_cf  P(B|V)={info['p_b_vcf']:.3f}")):
             ax.imshow(pixels[image_id][key].permute(1, 2, 0).clamp(0, 1).numpy())
-            ax.set_title(title, fontsize=8)
+            ax.set_title(plain(title), fontsize=8)
             ax.axis("off")
         ax_row[0].text(0, -0.08, f"'{cols['caption'][r]}' T={cols['target'][r]}: "
                        f"P(T|V_f,L_f)={cols['p_t_vf_lf'][r]:.4f}, "

@@ -15,10 +15,12 @@ from builders.sources.files import inside
 _SUFFIXES = (".jpg", ".jpeg", ".png")
 
 
-def index_by_stem(root: Path, suffixes: tuple[str, ...], trailing_number: bool = False) -> dict[str, Path]:
+def index_by_stem(root: Path, suffixes: tuple[str, ...], trailing_number: bool = False, option: str | None = None,
+                  ) -> dict[str, Path]:
     """The files under ROOT (sub-folders included, in sorted order: the first one wins) with one of
     `suffixes`, by name without extension, and with `trailing_number` also by the number their name
-    ends in (COCO_val2014_000000000042.jpg -> "42")."""
+    ends in (COCO_val2014_000000000042.jpg -> "42"). With `option` (the command-line option that named
+    ROOT), two files with one name are refused instead: which one the user meant is not knowable."""
     index: dict[str, Path] = {}
     for folder, _, files in sorted(os.walk(root)):
         for name in sorted(files):
@@ -26,6 +28,9 @@ def index_by_stem(root: Path, suffixes: tuple[str, ...], trailing_number: bool =
             if ext.lower() not in suffixes:
                 continue
             path = Path(folder) / name
+            if option is not None and stem in index:
+                raise ModelError(f"{option} {root}: two files for '{stem}' ({index[stem].relative_to(root)}, "
+                                 f"{path.relative_to(root)}); keep one")
             index.setdefault(stem, path)
             digits = re.search(r"(\d+)$", stem) if trailing_number else None
             if digits:

@@ -43,9 +43,10 @@ def read_record(predictions: Path) -> dict | None:
             return None
         raise SubmissionError(f"{path}: cannot read the prediction record ({os_problem(exc)})") from None
     try:
-        record = parse_json(data, str(path))
+        record = parse_json(data, "")
     except SubmissionError as exc:
-        raise SubmissionError(f"{exc}; fix the prediction record or move it away") from None
+        raise SubmissionError(f"{path}: not a readable prediction record ({str(exc)[2:]}); fix it or move it "
+                              "away") from None
     if not isinstance(record, dict) or not isinstance(record.get("model"), str):
         raise SubmissionError(f"{path}: not a prediction record (expected a JSON object with a 'model' field); "
                               "fix it or move it away")
@@ -54,8 +55,8 @@ def read_record(predictions: Path) -> dict | None:
                       and (not isinstance(where[k], t) or (t is int and isinstance(where[k], bool)))), None)
         if wrong is not None:
             name = wrong if where is record else f"asked.{wrong}"
-            raise SubmissionError(f"{path}: field '{name}' is not a {fields[wrong].__name__}; fix the prediction "
-                                  "record or move it away")
+            raise SubmissionError(f"{path}: not a prediction record (field '{name}' is not a "
+                                  f"{fields[wrong].__name__}); fix it or move it away")
     return record
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -37,19 +36,12 @@ class ForestPlot:
     xlabel: str
 
 
-def plain_text(draw):
-    """Draw with matplotlib's mathtext off: a title or a label from data (a file name, a model name)
-    is shown as written, and a `$` in it can never make the drawing fail."""
-    @functools.wraps(draw)
-    def plain(*args, **kwargs):
-        import matplotlib
-
-        with matplotlib.rc_context({"text.parse_math": False}):
-            return draw(*args, **kwargs)
-    return plain
+def plain(text) -> str:
+    """Text from data (a file name, a model name, a category) as matplotlib shows it literally: a `$`
+    would start mathtext, which renders it as a formula or fails the drawing."""
+    return str(text).replace("$", r"\$")
 
 
-@plain_text
 def draw_forest(plot: ForestPlot, path: Path) -> None:
     import matplotlib
 
@@ -63,9 +55,9 @@ def draw_forest(plot: ForestPlot, path: Path) -> None:
     above = [hi - v for v, (_, hi) in zip(plot.values, plot.intervals)]
     ax.errorbar(plot.values, ys, xerr=[below, above], fmt="o", capsize=3)
     ax.axvline(0.0, color="grey", linestyle="--", linewidth=1)
-    ax.set_yticks(ys, plot.labels)
+    ax.set_yticks(ys, [plain(label) for label in plot.labels])
     ax.set_xlabel(plot.xlabel)
-    ax.set_title(plot.title)
+    ax.set_title(plain(plot.title))
     fig.tight_layout()
     fig.savefig(path, format="png", metadata={"Software": None})
     plt.close(fig)
@@ -78,7 +70,6 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
                      + ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows])
 
 
-@plain_text
 def _draw(plot: LinePlot, path: Path) -> None:
     import matplotlib
 
@@ -87,12 +78,12 @@ def _draw(plot: LinePlot, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
     for name, ys in plot.series.items():
-        ax.plot(plot.x, [float("nan") if y is None else y for y in ys], marker="o", markersize=3, label=name)
+        ax.plot(plot.x, [float("nan") if y is None else y for y in ys], marker="o", markersize=3, label=plain(name))
     if plot.logx:
         ax.set_xscale("log")
     if plot.ylim:
         ax.set_ylim(*plot.ylim)
-    ax.set_title(plot.title)
+    ax.set_title(plain(plot.title))
     ax.set_xlabel(plot.xlabel)
     ax.set_ylabel(plot.ylabel)
     ax.grid(True, alpha=0.3)
@@ -102,7 +93,6 @@ def _draw(plot: LinePlot, path: Path) -> None:
     plt.close(fig)
 
 
-@plain_text
 def draw_bars(spec: FigureSpec, path: Path | BinaryIO) -> None:
     """A (grouped) bar chart of a FigureSpec, as PNG (to a file name or a binary stream)."""
     import matplotlib
@@ -119,14 +109,15 @@ def draw_bars(spec: FigureSpec, path: Path | BinaryIO) -> None:
         errors = (spec.errors or {}).get(name)
         if errors and isinstance(errors[0], (list, tuple)):  # (below, above) per bar: an asymmetric interval
             errors = [[e[0] for e in errors], [e[1] for e in errors]]
-        ax.bar(xs, values, width=width, label=name, color=spec.bar_colors if len(spec.series) == 1 else None,
+        ax.bar(xs, values, width=width, label=plain(name), color=spec.bar_colors if len(spec.series) == 1 else None,
                yerr=errors, capsize=3)
-    ax.set_xticks(range(n), spec.categories, rotation=60 if n > 6 else 0, ha="right" if n > 6 else "center")
-    ax.set_title(spec.title)
+    ax.set_xticks(range(n), [plain(c) for c in spec.categories], rotation=60 if n > 6 else 0,
+                  ha="right" if n > 6 else "center")
+    ax.set_title(plain(spec.title))
     ax.set_xlabel(spec.xlabel)
     ax.set_ylabel(spec.ylabel)
     if spec.legend_colors:
-        ax.legend(handles=[Patch(color=color, label=label) for label, color in spec.legend_colors.items()])
+        ax.legend(handles=[Patch(color=color, label=plain(label)) for label, color in spec.legend_colors.items()])
     elif len(spec.series) > 1:
         ax.legend()
     fig.tight_layout()

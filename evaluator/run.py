@@ -203,6 +203,9 @@ def column_groups(table: pa.Table, column: str):
     import pyarrow.compute as pc
 
     values = table.column(column)
+    if pa.types.is_nested(values.type):
+        raise ParamsError(f"--by {column}: a column of {values.type} values; --by groups rows by a column of single "
+                          "values (a label, a type, a count)")
     for value in sorted(set(values.to_pylist()), key=str):
         mask = pc.equal(values, pa.scalar(value, values.type))
         yield value, mask, table.filter(mask)

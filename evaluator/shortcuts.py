@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from builders.errors import ModelError, ParamsError
+from builders.model_files import load_pretrained
 from builders.progress import progress
 
 LABELS = ("Biased", "Non-Biased", "Neutral")  # Table 6's column order
@@ -211,7 +212,7 @@ def train_and_score(model_name: str, seed: int, train: ChoiceQuestions, test: Ch
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
         torch.manual_seed(seed)
-        model = AutoModelForMultipleChoice.from_pretrained(path)
+        model = load_pretrained(AutoModelForMultipleChoice, path, f"shortcuts model {model_name}")
     except (OSError, ValueError) as exc:
         raise ModelError(f"shortcuts model {model_name}: cannot load a multiple-choice model "
                          f"({str(exc).splitlines()[0]})") from None

@@ -1,10 +1,11 @@
 """Video frames for models that read a benchmark's videos (Social-IQ with `--videos DIR`).
 
 A video is found in the folder by its id (`<video_id>.mp4` and the other usual containers, sub-folders
-included) and read with PyAV (`pip install 'vlbench[video]'`): the number of frames is counted from the
-container's packets, then N frame indices are spread evenly from the first frame to the last
-(`frame_indices`, as lmms-eval's and Qwen2-VL's video loaders do) and those frames are decoded as RGB
-images. A model gets them as N images in the order they were shown.
+included; two files for one id, or one that is not a regular file, are refused) and read with PyAV
+(`pip install 'vlbench[video]'`): the number of frames is counted from the container's packets, then
+N frame indices are spread evenly from the first frame to the last (`frame_indices`, as lmms-eval's
+and Qwen2-VL's video loaders do) and those frames are decoded as RGB images. A model gets them as N
+images in the order they were shown.
 """
 
 from __future__ import annotations
@@ -41,11 +42,13 @@ class VideoFolder:
 
     def path(self, video_id: str) -> Path:
         if self._index is None:
-            self._index = index_by_stem(self.root, VIDEO_SUFFIXES)
+            self._index = index_by_stem(self.root, VIDEO_SUFFIXES, option="--videos")
         found = self._index.get(str(video_id))
         if found is None:
             raise ModelError(f"--videos {self.root}: no video file for video '{video_id}' "
                              f"(expected {video_id}{VIDEO_SUFFIXES[0]} or another of {', '.join(VIDEO_SUFFIXES)})")
+        if not found.is_file():  # a FIFO or a device would block or never end
+            raise ModelError(f"--videos {self.root}: {found.relative_to(self.root)} is not a regular file")
         return found
 
 

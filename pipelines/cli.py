@@ -16,6 +16,18 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 _whole_process = False  # set by main(): this process ends when its command does
 
 
+@app.callback()
+def _every_command(
+    allow_pickle_weights: bool = typer.Option(
+        False, "--allow-pickle-weights",
+        help="Load model folders that hold pickle weights only (*.bin, *.pt): unpickling can run code, so only "
+             "for checkpoints you trust. Without it, vlbench reads safetensors weights only."),
+):
+    from builders.model_files import allow_pickle_weights as allow
+
+    allow(allow_pickle_weights)
+
+
 def _echo_err(message: str) -> None:
     typer.echo(message, err=True)
 
@@ -177,7 +189,7 @@ def push(
 DATA_OPTION = typer.Option(..., "--data", help="Built folder or hub dataset repo id.")
 SCORED_SPLIT_OPTION = typer.Option(None, "--split", metavar="SPLIT",
                                    help="Split to score (default: the benchmark's evaluation split).")
-BOOTSTRAP_SEED_OPTION = typer.Option(0, "--seed", help="Seed of the bootstrap resamples.")
+BOOTSTRAP_SEED_OPTION = typer.Option(0, "--seed", min=0, help="Seed of the bootstrap resamples.")
 
 # The submission formats `evaluate` and `compare` read (evaluator/interop.py), declared once.
 Format = Literal["auto", "vlbench", "lmms-eval", "vlmevalkit"]
@@ -212,7 +224,7 @@ def predict(
     split: Optional[str] = typer.Option(None, "--split", metavar="SPLIT",
                                        help="Split to predict (default: the benchmark's evaluation split)."),
     train_file: Optional[Path] = typer.Option(None, "--train-file", help="Training source for fitted baselines."),
-    seed: int = typer.Option(0, "--seed", help="Seed of random baselines."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of random baselines."),
     device: str = typer.Option("auto", "--device", help="torch device for hf: models (auto: CUDA when present)."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Batch size for hf: models."),
     images: Optional[Path] = typer.Option(None, "--images", help="Image folder for models that read images."),
@@ -299,7 +311,7 @@ def compare(
     allow_extra: bool = typer.Option(False, "--allow-extra", help="Ignore predictions for ids outside the split."),
     assignments: list[str] = typer.Option([], "--option", metavar="KEY=VALUE", help="Scoring option (repeat)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", min=1, help="Resamples (bootstrap and permutation test)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the resamples."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the resamples."),
     fmt: Format = FORMAT_OPTION,
     by: Optional[str] = typer.Option(None, "--by", help="Also compare on each value of this column (a table column, "
                                                         "or a shortcut label of `vlbench shortcuts`)."),
@@ -357,7 +369,8 @@ def perceptual(
                                          help="Modality to score (repeat; default: all)."),
     permutations: int = typer.Option(5, "--permutations", help="Draws per sample (Eq. 3)."),
     repeats: int = typer.Option(5, "--repeats", help="Repeats of the whole computation (mean ± std)."),
-    seed: int = typer.Option(0, "--seed", help="Seed the draws of every repeat (and the bootstrap) derive from."),
+    seed: int = typer.Option(0, "--seed", min=0,
+                              help="Seed the draws of every repeat (and the bootstrap) derive from."),
     bootstrap: int = typer.Option(1000, "--bootstrap", min=0,
                                   help="Resamples of the 95% confidence intervals (cluster bootstrap; 0: none)."),
     sampling: Literal["uniform", "permutation"] = typer.Option(
@@ -433,12 +446,13 @@ def shortcuts(
                                               "by id from this labelled folder (vcr-visor: a labelled vcr)."),
     models: list[str] = typer.Option([], "--model", metavar="ID_OR_PATH",
                                      help="Text-only model (repeat; default: bert-base-uncased and roberta-base)."),
-    seeds: list[int] = typer.Option([], "--seed", metavar="SEED", help="Training seed (repeat; default: 0, 1, 2)."),
+    seeds: list[int] = typer.Option([], "--seed", min=0, metavar="SEED",
+                                    help="Training seed (repeat; default: 0, 1, 2)."),
     epochs: int = typer.Option(3, "--epochs", min=1, help="Training epochs per run."),
     learning_rate: float = typer.Option(2e-5, "--learning-rate", help="AdamW learning rate."),
     batch_size: int = typer.Option(16, "--batch-size", min=1, help="Examples per training batch."),
     max_length: int = typer.Option(128, "--max-length", min=8, help="Tokens per (context, candidate)."),
-    shuffle_seed: int = typer.Option(0, "--shuffle-seed", help="Seed of the word-level shuffles."),
+    shuffle_seed: int = typer.Option(0, "--shuffle-seed", min=0, help="Seed of the word-level shuffles."),
     device: str = typer.Option("auto", "--device", help="torch device (auto: CUDA when present)."),
     bf16: bool = typer.Option(False, "--bf16", help="Train and score in bfloat16 autocast (CUDA)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing OUT that vlbench did not write."),

@@ -4,8 +4,10 @@ Importing matplotlib and drawing a card's bar charts costs about a second, as mu
 val-size GQA file. The helper imports matplotlib (and draws one throw-away chart, which loads the
 fonts) on a second core while the build reads its sources; it is sent the FigureSpecs as soon as the
 builder knows them (`RunStage.figures_known`, else when the tables exist) and draws them while the
-build goes on. It runs at a low CPU priority: its work is needed only at export, and on two cores it
-would otherwise take time from the build's own threads. It sends back PNG bytes: the files are written
+build goes on. It runs at the build's own CPU priority: the build waits for its figures at export,
+and a helper at a lower priority is starved on a busy machine, so the build would stall behind it
+(`scripts/bench_gqa_ood_build.py` measures the build beside two CPU-bound processes).
+It sends back PNG bytes: the files are written
 by the build, into its staging folder. `evaluator.report.draw_bars` draws in both places, so the bytes
 are the same. When the helper cannot be started or fails, the figures are drawn in this process, so a
 failure surfaces with its real error.
@@ -31,9 +33,6 @@ from builders.result import FigureSpec
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 HELPER_MIN_INPUT_BYTES = 16 << 20  # about 0.2 s of reading
-# The helper's work is needed only at export: on a busy machine the build's own threads go first
-# (its import and drawing would otherwise take CPU from the build's reading on two cores).
-HELPER_NICENESS = 15
 
 
 def helper_worthwhile(input_bytes: int) -> bool:
@@ -113,10 +112,6 @@ def _warm_up() -> None:
 
 
 def main() -> int:
-    try:
-        os.nice(HELPER_NICENESS)
-    except OSError:  # not permitted here: the helper runs at the build's priority
-        pass
     _warm_up()
     payload = sys.stdin.buffer.read()
     if not payload:

@@ -71,8 +71,13 @@ def read_eval_yaml(folder: Path) -> dict:
         raise ParamsError(f"--hub-results: {folder} has no {EVAL_YAML} (build it again with this vlbench)") from None
     except yaml.YAMLError as exc:
         raise ParamsError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise ParamsError(f"{path}: not valid YAML ({type(exc).__name__})") from None
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
         raise ParamsError(f"{path}: expected `name`, `description` and a `tasks` list")
+    for n, task in enumerate(data["tasks"]):
+        if not isinstance(task, dict) or not isinstance(task.get("id"), str):
+            raise ParamsError(f"{path}: task {n} of `tasks` is not a mapping with a string `id`")
     return data
 
 

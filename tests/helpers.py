@@ -1,9 +1,11 @@
-"""Small builders of raw GQA files for tests, and a torchrun launcher of the CLI."""
+"""Small builders of raw GQA files for tests, a torchrun launcher of the CLI, and the check of what
+vlbench promises for bad input (one `error:` line, exit 2)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +51,13 @@ def torchrun(args: list, processes: int) -> subprocess.CompletedProcess:
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}",
                 "-m", "pipelines.cli"]
     return subprocess.run(launcher + [str(a) for a in args], env=env, capture_output=True, text=True, timeout=600)
+
+
+def assert_one_error_line(code: int, stderr: str, needles) -> str:
+    assert code == 2, f"exit {code}: {stderr}"
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    assert "Traceback" not in stderr and not re.search(r"0x[0-9a-fA-F]{6,}|<[\w.]+ object", lines[0]), lines[0]
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+    return lines[0]

@@ -18,13 +18,12 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-
-from tests.test_bad_input_catalogue import assert_one_error_line
+from helpers import assert_one_error_line
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Hostile names from the catalogue: markup in an attribute, in text, and spreadsheet formulas.
 HOSTILE_NAMES = ['a"><svg onload=alert(1)>', 'x" onmouseover="alert(1)', "<script>alert(2)<script>",
-                 '=HYPERLINK("127.0.0.1","y")', "@SUM(1+1)", "+1", "-2"]
+                 '=HYPERLINK("127.0.0.1","y")', "@SUM(1+1)", "+1", "-2", r"cost$\frac{$x"]  # the last: mathtext
 REMOTE = "http://127.0.0.1:9"  # nothing listens there; the browser test fails on any request to it
 
 
@@ -89,6 +88,8 @@ def _all_html(site: Path) -> dict[Path, str]:
 
 
 def test_no_markup_from_names_records_or_cards_is_live(hostile_site):
+    rows = json.loads((hostile_site / "leaderboard.json").read_text())["submissions"]
+    assert sorted(r["submission"] for r in rows if r["status"] == "scored") == sorted([*HOSTILE_NAMES, "noted"])
     pages = _all_html(hostile_site)
     index = pages[hostile_site / "index.html"]
     for html in pages.values():
@@ -151,9 +152,20 @@ def test_hostile_site_in_headless_chromium(hostile_site, tmp_path):
             for k in range(page.locator("a").count()):  # every link that is left goes to the site or http(s)
                 assert re.match(r"(file:|https?:|\.\./)", page.locator("a").nth(k).get_attribute("href") or "file:")
         page.screenshot(path=str(tmp_path / "hostile.png"), full_page=True)
+        # the CSP itself is in force on file://: markup that got past the sanitiser would still not run
+        # or load (an inline script injected into the page does not run; a remote image is blocked)
+        page.goto((hostile_site / "index.html").as_uri())
+        blocked = []
+        page.on("requestfailed", lambda r: blocked.append((r.url, r.failure)))
+        assert page.evaluate("""() => { const s = document.createElement('script');
+            s.textContent = 'window.injected = 1'; document.body.appendChild(s);
+            const i = document.createElement('img'); i.src = 'http://127.0.0.1:9/csp-probe.png';
+            document.body.appendChild(i); return window.injected === undefined; }""")
+        page.wait_for_timeout(300)
         browser.close()
+    assert blocked == [("http://127.0.0.1:9/csp-probe.png", "csp")]
     assert dialogs == []
-    assert [u for u in requests if not u.startswith("file://")] == []
+    assert [u for u in requests if not u.startswith("file://") and "csp-probe" not in u] == []
     assert (tmp_path / "hostile.png").stat().st_size > 5_000
 
 

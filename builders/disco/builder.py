@@ -120,6 +120,13 @@ class DiscoBuilder(Builder):
                 by_image.setdefault(image, set()).add(quality)
             if len({frozenset(q) for q in by_image.values()}) > 1:
                 problems.append(f"{split}: images do not all come in the same qualities")
+        seen: dict[str, str] = {}  # a sample in two splits leaks the test set into training
+        for split, t in sorted(tables["default"].items()):
+            for image in sorted(set(t.column("image_id").to_pylist())):
+                if image in seen:
+                    problems.append(f"sample {image} is in both the {seen[image]} and the {split} split")
+                    break
+                seen[image] = split
         return problems
 
     def build(self, sources: dict, params: DiscoParams, run_stage: RunStage = run_uncached) -> BuildResult:

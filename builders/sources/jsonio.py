@@ -9,7 +9,7 @@ from typing import Annotated
 import msgspec
 
 from builders.errors import SourceError
-from builders.sources.files import expect_file, utf8_problem
+from builders.sources.files import expect_file, os_problem, utf8_problem
 
 _PATH = re.compile(r"at `\$((?:\.\w+)*)\[(\d+)\]\.?([^`]*)`")  # at `$.annotations[4].answers[0].answer`
 _TOP_FIELD = re.compile(r"at `\$\.([\w.]+)`")  # at `$.data.dialogs`
@@ -36,10 +36,13 @@ def read_jsonl(path: Path, kind, what: str):
     """(line number, typed record) of every non-blank line of a JSON-lines file (`kind`: a msgspec
     type); `what` names the file in the error when it is not a regular file."""
     decode = msgspec.json.Decoder(kind).decode
-    with open(expect_file(path, what), "rb") as fh:
-        for number, line in enumerate(fh, start=1):
-            if line.strip():
-                yield number, _decode_line(path, decode, line, number)
+    try:
+        with open(expect_file(path, what), "rb") as fh:  # unreadable (permissions, I/O errors): one line
+            for number, line in enumerate(fh, start=1):
+                if line.strip():
+                    yield number, _decode_line(path, decode, line, number)
+    except OSError as exc:
+        raise SourceError(path, os_problem(exc)) from None
 
 
 def _decode_line(path: Path, decode, line: bytes, number: int):

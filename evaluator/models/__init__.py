@@ -92,13 +92,17 @@ def parse_spec(spec: str) -> tuple[str, str]:
 
 
 def hf_config(name: str):
-    """The transformers config of an `hf:` spec; a missing, non-model or unknown checkpoint is a
-    one-line ModelError."""
+    """The transformers config of an `hf:` spec; a missing, non-model or unknown checkpoint, or a
+    folder vlbench will not load (builders.model_files: pickle weights, its own code, a damaged
+    safetensors header), is a one-line ModelError, before any weight is read."""
     from transformers import AutoConfig
+
+    from builders.model_files import load_kwargs
 
     local = Path(name).expanduser()
     if not local.exists() and (name.startswith((".", "/", "~")) or ("/" in name and local.parent.is_dir())):
         raise ModelError(f"hf:{name}: no such model folder (and not a hub model id ORG/NAME)")
+    load_kwargs(name, f"hf:{name}")
     try:
         return AutoConfig.from_pretrained(name)
     except (OSError, ValueError) as exc:

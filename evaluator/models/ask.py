@@ -47,12 +47,21 @@ def parse_count(text: str) -> float | None:
 
 
 def template_fields(template: str) -> list[str]:
-    """The {field} names a prompt template uses."""
+    """The {field} names a prompt template uses. A field is a plain name: a format spec or a
+    conversion ({question:>999999999}, {question!r}) is refused, since it could render a prompt of any
+    length from one field."""
     try:
-        return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+        parsed = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template)
+                  if name is not None]
     except ValueError as exc:
         raise ModelError(f"--prompt {template!r}: not a template ({exc}); write literal braces as {{{{ }}}}") \
             from None
+    for name, spec, conversion in parsed:
+        if spec or conversion:
+            shown = f"{{{name}{'!' + conversion if conversion else ''}{':' + spec if spec else ''}}}"
+            raise ModelError(f"--prompt: {shown[:60]} has a format spec or conversion; a prompt field is a plain "
+                             f"{{{name}}}")
+    return [name for name, _, _ in parsed]
 
 
 def prompt_template(options: ModelOptions, ask: Ask, benchmark: str) -> str:

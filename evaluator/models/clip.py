@@ -15,6 +15,7 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 
+from builders.model_files import load_pretrained
 from evaluator.images import ImageFolder, image_sources, open_image
 from evaluator.inference import Runner
 from evaluator.models import LateFusion, ModelOptions
@@ -31,7 +32,7 @@ class ClipTowers:
         self.runner = Runner(options)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.processor = AutoImageProcessor.from_pretrained(path)
-        self.model = self.runner.place(CLIPModel.from_pretrained(path))
+        self.model = self.runner.place(load_pretrained(CLIPModel, path, f"hf:{path}"))
         self.images = ImageFolder(options.images)
 
     @property

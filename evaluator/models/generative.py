@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from builders.errors import ModelError
+from builders.model_files import load_pretrained
 from evaluator.images import open_image
 from evaluator.models import ModelOptions
 
@@ -112,7 +113,7 @@ class GenerativeVLM:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         if getattr(self.processor, "chat_template", None) is None:
             raise ModelError(f"hf:{path}: the processor has no chat template (not an instruction-tuned VLM?)")
-        self.model = AutoModelForImageTextToText.from_pretrained(path, dtype=getattr(torch, dtype))
+        self.model = load_pretrained(AutoModelForImageTextToText, path, f"hf:{path}", dtype=getattr(torch, dtype))
         self.model.to(self.device).eval()
         self.revision = _snapshot(path, config)
         self.batch_size = options.batch_size

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from builders.errors import ModelError
+from builders.model_files import load_pretrained
 from evaluator.images import ImageFolder, image_sources, open_image
 from evaluator.inference import Runner
 from evaluator.models import ModelOptions, hf_config
@@ -21,7 +22,7 @@ class ViltVQA:
         self.runner = Runner(options)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.processor = AutoImageProcessor.from_pretrained(path)
-        self.model = self.runner.place(ViltForQuestionAnswering.from_pretrained(path))
+        self.model = self.runner.place(load_pretrained(ViltForQuestionAnswering, path, f"hf:{path}"))
         self.labels = [self.model.config.id2label[i] for i in range(self.model.config.num_labels)]
         self.max_length = self.model.config.max_position_embeddings
         self.images, self.image_key = ImageFolder(options.images), image_key

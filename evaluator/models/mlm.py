@@ -16,6 +16,7 @@ import json
 import numpy as np
 
 from builders.errors import ModelError
+from builders.model_files import load_pretrained
 from evaluator.inference import Runner
 from evaluator.models import ModelOptions, hf_config, load_py_model, parse_spec
 
@@ -100,7 +101,7 @@ class ViltMaskedLM(_MaskedLMBase):
         self.name = f"hf:{path}"
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.processor = AutoImageProcessor.from_pretrained(path)
-        self.model = self.runner.place(ViltForMaskedLM.from_pretrained(path)).requires_grad_(False)
+        self.model = self.runner.place(load_pretrained(ViltForMaskedLM, path, self.name)).requires_grad_(False)
         self.max_length = self.model.config.max_position_embeddings
         self.mean = torch.tensor(self.processor.image_mean, dtype=torch.float32).view(1, 3, 1, 1)
         self.std = torch.tensor(self.processor.image_std, dtype=torch.float32).view(1, 3, 1, 1)
@@ -156,9 +157,12 @@ class TextMaskedLM(_MaskedLMBase):
         self.name = f"hf:{path}"
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         try:
-            model = AutoModelForMaskedLM.from_pretrained(path)
-        except ValueError as exc:
-            raise ModelError(f"hf:{path}: not a masked language model ({str(exc).splitlines()[0]})") from None
+            model = load_pretrained(AutoModelForMaskedLM, path, self.name)
+        except ModelError as exc:
+            if "Unrecognized configuration class" not in str(exc):
+                raise
+            raise ModelError(f"hf:{path}: not a masked language model (AutoModelForMaskedLM does not know its "
+                             "config)") from None
         self.model = self.runner.place(model).requires_grad_(False)
         self.max_length = min(self.tokenizer.model_max_length, 512)
         self.fingerprint = fingerprint(self.model, {})

@@ -1,0 +1,143 @@
+"""Model folders checked before any weight is read, and loaded without running their code.
+
+Every Hugging Face model vlbench loads (the builders' Sentence-BERT and NLI models, the evaluator's
+`hf:` checkpoints, choice scorers, masked LMs, shortcut models) goes through `load_kwargs`, which
+checks a local folder first and says how to load it:
+
+* weights are read from safetensors files only: a pickle file (`pytorch_model.bin`, `*.pt`, `*.ckpt`)
+  can run code when it is unpickled, even under `torch.load(weights_only=True)` on the torch versions
+  that CVE-2025-32434 and CVE-2026-24747 affect. A folder with pickle weights alone is refused unless
+  the user passes `vlbench --allow-pickle-weights` (then transformers' own `weights_only` loading is
+  used, which refuses an unsafe torch);
+* a safetensors file is checked before it is mapped: its header length and every tensor's byte range
+  must lie inside the file (a header that claims 2**62 bytes is a damaged file, not an allocation);
+* a folder whose configs name its own Python code (`auto_map`), or a Sentence-BERT folder whose
+  `modules.json` names a module outside sentence_transformers, is refused: vlbench never passes
+  `trust_remote_code=True`, and says so in one line instead of a library's traceback.
+
+A hub id (no such local path) cannot be checked before it is fetched; it is loaded with
+`use_safetensors=True` all the same. Every refusal is a `ModelError`: one `error:` line, exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from builders.errors import ModelError
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+# The configs through which transformers would import a folder's own code (their `auto_map`).
+CONFIGS = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json",
+           "image_processor_config.json", "video_preprocessor_config.json")
+MAX_HEADER_BYTES = 100 << 20  # safetensors' own reader refuses larger headers
+_allow_pickle = False
+
+
+def allow_pickle_weights(allowed: bool) -> None:
+    """`vlbench --allow-pickle-weights`: let folders with pickle weights alone be loaded."""
+    global _allow_pickle
+    _allow_pickle = bool(allowed)
+
+
+def _read_json(path: Path, what: str):
+    try:
+        return json.loads(path.read_bytes())
+    except OSError as exc:
+        raise ModelError(f"{what}: cannot read {path.name} ({exc.strerror or exc})") from None
+    except (ValueError, RecursionError):
+        raise ModelError(f"{what}: {path.name} is not valid JSON") from None
+
+
+def check_safetensors(path: Path, what: str) -> None:
+    """The file's header: its length and every tensor's [begin, end) lie inside the file."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            length = int.from_bytes(fh.read(8), "little")
+            if size < 8 or length > min(size - 8, MAX_HEADER_BYTES):
+                raise ModelError(f"{what}: {path.name} is damaged (its header claims {length:,} bytes; the file "
+                                 f"has {size:,})")
+            header = json.loads(fh.read(length))
+    except OSError as exc:
+        raise ModelError(f"{what}: cannot read {path.name} ({exc.strerror or exc})") from None
+    except (ValueError, RecursionError):
+        raise ModelError(f"{what}: {path.name} is damaged (its header is not valid JSON)") from None
+    data = size - 8 - length
+    if not isinstance(header, dict):
+        raise ModelError(f"{what}: {path.name} is damaged (its header is not a JSON object)")
+    for name, tensor in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = tensor.get("data_offsets") if isinstance(tensor, dict) else None
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
+                or not 0 <= offsets[0] <= offsets[1] <= data):
+            raise ModelError(f"{what}: {path.name} is damaged (tensor {str(name)[:60]!r} lies outside the file's "
+                             f"{data:,} data bytes)")
+
+
+def _check_no_code(folder: Path, what: str) -> None:
+    for name in CONFIGS:
+        config = folder / name
+        if not config.is_file():
+            continue
+        data = _read_json(config, what)
+        if not isinstance(data, dict):
+            raise ModelError(f"{what}: {name} is not a JSON object")
+        if "auto_map" in data:
+            raise ModelError(f"{what}: {name} names the model's own Python code (auto_map); vlbench never runs code "
+                             "from a model folder")
+    modules = folder / "modules.json"
+    if modules.is_file():
+        data = _read_json(modules, what)
+        types = [m.get("type") for m in data if isinstance(m, dict)] if isinstance(data, list) else None
+        if types is None:
+            raise ModelError(f"{what}: modules.json is not a list of modules")
+        foreign = next((t for t in types if not str(t).startswith("sentence_transformers.")), None)
+        if foreign is not None:
+            raise ModelError(f"{what}: modules.json names a module outside sentence_transformers "
+                             f"({str(foreign)[:60]}); vlbench never runs code from a model folder")
+
+
+def _weight_folders(folder: Path) -> list[Path]:
+    """The folder, and a Sentence-BERT folder's module folders (a Dense layer keeps its own weights)."""
+    return [folder] + sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def load_kwargs(name: str, what: str) -> dict:
+    """Check the model NAME (`what` names it in errors: `hf:PATH`, `sbert_model PATH`) and return
+    the keyword arguments of its `from_pretrained` (see the module docstring)."""
+    path = Path(name).expanduser()
+    if not path.exists():
+        return {"use_safetensors": True}
+    if not path.is_dir():
+        raise ModelError(f"{what}: is a file; a model is a folder (config.json and *.safetensors weights)")
+    if not (path / "config.json").is_file() and not (path / "modules.json").is_file():
+        raise ModelError(f"{what}: not a model folder (no config.json)")
+    _check_no_code(path, what)
+    weights = pickle_only = False
+    for folder in _weight_folders(path):
+        safetensors = [p for p in sorted(folder.glob("*.safetensors")) if p.is_file()]
+        pickles = [p for p in sorted(folder.iterdir()) if p.suffix in PICKLE_SUFFIXES and p.is_file()]
+        for file in safetensors:
+            check_safetensors(file, what)
+        if pickles and not safetensors:
+            if not _allow_pickle:
+                raise ModelError(f"{what}: holds pickle weights only ({pickles[0].relative_to(path)}); unpickling a "
+                                 "file can run code, so vlbench reads safetensors weights only")
+            pickle_only = True
+        weights |= bool(safetensors or pickles)
+    if not weights:
+        raise ModelError(f"{what}: no weights (no *.safetensors file)")
+    return {"use_safetensors": not pickle_only}
+
+
+def load_pretrained(cls, name: str, what: str, **kwargs):
+    """`cls.from_pretrained(name, **kwargs)` after `load_kwargs`'s checks, with its keyword arguments;
+    a checkpoint the library cannot load is one ModelError naming it."""
+    options = load_kwargs(name, what)
+    try:
+        return cls.from_pretrained(name, **options, **kwargs)
+    except (OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"{what}: cannot load ({reason})") from None
