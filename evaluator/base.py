@@ -17,6 +17,7 @@ from typing import Any, Callable, ClassVar
 import pyarrow as pa
 
 from builders.errors import ModelError
+from evaluator.interop import HarnessSplit
 from evaluator.models import ModelOptions, hf_config, load_py_model, parse_spec
 from evaluator.models.ask import Ask
 from evaluator.models.generative import is_generative
@@ -85,6 +86,7 @@ class Task(ABC):
     # names, and the fields of their samples that may hold this benchmark's id.
     harness_tasks: ClassVar[dict[str, tuple[str, ...]]] = {}
     harness_id_fields: ClassVar[tuple[str, ...]] = ()
+    harness_split: ClassVar[HarnessSplit | None] = None  # an lmms-eval task's docs (evaluator.interop)
 
     def source_label_keys(self, table: pa.Table) -> list[tuple]:
         """Per row, (the source example's id, its question kind) whose shortcut labels the row takes
@@ -142,10 +144,12 @@ class Task(ABC):
         from evaluator.models.generative import GenerativeVLM
         from evaluator.videos import VideoFolder
 
-        # Checked before the weights are loaded: the prompt template and the video folder.
+        # Checked before the weights are loaded: the prompt template and the video folder here, the rows'
+        # image and video files by the adapter, which loads the model on its first predict.
         template = prompt_template(options, self.generative, self.name)
         videos = None if options.videos is None else VideoFolder(options.videos)
-        return GenerativeAdapter(GenerativeVLM(name, config, options), self.generative, template, options, videos)
+        return GenerativeAdapter(lambda: GenerativeVLM(name, config, options), self.generative, template, options,
+                                 videos)
 
     def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
         """The model of a `baseline:` or `hf:` spec, or None when this task has no such model."""

@@ -20,7 +20,8 @@ from evaluator.submission import Coverage, match_ids
 def compare_predictions(bench: str, data: str, predictions: list[Path], *, split: str | None = None,
                         report: Path | None = None, allow_partial: bool = False, allow_extra: bool = False,
                         assignments: list[str] | None = None, resamples: int = bootstrap.DEFAULT_RESAMPLES,
-                        seed: int = 0, fmt: str = "auto", by: str | None = None) -> dict:
+                        seed: int = 0, fmt: str = "auto", by: str | None = None, harness_data: str | None = None,
+                        ) -> dict:
     """Every submission after the first minus the first. With `allow_partial`, the rows every
     submission predicts are compared (a comparison is always on the same rows). `by`: also compare
     on the rows of each value of a column (a table column, or a shortcut label of `vlbench shortcuts`)."""
@@ -41,7 +42,7 @@ def compare_predictions(bench: str, data: str, predictions: list[Path], *, split
     ids = task.ids(table)
     loaded, inputs = [], []
     for path in predictions:
-        preds, converted = load_submission(task, path, fmt, ids)
+        preds, converted = load_submission(task, path, fmt, ids, harness_data)
         match_ids(path, preds, ids, task.id_field, allow_partial, allow_extra)
         loaded.append(preds)
         inputs.append(converted)

@@ -48,6 +48,9 @@ class ImageFolder:
     def path(self, key) -> Path:
         if self.root is None:
             raise ModelError("this model reads images: pass --images DIR (the benchmark's image folder)")
+        if not self.root.is_dir():
+            raise ModelError(f"--images {self.root}: " + ("is a file, expected a folder" if self.root.exists()
+                                                          else "no such folder"))
         key = str(key)
         if "/" in key or "\\" in key or key.lower().endswith(_SUFFIXES):
             path = inside(self.root, key, self.root, record=key, field="image key")

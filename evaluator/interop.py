@@ -1,23 +1,32 @@
 """Outputs of other evaluation harnesses, read as vlbench submissions for the benchmarks they share.
 
 * lmms-eval's `--log_samples` files: JSON lines of samples (`samples_<task>*.jsonl`), or the older
-  JSON object `{"args", "model_configs" or "config", "logs": [samples]}`. A sample holds `doc_id`, the
-  task's `doc` (without its image), `target`, `resps` and `filtered_resps`, the model's answer after
-  the task's filters: the first filtered response is the prediction. The benchmark's id is a field of
-  `doc` (GQA: `id`; VQA v2: `question_id`).
+  JSON object `{"args", "model_configs" or "config", "logs": [samples]}`. A sample holds `doc_id`,
+  `target`, `resps` and `filtered_resps`, the model's answer after the task's filters: the first
+  filtered response is the prediction. Older versions also keep the task's `doc` (without its image),
+  and the benchmark's id is a field of it (GQA: `id`; VQA v2: `question_id`). lmms-eval 0.7 drops `doc`
+  (its tracker pops it before writing): `doc_id` is then the row of the task's dataset split, which
+  `--harness-data` gives (lmms-lab's layout, a local parquet folder or a Hub dataset id; the Task
+  declares which config, split and columns, `harness_split`). Each mapped row is checked against the
+  sample: its question must be in the sample's `input` (the prompt lmms-eval built from it), and its
+  target, where the task has one, must be the sample's `target`; the first mismatch is an error.
 * VLMEvalKit's prediction files (`<model>_<dataset>.xlsx`, or .tsv / .csv): the dataset's table with a
   `prediction` column added. The benchmark's id must be a column of it (VLMEvalKit's own `index` is a
   row number, not the benchmark's id, and is not used).
 
 Which harness tasks map to a benchmark, and which of their fields holds its id, the `Task` declares
-(`harness_tasks`, `harness_id_fields`). Rows whose id is not in the evaluated split (a whole GQA
-test-dev log scored on GQA-OOD's subset) are counted and left out; missing rows follow the usual rule
-(`--allow-partial`). The conversion is reported with the metrics (`input`).
+(`harness_tasks`, `harness_id_fields`). A harness's answers are raw generations, so each is put in the
+form `vlbench predict` gives a generated answer (the Task's `generative.prediction`: VQA's official
+normalisation, GQA's lower case), as lmms-eval's own scoring does before it compares. Rows whose id
+is not in the evaluated split (a whole GQA test-dev log scored on GQA-OOD's subset) are counted and
+left out; missing rows follow the usual rule (`--allow-partial`). The conversion is reported with the
+metrics (`input`).
 """
 
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
 
 from builders.errors import ParamsError, SubmissionError
@@ -25,6 +34,66 @@ from builders.sources.files import os_problem
 from evaluator.submission import check_entries, parse_json, read_json
 
 FORMATS = ("auto", "vlbench", "lmms-eval", "vlmevalkit")
+
+
+@dataclass(frozen=True)
+class HarnessSplit:
+    """Where an lmms-eval task's docs come from, in lmms-lab's Hub layout: the dataset's `config`
+    (None: the default one) and `split`, the column with the benchmark's id, the question column (found
+    in a sample's `input`) and the `target` column (None when the task's target is not a column)."""
+
+    config: str | None
+    split: str
+    id_column: str
+    question_column: str
+    target_column: str | None = None
+
+
+def _parquet_files(folder: Path, spec: HarnessSplit) -> list[Path]:
+    """The split's shards in a dataset folder, in the order datasets reads them (sorted by path)."""
+    def wanted(path: Path) -> bool:
+        rel = path.relative_to(folder).parts
+        return (path.name.startswith((f"{spec.split}-", f"{spec.split}.")) and not any(p.startswith(".") for p in rel)
+                and (spec.config is None or spec.config in rel[:-1]))
+    return sorted(p for p in folder.rglob("*.parquet") if wanted(p))
+
+
+def harness_docs(source: str, spec: HarnessSplit):
+    """The rows of a harness task's split (id, question and target columns only): `source` is a local
+    folder in lmms-lab's layout or a Hub dataset id (fetched through the Hub cache)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = Path(source).expanduser()
+    if not folder.exists():
+        if source.startswith((".", "/", "~")) or source.count("/") != 1:
+            raise ParamsError(f"--harness-data {source}: no such folder (and not a Hub dataset id ORG/NAME)")
+        folder = _fetch(source, spec)
+    if not folder.is_dir():
+        raise ParamsError(f"--harness-data {source}: not a folder")
+    files = _parquet_files(folder, spec)
+    where = f"{spec.config + '/' if spec.config else ''}{spec.split}"
+    if not files:
+        raise ParamsError(f"--harness-data {source}: no parquet files of the {where} split")
+    columns = [spec.id_column, spec.question_column] + ([spec.target_column] if spec.target_column else [])
+    try:
+        tables = [pq.read_table(f, columns=columns) for f in files]
+    except (OSError, pa.ArrowException) as exc:
+        raise ParamsError(f"--harness-data {source}: cannot read the {where} split ({str(exc).splitlines()[0]})") \
+            from None
+    return pa.concat_tables(tables)
+
+
+def _fetch(repo_id: str, spec: HarnessSplit) -> Path:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    pattern = f"{spec.config}/{spec.split}-*.parquet" if spec.config else f"*/{spec.split}-*.parquet"
+    try:
+        return Path(snapshot_download(repo_id, repo_type="dataset", allow_patterns=[pattern]))
+    except (LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError) as exc:
+        raise ParamsError(f"--harness-data {repo_id}: cannot fetch the dataset ({str(exc).splitlines()[0]})") \
+            from None
 TABLE_SUFFIXES = (".xlsx", ".tsv", ".csv")
 
 
@@ -65,23 +134,59 @@ def _first_response(sample):
     return value
 
 
-def _lmms_rows(path: Path, task, data=None) -> tuple[list[tuple], dict]:
-    """(id, prediction) per sample, and the task the log names."""
+class _DocMap:
+    """doc_id -> the benchmark's id through --harness-data, each row checked against its sample."""
+
+    def __init__(self, path: Path, task, source: str | None):
+        self.path, self.task, self.source, self.docs = path, task, source, None
+
+    def __call__(self, n: int, sample: dict):
+        task, doc_id = self.task, sample.get("doc_id")
+        if self.docs is None:
+            spec = task.harness_split
+            if self.source is None or spec is None:
+                raise SubmissionError(
+                    f"{self.path}: sample {n} (doc_id {doc_id}) has no doc field {' or '.join(task.harness_id_fields)}"
+                    " naming the " + task.name + " id (lmms-eval 0.7 drops `doc`): " + (
+                        "pass --harness-data, the task's dataset (lmms-lab's layout: a local parquet folder or a "
+                        "Hub dataset id), to map doc_id to the question" if spec is not None else
+                        f"{task.name} declares no lmms-eval dataset to map doc_id through"))
+            docs = harness_docs(self.source, spec)
+            self.docs = [docs.column(c).to_pylist() for c in (spec.id_column, spec.question_column)]
+            self.targets = docs.column(spec.target_column).to_pylist() if spec.target_column else None
+        ids, questions = self.docs
+        if type(doc_id) is not int or not 0 <= doc_id < len(ids):
+            raise SubmissionError(f"{self.path}: sample {n}: doc_id {str(doc_id)[:40]} is not a row of the "
+                                  f"--harness-data split ({len(ids):,} rows)")
+        prompt = sample.get("input")
+        if not isinstance(prompt, str) or str(questions[doc_id]) not in prompt:
+            raise SubmissionError(f"{self.path}: sample {n} (doc_id {doc_id}): its input does not hold the question "
+                                  f"of row {doc_id} of --harness-data ({str(questions[doc_id])[:60]!r}); is this "
+                                  "the dataset the log was made on?")
+        if self.targets is not None and str(sample.get("target")) != str(self.targets[doc_id]):
+            target = str(sample.get("target"))[:40]
+            raise SubmissionError(f"{self.path}: sample {n} (doc_id {doc_id}): target {target!r} is not row {doc_id}'s "
+                                  f"answer {str(self.targets[doc_id])[:40]!r} in --harness-data; is this the dataset "
+                                  "the log was made on?")
+        return ids[doc_id]
+
+
+def _lmms_rows(path: Path, task, data=None, harness_data: str | None = None) -> tuple[list[tuple], dict]:
+    """(id, prediction) per sample, and the task the log names. The id is the sample's `doc` field,
+    else its `doc_id` mapped through `harness_data` (see the module docstring)."""
     samples, harness_task = _lmms_samples(path, data)
     wanted = task.harness_tasks.get("lmms-eval", ())
     if harness_task is not None and harness_task not in wanted:
         raise SubmissionError(f"{path}: lmms-eval task '{harness_task}' is not {task.name}'s (expected "
                               f"{' or '.join(wanted)})")
-    rows = []
+    rows, mapped = [], _DocMap(path, task, harness_data)
     for n, sample in enumerate(samples):
-        doc = sample.get("doc") if isinstance(sample, dict) else None
+        if not isinstance(sample, dict):
+            raise SubmissionError(f"{path}: sample {n} is not a JSON object")
+        doc = sample.get("doc")
         field = next((f for f in task.harness_id_fields if isinstance(doc, dict) and f in doc), None)
-        if field is None:
-            doc_id = sample.get("doc_id") if isinstance(sample, dict) else None
-            raise SubmissionError(f"{path}: sample {n} (doc_id {doc_id}) has no doc field "
-                                  f"{' or '.join(task.harness_id_fields)} naming the {task.name} id")
-        rows.append((doc[field], _first_response(sample)))
-    return rows, {"task": harness_task}
+        rows.append((doc[field] if field is not None else mapped(n, sample), _first_response(sample)))
+    return rows, {"task": harness_task, **({"harness_data": harness_data} if mapped.docs is not None else {})}
 
 
 def _xlsx_cells(path: Path) -> list[list]:
@@ -153,9 +258,11 @@ def _as_id(value, id_type: type):
     return value
 
 
-def load_submission(task, path: Path, fmt: str, split_ids: list) -> tuple[dict, dict | None]:
+def load_submission(task, path: Path, fmt: str, split_ids: list, harness_data: str | None = None,
+                    ) -> tuple[dict, dict | None]:
     """{id: value} of a submission in any supported format, and how it was converted (None for
-    vlbench's own format). Rows of ids outside the split are left out and counted."""
+    vlbench's own format). Rows of ids outside the split are left out and counted; a harness's answers
+    are put in the form of a generated answer (the module docstring)."""
     path = Path(path)
     if fmt not in FORMATS:
         raise ParamsError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
@@ -176,9 +283,13 @@ def load_submission(task, path: Path, fmt: str, split_ids: list) -> tuple[dict, 
         raise ParamsError(f"--format {fmt}: {task.name} has no {fmt} counterpart (these do: gqa-ood, vqa-v2, vqa-cp)")
     if not path.is_file():
         raise SubmissionError(f"{path}: " + ("is a folder" if path.is_dir() else "not found"))
-    rows, info = _lmms_rows(path, task, data) if fmt == "lmms-eval" else _vlmeval_rows(path, task)
-    entries = [{task.id_field: _as_id(i, task.id_type), task.value_field: "" if v is None else str(v)}
+    rows, info = _lmms_rows(path, task, data, harness_data) if fmt == "lmms-eval" else _vlmeval_rows(path, task)
+    ask = task.generative
+    answer = ask.prediction if ask is not None and ask.mode == "generate" else str
+    entries = [{task.id_field: _as_id(i, task.id_type), task.value_field: answer("" if v is None else str(v))}
                for i, v in rows]
+    if ask is not None and ask.mode == "generate":
+        info["answers"] = ask.cleaning
     predictions = check_entries(path, entries, task.id_field, task.value_field, task.id_type, task.value_check,
                                 task.value_desc, entry_name="row numbers")
     inside = set(split_ids)

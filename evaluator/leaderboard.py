@@ -244,7 +244,7 @@ def _score(bench, folder: Path, submission: Submission, entry: Path, scoring: di
 
 def run_leaderboard(bench: str, data: str, submissions: Path, out: Path, *, split: str | None = None,
                     assignments: list[str] | None = None, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                    overwrite: bool = False) -> dict:
+                    overwrite: bool = False, harness_data: str | None = None) -> dict:
     """Score every submission (cached by file hash and dataset manifest) and write the site."""
     from evaluator.run import task_options
     from pipelines.outdir import atomic_folder
@@ -259,8 +259,9 @@ def run_leaderboard(bench: str, data: str, submissions: Path, out: Path, *, spli
     protected = {"--data": folder, "--submissions": Path(submissions)}
     _check_site(out, protected, overwrite)
     settings = {"benchmark": bench, "split": split, "options": sorted(assignments or []), "bootstrap": resamples,
-                "seed": seed}
-    scoring = {"split": split, "assignments": assignments, "bootstrap": resamples, "seed": seed}
+                "seed": seed, **({"harness_data": harness_data} if harness_data else {})}
+    scoring = {"split": split, "assignments": assignments, "bootstrap": resamples, "seed": seed,
+               "harness_data": harness_data}
     dataset, code = _dataset_digest(folder), _code_version()
     old_cache = out / CACHE if _is_site(out) else None
     rows, uncached = [], []

@@ -108,13 +108,14 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
 def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = None, report: Path | None = None,
              allow_partial: bool = False, allow_extra: bool = False, assignments: list[str] | None = None,
              by: str | None = None, bootstrap: int = 1000, seed: int = 0, hub_results: Path | None = None,
-             hub_dataset: str | None = None, fmt: str = "auto") -> dict:
+             hub_dataset: str | None = None, fmt: str = "auto", harness_data: str | None = None) -> dict:
     """Validate a prediction file against a split and compute the benchmark's metrics, with 95%
     confidence intervals from `bootstrap` cluster resamples (evaluator.bootstrap; 0: none) where the
     benchmark declares its resampling; the record `vlbench predict` wrote beside the file (if any)
     says in the report how the predictions were made. `hub_results`: also the Hub's evaluation-results
     file for a model repo (pipelines.hub_results), naming the benchmark's dataset repo `hub_dataset`
-    (default: DATA when it is a repo id)."""
+    (default: DATA when it is a repo id). `harness_data`: the dataset an lmms-eval log without `doc`
+    was made on (evaluator.interop)."""
     task = get_task(bench)
     options = task_options(task, list(assignments or []))
     if report is not None:
@@ -127,7 +128,7 @@ def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = No
     folder, split, table = _open(task, data, split)
     if by is not None:
         table = with_column(task, folder, split, table, by)
-    preds, converted = load_submission(task, predictions, fmt, task.ids(table))
+    preds, converted = load_submission(task, predictions, fmt, task.ids(table), harness_data)
     coverage = match_ids(predictions, preds, task.ids(table), task.id_field, allow_partial, allow_extra)
     record = read_record(predictions)
     metrics = {"benchmark": bench, "split": split, "predictions": Path(predictions).name,

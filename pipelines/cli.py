@@ -195,6 +195,10 @@ BOOTSTRAP_SEED_OPTION = typer.Option(0, "--seed", min=0, help="Seed of the boots
 Format = Literal["auto", "vlbench", "lmms-eval", "vlmevalkit"]
 FORMAT_OPTION = typer.Option("auto", "--format", help="Submission format (auto: detected from the file; lmms-eval "
                                                       "--log_samples files, VLMEvalKit prediction tables).")
+HARNESS_DATA_OPTION = typer.Option(
+    None, "--harness-data", metavar="DIR|ORG/NAME",
+    help="The lmms-eval task's dataset in lmms-lab's layout (a local parquet folder or a Hub dataset id): maps the "
+         "doc_id of a log without `doc` (lmms-eval 0.7) to the benchmark's id, each row checked against the log.")
 
 # Generative-VLM flags of `predict` and `perceptual` (evaluator/models/generative.py), declared once.
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
@@ -282,6 +286,7 @@ def evaluate(
         None, "--hub-dataset", metavar="ORG/NAME",
         help="The benchmark's Hub dataset repo for --hub-results (default: --data when it is a repo id)."),
     fmt: Format = FORMAT_OPTION,
+    harness_data: Optional[str] = HARNESS_DATA_OPTION,
 ):
     """Score a prediction file against a built split with the benchmark's metrics."""
     from builders.jsonout import dumps
@@ -290,7 +295,7 @@ def evaluate(
     metrics = run_evaluate(bench, data, predictions, split=split, report=report, allow_partial=allow_partial,
                            allow_extra=allow_extra, assignments=_renamed(assignments, set_, "evaluate", "--option"),
                            by=by, bootstrap=bootstrap, seed=seed, hub_results=hub_results, hub_dataset=hub_dataset,
-                           fmt=fmt)
+                           fmt=fmt, harness_data=harness_data)
     headline = {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
     typer.echo(dumps({**headline, "coverage": metrics["coverage"]}, note_key="undefined", indent=2))
     if report is not None:
@@ -313,6 +318,7 @@ def compare(
     bootstrap: int = typer.Option(1000, "--bootstrap", min=1, help="Resamples (bootstrap and permutation test)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the resamples."),
     fmt: Format = FORMAT_OPTION,
+    harness_data: Optional[str] = HARNESS_DATA_OPTION,
     by: Optional[str] = typer.Option(None, "--by", help="Also compare on each value of this column (a table column, "
                                                         "or a shortcut label of `vlbench shortcuts`)."),
 ):
@@ -321,7 +327,7 @@ def compare(
 
     metrics = compare_predictions(bench, data, predictions, split=split, report=report, allow_partial=allow_partial,
                                   allow_extra=allow_extra, assignments=assignments, resamples=bootstrap, seed=seed,
-                                  fmt=fmt, by=by)
+                                  fmt=fmt, by=by, harness_data=harness_data)
     for c in metrics["comparisons"]:
         typer.echo(f"{c['b']} - {c['a']} ({metrics['rows']:,} rows, {c['clusters']:,} {c['unit']}s):")
         for path, r in c["metrics"].items():
@@ -344,12 +350,13 @@ def leaderboard(
     bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Resamples of the 95% confidence intervals."),
     seed: int = BOOTSTRAP_SEED_OPTION,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an OUT this command did not write."),
+    harness_data: Optional[str] = HARNESS_DATA_OPTION,
 ):
     """Score every submission in a folder (a bad one is listed, never stops the others) into a static site."""
     from evaluator.leaderboard import run_leaderboard
 
     record = run_leaderboard(bench, data, submissions, out, split=split, assignments=assignments,
-                             resamples=bootstrap, seed=seed, overwrite=overwrite)
+                             resamples=bootstrap, seed=seed, overwrite=overwrite, harness_data=harness_data)
     rows = record["submissions"]
     scored = sum(r["status"] == "scored" for r in rows)
     typer.echo(f"{bench}: {scored} of {len(rows)} submissions scored ({sum(r['cached'] for r in rows)} from the "

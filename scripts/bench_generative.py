@@ -84,7 +84,9 @@ def main() -> int:
         ok &= ratio >= BATCH_TARGET and same
 
         vlm = GenerativeVLM(tiny, hf_config(tiny), ModelOptions(batch_size=50))
-        options = [" ".join(words[i % 5: i % 5 + 1 + i % 4]) for i in range(100)]
+        # 100 distinct options, as a VisDial round's are (equal options tie by construction in `score`)
+        options = [" ".join(words[i % 5: i % 5 + 1 + i % 4]) + f" {i // 20}" * (i >= 20) for i in range(100)]
+        assert len(set(options)) == len(options)
         history = "\n".join(f"{' '.join(words[:4 + r])}? {' '.join(words[r:r + 3])}" for r in range(9))
         rounds = [Turn(f"Caption: a table by a window\nDialogue so far:\n{history}\nQuestion: {q}", (im,))
                   for q, im in zip(questions[:args.rounds], images)]

@@ -237,9 +237,14 @@ def test_every_benchmark_end_to_end_with_a_tiny_vlm(bench, cli, tiny, sample_sou
     predictions = json.loads(out.read_text())
     samples = [json.loads(line) for line in (tmp_path / "p.samples.jsonl").read_text().splitlines()]
     assert len(predictions) == len(samples) == table.num_rows
-    if bench in ("gqa-ood", "vqa-v2", "vqa-cp"):  # the prediction is the cleaned generated answer
+    if bench in ("gqa-ood", "vqa-v2", "vqa-cp"):  # the prediction is the generated answer, cleaned and normalised
+        from builders.registry import get_task
+        from evaluator.vqa.metrics import normalize_prediction
+
         field = "prediction" if bench == "gqa-ood" else "answer"
-        assert [p[field] for p in predictions] == [clean_answer(s["output"]) for s in samples]
+        normal = (lambda a: a.lower()) if bench == "gqa-ood" else normalize_prediction  # GQA: lower case; VQA: official
+        assert [p[field] for p in predictions] == [normal(clean_answer(s["output"])) for s in samples]
+        assert get_task(bench).generative.cleaning in (tmp_path / "p.meta.json").read_text()
     elif bench == "vcr":  # two prompts per item: the answers given the question, the rationales given Q + A
         assert [(p["answer_scores"], p["rationale_scores"]) for p in predictions] == \
             [tuple(s["loglik"]) for s in samples]
@@ -289,3 +294,49 @@ def test_two_gloo_processes_predict_what_one_does(tiny, built, tmp_path):
         meta.pop("predictions")
         files[processes] = (out.read_text(), (tmp_path / f"p{processes}.samples.jsonl").read_text(), meta)
     assert files[1] == files[2]
+
+
+@pytest.mark.parametrize("images", ["missing-folder", "missing-file"])
+def test_bad_images_fail_before_any_weight_is_read(images, tiny, built_sample, cli, tmp_path,
+                                                   monkeypatch):
+    """The adapter finds every image of the rows before it loads the model: GenerativeVLM (which
+    reads the weights) is never constructed when --images is missing or lacks a row's file."""
+    from evaluator.models import generative
+
+    loaded = []
+    real = generative.GenerativeVLM.__init__
+    monkeypatch.setattr(generative.GenerativeVLM, "__init__", lambda self, *a: loaded.append(a) or real(self, *a))
+    folder = tmp_path / "images"
+    if images == "missing-file":
+        folder.mkdir()
+        (folder / "n000001.jpg").write_bytes(b"not the row's image")
+    code, _, err = cli("predict", "gqa-ood", "--data", built_sample, "--model", f"hf:{tiny['llava']}", "--out",
+                       tmp_path / "p.json", "--images", folder)
+    needle = "no such folder" if images == "missing-folder" else "no image file for image"
+    assert code == 2 and err.startswith("error: ") and needle in err and len(err.strip().splitlines()) == 1
+    assert loaded == [] and not (tmp_path / "p.json").exists()
+
+
+def test_duplicate_continuations_tie_whatever_their_row(tiny):
+    """Equal options of one context get one score (scored once, shared), on both paths: the cached
+    prefix (many options) and full sequences (few). The options are the ones bench_generative.py used
+    to have (20 strings five times each): batched with the cached prefix on 2 threads, duplicates
+    scored apart used to differ by 7.6e-6 (the bench's identical-ranks check failed on it)."""
+    import torch
+
+    words = "the red cup on a wooden table near window light".split()
+    many = [" ".join(words[i % 5: i % 5 + 1 + i % 4]) for i in range(100)]
+    few = ["yes", "no", "yes"]
+    turn = Turn("Caption: a table by a window\nQuestion: what is on the table?", tuple(_images([(30, 40)])))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        vlm = GenerativeVLM(str(tiny["llava"]), hf_config(str(tiny["llava"])), ModelOptions(batch_size=16))
+        scores_many, scores_few = vlm.score([turn, turn], [many, few])
+    finally:
+        torch.set_num_threads(threads)
+    by_text: dict[str, set] = {}
+    for text, score in zip(many, scores_many):
+        by_text.setdefault(text, set()).add(score)
+    assert len(by_text) == 20 and all(len(v) == 1 for v in by_text.values())
+    assert scores_few[0] == scores_few[2] != scores_few[1]

@@ -56,7 +56,8 @@ def test_lmms_eval_gqa_logs_score_as_the_same_submission(gqa, gqa_rows, cli, tmp
     for key in ("acc_all", "acc_head", "acc_tail", "delta_tail_head"):
         assert got[key] == golden[key], key
     assert got["input"] == {"format": "lmms-eval", "rows": len(samples), "in_split": len(gqa_rows),
-                            "outside_split": 2, "first_outside": "999999991"}
+                            "outside_split": 2, "first_outside": "999999991",
+                            "answers": "first line of the output, trimmed, one trailing period removed; lower case"}
     old = tmp_path / "gqa.json"  # the older layout: one JSON object with the task's config and `logs`
     old.write_text(json.dumps({"args": {}, "model_configs": {"task": "gqa"}, "logs": samples}))
     assert _score(cli, tmp_path, gqa, old)["acc_all"] == golden["acc_all"]

@@ -143,7 +143,7 @@ def test_frames_of_one_video_are_decoded_once_and_shown_in_order(socialiq, monke
 
     table = load_table(socialiq["built"], "answers", "validation")
     options = ModelOptions(videos=socialiq["videos"], frames=4)
-    adapter = GenerativeAdapter(RecordingVLM(), SocialIQTask.generative, "{question}", options,
+    adapter = GenerativeAdapter(RecordingVLM, SocialIQTask.generative, "{question}", options,
                                 VideoFolder(socialiq["videos"]))
     predictions = adapter.predict(table)
     videos = table.column("video_id").to_pylist()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import msgspec
 import numpy as np
@@ -246,3 +247,39 @@ def test_prior_baseline_loses_its_prior_on_vqa_cp(cli, sample_sources, tmp_path)
         code, stdout, _ = cli("evaluate", bench, "--data", out, "--predictions", preds)
         scores[bench] = json.loads(stdout)["accuracy"]
     assert scores["vqa-cp"] < scores["vqa-v2"] - 15
+
+
+# Golden: lmms-eval 0.7.3's own `vqav2_process_results`, printed by scripts/lmms_eval_stress_table.py
+# (which runs it on these rows); the one row where vlbench differs by design is marked.
+STRESS_TABLE = {  # case: (lmms-eval's exact_match, vlbench's accuracy)
+    "as is": (1, 1), "capitalised": (1, 1), "period": (1, 1), "extra sentence": (0, 0),
+    "second line": (0, 1),  # vlbench scores the first line of a generated answer; lmms-eval the whole output
+    "article": (1, 1), "article, capitalised, period": (1, 1), "number word": (1, 1),
+    "number word, capitalised": (1, 1), "mixed answers, capitalised": (1, 1), "mixed answers, number word": (1, 1),
+    "wrong": (0, 0),
+}
+
+
+def test_stress_table_matches_lmms_eval():
+    """A generated answer as models write it ("Yes", "The dog.", "Two.") is put in the form the official
+    evaluation expects before it is scored: every row agrees with lmms-eval but the second-line one."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "lmms_eval_stress_table.py"
+    spec = importlib.util.spec_from_file_location("lmms_eval_stress_table", path)
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    assert [label for label, _, _ in table.ROWS] == list(STRESS_TABLE)
+    assert table.vlbench_scores() == [float(ours) for _, ours in STRESS_TABLE.values()]
+    # where the two differ, it is only the first-line rule
+    assert [k for k, (theirs, ours) in STRESS_TABLE.items() if theirs != ours] == ["second line"]
+
+
+def test_a_capitalised_yes_scores_one_through_the_generative_answer():
+    from evaluator.vqa.metrics import score_question
+    from evaluator.vqa.task import VQATask
+
+    ask = VQATask().generative
+    assert ask.prediction("Yes.\nBecause the table is there.") == "yes"
+    assert score_question("Yes", ["yes"] * 10) == 0.0  # a submitted file is scored as the official code does
+    assert score_question(ask.prediction("Yes"), ["yes"] * 10) == 1.0

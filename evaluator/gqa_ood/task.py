@@ -11,12 +11,23 @@ from builders.errors import ModelError
 from builders.gqa_ood.rules import PUBLISHED_ALPHAS
 from evaluator.base import Task
 from evaluator.gqa_ood import metrics as m
+from evaluator.interop import HarnessSplit
 from evaluator.models import ModelOptions
-from evaluator.models.ask import ShortAnswer
+from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
 from evaluator.models.baselines import MostFrequentAnswer, QuestionPrior, RandomGroupAnswer
 from evaluator.perceptual import Modality
 from evaluator.report import LinePlot, markdown_table
 from evaluator.submission import Coverage, is_string
+
+
+class GqaAnswer(ShortAnswer):
+    """A generated GQA answer: cleaned and lower-cased, as GQA's answers are written (the official
+    evaluation compares exact strings); the raw output stays in `--log-samples`."""
+
+    cleaning = CLEANING + "; lower case"
+
+    def prediction(self, output: str) -> str:
+        return clean_answer(output).lower()
 
 
 class GQAOODTask(Task):
@@ -31,7 +42,7 @@ class GQAOODTask(Task):
     modalities = (Modality("image", ("imageId",)), Modality("question", ("question", "semantic", "types", "groups")))
     metric_labels = {"accuracy": "Acc"}
     layout = "by-subset"
-    generative = ShortAnswer("imageId")  # compared with the answer by exact match
+    generative = GqaAnswer("imageId")  # compared with the answer by exact match
 
     def training_table(self, options: ModelOptions) -> pa.Table | None:
         """GQA-OOD has no training split of its own: the GQA training questions of --train-file."""
@@ -97,6 +108,7 @@ class GQAOODTask(Task):
     # GQA_TestDev_Balanced, whose table must carry the question id as a column.
     harness_tasks = {"lmms-eval": ("gqa",), "vlmevalkit": ("GQA_TestDev_Balanced",)}
     harness_id_fields = ("id", "question_id", "questionId")
+    harness_split = HarnessSplit("testdev_balanced_instructions", "testdev", "id", "question", "answer")  # lmms-lab/GQA
 
     def clusters(self, table: pa.Table):
         from evaluator.bootstrap import cluster_codes

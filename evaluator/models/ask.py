@@ -132,10 +132,13 @@ class ShortAnswer(Ask):
 
 
 class GenerativeAdapter:
-    """A task model over a generative VLM: `predict(table)` asks every row as the task's Ask says."""
+    """A task model over a generative VLM: `predict(table)` asks every row as the task's Ask says.
+    `load_vlm()` loads the model on the first `predict`, once every image and video file its rows
+    show has been found: a missing `--images` folder or file is reported before any weight is read."""
 
-    def __init__(self, vlm, ask: Ask, template: str, options: ModelOptions, videos: VideoFolder | None = None):
-        self.vlm, self.ask, self.template, self.options, self.videos = vlm, ask, template, options, videos
+    def __init__(self, load_vlm, ask: Ask, template: str, options: ModelOptions, videos: VideoFolder | None = None):
+        self._load_vlm, self._vlm = load_vlm, None
+        self.ask, self.template, self.options, self.videos = ask, template, options, videos
         self.images = ImageFolder(options.images)
         self.input_columns = ask.input_columns + ((ask.video_column,) if self.videos else ())
         self.samples: list[dict] = []  # per row of the last predict: prompt, raw output, prediction
@@ -146,17 +149,25 @@ class GenerativeAdapter:
             return [()] * table.num_rows
         return [(source,) for source in image_sources(table, self.ask.image_column, self.images)]
 
+    @property
+    def vlm(self):
+        if self._vlm is None:
+            self._vlm = self._load_vlm()
+        return self._vlm
+
     def predict(self, table: pa.Table) -> list:
         if self.videos is None:
-            predictions, self.samples = self._ask(table, self._row_images(table))
+            images = self._row_images(table)  # every file found before the weights load
+            predictions, self.samples = self._ask(table, images)
             return predictions
         # One video at a time: its frames are decoded once and shown to every row that asks about it.
         rows_of: dict[str, list[int]] = {}
         for row, video in enumerate(table.column(self.ask.video_column).to_pylist()):
             rows_of.setdefault(video, []).append(row)
+        paths = {video: self.videos.path(video) for video in rows_of}  # every file found before the weights load
         predictions, self.samples = [None] * table.num_rows, [None] * table.num_rows
         for video, rows in progress(rows_of.items(), desc="videos", unit="video"):
-            frames = tuple(read_frames(self.videos.path(video), self.options.frames))
+            frames = tuple(read_frames(paths[video], self.options.frames))
             part_predictions, part_samples = self._ask(table.take(rows), [frames] * len(rows))
             for row, prediction, sample in zip(rows, part_predictions, part_samples):
                 predictions[row], self.samples[row] = prediction, {**sample, "frames": len(frames)}

@@ -189,24 +189,28 @@ class GenerativeVLM:
         return total / n if self.options.loglik == "mean" else total
 
     def score(self, turns: list[Turn], continuations: list[list[str]]) -> list[list[float]]:
-        """Per turn, the log-likelihood of each of its continuations. Turns with many continuations run
-        their context once (score_cached); the others are batched as full sequences (score_full)."""
+        """Per turn, the log-likelihood of each of its continuations. Each distinct continuation of a
+        turn is scored once and its value shared by its duplicates, so that equal options always tie
+        (in a batch, a row's position can move a score by a rounding step). Turns with many distinct
+        continuations run their context once (score_cached); the others are batched as full sequences
+        (score_full)."""
         from builders.progress import progress
 
-        out: list[list[float] | None] = [None] * len(turns)
-        few = [i for i, c in enumerate(continuations) if len(c) < PREFIX_CACHE_MIN_CONTINUATIONS]
-        many = [i for i, c in enumerate(continuations) if len(c) >= PREFIX_CACHE_MIN_CONTINUATIONS]
+        distinct = [list(dict.fromkeys(c)) for c in continuations]
+        scored: list[dict[str, float]] = [{} for _ in turns]
+        few = [i for i, c in enumerate(distinct) if len(c) < PREFIX_CACHE_MIN_CONTINUATIONS]
+        many = [i for i, c in enumerate(distinct) if len(c) >= PREFIX_CACHE_MIN_CONTINUATIONS]
         with progress(total=len(turns), desc="scoring", unit="sample") as bar:
             if few:
-                flat = [(i, c) for i in few for c in continuations[i]]
+                flat = [(i, c) for i in few for c in distinct[i]]
                 scores = self.score_full([turns[i] for i, _ in flat], [c for _, c in flat])
-                for (i, _), s in zip(flat, scores):
-                    out[i] = (out[i] or []) + [s]
+                for (i, c), s in zip(flat, scores):
+                    scored[i][c] = s
                 bar.update(len(few))
             for i in many:
-                out[i] = self.score_cached(turns[i], continuations[i])
+                scored[i] = dict(zip(distinct[i], self.score_cached(turns[i], distinct[i])))
                 bar.update()
-        return out
+        return [[scored[i][c] for c in conts] for i, conts in enumerate(continuations)]
 
     def score_full(self, turns: list[Turn], continuations: list[str]) -> list[float]:
         """log P(continuation | turn) for each (turn, continuation), each run as one full sequence;

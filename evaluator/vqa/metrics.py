@@ -72,6 +72,15 @@ def process_punctuation(text: str) -> str:
     return _PERIOD_NOT_BEFORE_DIGIT.sub("", out, _PERIOD_STRIP_COUNT)
 
 
+def normalize_prediction(text: str) -> str:
+    """A generated answer in the form the official evaluation expects of a submission (the VQA
+    challenge asks for lower-case answers): newlines and tabs as spaces, trimmed, `process_punctuation`,
+    then `process_digit_article` (lower case, number words as digits, articles dropped). vqaEval.py does
+    this to a prediction whenever the human answers differ; lmms-eval's `vqav2_process_results` (0.7.3)
+    does it to every response, so that "Yes" against ten "yes" scores 1 in both."""
+    return normalize_answer(_clean(text))
+
+
 def process_digit_article(text: str) -> str:
     """Lower-case, number words to digits, articles dropped, contractions restored."""
     words = [NUMBER_WORDS.get(w, w) for w in text.lower().split()]

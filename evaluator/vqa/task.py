@@ -13,12 +13,13 @@ import pyarrow as pa
 from builders.params import param
 from builders.result import FigureSpec
 from evaluator.base import Task
+from evaluator.interop import HarnessSplit
 from evaluator.models import ModelOptions, train_split
-from evaluator.models.ask import ShortAnswer
+from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
 from evaluator.perceptual import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_string
-from evaluator.vqa.metrics import vqa_accuracy
+from evaluator.vqa.metrics import normalize_prediction, vqa_accuracy
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,18 @@ def _by(keys: list[str], scores: np.ndarray) -> dict[str, dict]:
     return {k: {"questions": len(idx), "accuracy": _pct(scores[idx])} for k, idx in sorted(groups.items())}
 
 
+class VqaAnswer(ShortAnswer):
+    """A generated VQA answer: cleaned, then put in the form the official evaluation expects
+    (`normalize_prediction`: lower case, punctuation, number words as digits, articles dropped); the raw
+    output stays in `--log-samples`."""
+
+    cleaning = CLEANING + "; then the official VQA answer normalisation (lower case, punctuation, number words " \
+                          "as digits, articles dropped)"
+
+    def prediction(self, output: str) -> str:
+        return normalize_prediction(clean_answer(output))
+
+
 class VQATask(Task):
     """Shared by vqa-v2 (default split validation) and vqa-cp (default split test)."""
 
@@ -79,7 +92,7 @@ class VQATask(Task):
     modalities = (Modality("image", ("image_id", "coco_split")), Modality("question", ("question", "question_type")))
     metric_labels = {"vqa_accuracy": "Acc"}
     layout = "by-subset"  # Table 1: rows are question (answer) types
-    generative = ShortAnswer("image_id")  # scored by VQA accuracy, with the official answer normalisation
+    generative = VqaAnswer("image_id")  # scored by VQA accuracy
 
     def __init__(self, name: str = "vqa-v2", default_split: str = "validation"):
         self.name, self.default_split = name, default_split
@@ -137,6 +150,7 @@ class VQATask(Task):
     # VQA-CP's test split is drawn from VQA v2 train and val: a val log covers its val questions.
     harness_tasks = {"lmms-eval": ("vqav2_val",), "vlmevalkit": ()}
     harness_id_fields = ("question_id",)
+    harness_split = HarnessSplit(None, "validation", "question_id", "question")  # lmms-lab/VQAv2
 
     def clusters(self, table: pa.Table):
         from evaluator.bootstrap import cluster_codes
