@@ -20,7 +20,7 @@ from builders.errors import ModelError
 from evaluator.interop import HarnessSplit
 from evaluator.models import ModelOptions, hf_config, load_py_model, parse_spec
 from evaluator.models.ask import Ask
-from evaluator.models.generative import is_generative
+from evaluator.models.generative import generative_only, is_generative
 from evaluator.submission import Coverage
 
 
@@ -119,11 +119,14 @@ class Task(ABC):
         if options.videos is not None and (self.generative is None or self.generative.video_column is None):
             raise ModelError(f"--videos: {self.name} rows have no videos to show a model")
         if kind == "hf":
-            config = hf_config(name)
+            config = hf_config(name, options.revision)
             if is_generative(config):
                 return self._generative_model(name, config, options)
         if options.videos is not None:
             raise ModelError(f"--videos: {spec} does not read videos (generative hf: models do)")
+        given = generative_only(options)
+        if given:
+            raise ModelError(f"{given}: {spec} is not a generative hf: model (the option applies to those)")
         if kind == "py":
             return load_py_model(name)
         if kind == "features" and self.feature_heads:
@@ -141,15 +144,16 @@ class Task(ABC):
             raise ModelError(f"hf:{name}: a generative {config.model_type} model cannot answer {self.name}: "
                              f"{self.generative_reason}")
         from evaluator.models.ask import GenerativeAdapter, prompt_template
-        from evaluator.models.generative import GenerativeVLM
+        from evaluator.models.generative import GenerativeVLM, read_chat_template
         from evaluator.videos import VideoFolder
 
-        # Checked before the weights are loaded: the prompt template and the video folder here, the rows'
-        # image and video files by the adapter, which loads the model on its first predict.
+        # Checked before the weights are loaded: the prompt and chat templates and the video folder here,
+        # the rows' image and video files by the adapter, which loads the model on its first predict.
         template = prompt_template(options, self.generative, self.name)
+        chat_template = read_chat_template(options.chat_template)
         videos = None if options.videos is None else VideoFolder(options.videos)
-        return GenerativeAdapter(lambda: GenerativeVLM(name, config, options), self.generative, template, options,
-                                 videos)
+        return GenerativeAdapter(lambda: GenerativeVLM(name, config, options, chat_template), self.generative, template,
+                                 options, videos)
 
     def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
         """The model of a `baseline:` or `hf:` spec, or None when this task has no such model."""

@@ -23,7 +23,8 @@ def samples_path(out: Path) -> Path:
 
 # The record's fields that the report reads, with the types they must have when present.
 _TYPES = {"model": str, "asked": dict, "revision": str, "dtype": str, "class": str, "device": str,
-          "processor_note": str, "benchmark": str, "data": str, "split": str}
+          "processor_note": str, "benchmark": str, "data": str, "split": str, "system_prompt": str,
+          "chat_template": str, "attn_implementation": str, "device_map": str, "options": dict}
 _ASKED_TYPES = {"prompt_template": str, "cleaning": str, "note": str, "mode": str, "loglik": str,
                 "generation": dict, "unparsed_outputs": int, "prompt_is_default": bool}
 
@@ -87,7 +88,11 @@ def record_markdown(record: dict, record_name: str) -> str:
         lines.append(f"- Prompt template{default}: `{asked.get('prompt_template')!r}`")
         if asked.get("mode") == "generate":
             generation = asked.get("generation") or {}
-            lines.append(f"- Answers: greedy, at most {generation.get('max_new_tokens')} new tokens")
+            decoding = "greedy" if generation.get("greedy", True) else ", ".join(
+                f"{k}={v}" for k, v in generation.items() if k not in ("greedy", "max_new_tokens", "stop"))
+            stop = generation.get("stop")
+            stops = f", stopped at {', '.join(repr(s) for s in stop)}" if isinstance(stop, list) and stop else ""
+            lines.append(f"- Answers: {decoding}, at most {generation.get('max_new_tokens')} new tokens{stops}")
         else:
             lines.append(f"- Scores: log-likelihoods of the continuations ({asked.get('loglik')} of token log-probs)")
         if asked.get("cleaning"):
@@ -98,4 +103,11 @@ def record_markdown(record: dict, record_name: str) -> str:
             lines.append(f"- Note: {asked['note']}")
     if record.get("processor_note"):
         lines.append(f"- Processor: {record['processor_note']}")
+    for key, label in (("system_prompt", "System prompt"), ("chat_template", "Chat template (replacing the "
+                       "processor's)"), ("attn_implementation", "Attention"), ("device_map", "Device map")):
+        if record.get(key):
+            lines.append(f"- {label}: `{record[key]!r}`")
+    rows = (record.get("options") or {}) if isinstance(record.get("options"), dict) else {}
+    if rows.get("limit") is not None or rows.get("offset"):
+        lines.append(f"- Rows: {rows.get('limit')} from row {rows.get('offset') or 0} (--limit / --offset)")
     return "\n".join(lines) + "\n"

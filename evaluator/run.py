@@ -56,11 +56,14 @@ def _gathered(world, values: list, shard, n: int) -> list:
 
 
 def predict(bench: str, data: str, model: str, out: Path, *, split: str | None = None,
-            options: ModelOptions = ModelOptions(), log_samples: bool = False) -> tuple[str, int] | None:
+            options: ModelOptions = ModelOptions(), log_samples: bool = False, limit: int | None = None,
+            offset: int = 0) -> tuple[str, int] | None:
     """Run a model over a built split and write a prediction file in the benchmark's format, with its
     metadata file beside it (and one JSON line per sample with `log_samples`, generative models).
     Under torchrun / accelerate launch each rank predicts its rows (evaluator.distributed); rank 0
-    gathers them in row order and writes the files (the other ranks return None)."""
+    gathers them in row order and writes the files (the other ranks return None). `limit` / `offset`:
+    only rows offset .. offset + limit - 1 of the split (a smoke run; `evaluate` then needs
+    --allow-partial), recorded in the metadata file."""
     from builders.jsonout import dumps
     from evaluator.distributed import world_from_env
     from pipelines.manifest import library_versions
@@ -69,6 +72,12 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--log-samples")):
         check_output_file(path, option)
     folder, split, table = _open(task, data, split)
+    rows_chosen = limit is not None or offset != 0
+    if rows_chosen:
+        if offset < 0 or offset >= table.num_rows or (limit is not None and limit < 1):
+            raise ParamsError(f"--offset {offset} / --limit {limit}: the {split} split has {table.num_rows:,} rows "
+                              "(offset in 0..rows - 1, limit at least 1)")
+        table = table.slice(offset, limit)
     adapter = task.make_model(model, dataclasses.replace(options, data=folder))
     samples = getattr(adapter, "samples", None)
     if log_samples and samples is None:
@@ -90,8 +99,8 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     describe = getattr(adapter, "metadata", None)
     meta = {"benchmark": bench, "data": str(data), "split": split, "rows": table.num_rows, "model": model,
             "predictions": Path(out).name, **(describe() if describe is not None else {}),
-            "options": {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()
-                        if k != "data"},
+            "options": {**{k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()
+                           if k != "data"}, **({"limit": limit, "offset": offset} if rows_chosen else {})},
             "library_versions": library_versions()}
     try:
         if log_samples:

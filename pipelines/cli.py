@@ -244,18 +244,40 @@ def predict(
     frames: int = FRAMES_OPTION,
     log_samples: bool = typer.Option(False, "--log-samples",
                                      help="Also write OUT's .samples.jsonl: prompt, raw output, prediction per row."),
+    system_prompt: Optional[str] = typer.Option(None, "--system-prompt",
+                                                help="A system turn before every user turn (generative)."),
+    chat_template: Optional[Path] = typer.Option(None, "--chat-template", metavar="FILE",
+                                                 help="A Jinja chat template replacing the processor's (generative)."),
+    gen_kwargs: Optional[str] = typer.Option(
+        None, "--gen-kwargs", metavar="K=V,...",
+        help="Decoding arguments, e.g. temperature=0.2,top_p=0.9,num_beams=3 (generative; default: greedy)."),
+    stop: list[str] = typer.Option([], "--stop", metavar="TEXT",
+                                   help="A string that ends a generated answer (repeat; generative)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Predict only this many rows (a smoke run)."),
+    offset: int = typer.Option(0, "--offset", min=0, help="Start at this row of the split (with --limit)."),
+    revision: Optional[str] = typer.Option(None, "--revision",
+                                           help="Branch, tag or commit of a hub checkpoint (generative hf:)."),
+    attn_implementation: Optional[str] = typer.Option(
+        None, "--attn-implementation",
+        help="eager, sdpa, flash_attention_2, ... (generative; default: transformers')."),
+    device_map: Optional[str] = typer.Option(
+        None, "--device-map", help="auto: spread a model larger than one device over all of them (needs accelerate)."),
 ):
     """Write a model's predictions for a built split in the benchmark's submission format, and beside
     them OUT's .meta.json (model, revision, dtype, prompt, generation settings, versions)."""
     from evaluator.models import ModelOptions
+    from evaluator.models.generation import parse_gen_kwargs
     from evaluator.prediction_record import metadata_path
     from evaluator.run import predict as run_predict
 
     options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size, images=images,
                            bf16=bf16, workers=workers, dtype=dtype, max_new_tokens=max_new_tokens, prompt=prompt,
                            min_pixels=min_pixels, max_pixels=max_pixels, loglik=loglik, videos=videos,
-                           frames=frames)
-    done = run_predict(bench, data, model, out, split=split, options=options, log_samples=log_samples)
+                           frames=frames, system_prompt=system_prompt, chat_template=chat_template,
+                           gen_kwargs=parse_gen_kwargs(gen_kwargs), stop=tuple(stop), revision=revision,
+                           attn_implementation=attn_implementation, device_map=device_map)
+    done = run_predict(bench, data, model, out, split=split, options=options, log_samples=log_samples, limit=limit,
+                       offset=offset)
     if done is None:  # a non-zero rank of a distributed launch
         return
     split, n = done

@@ -120,6 +120,21 @@ def write_tiny_llava(path: Path, seed: int = 0, hidden: int = 32, layers: int = 
     return Path(path)
 
 
+def write_tiny_llava_answering(path: Path, answer: str) -> Path:
+    """The tiny LLaVA, with greedy decoding biased to ANSWER and then </s> whatever it is shown (its
+    generation config's `sequence_bias`: a bias applies to a sequence's last token when the tokens
+    before it were just generated, so each step's largest bias is the answer's next character)."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    write_tiny_llava(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    ids = [tokenizer.convert_tokens_to_ids(c) for c in answer] + [tokenizer.eos_token_id]
+    bias = [[ids[:k], 100.0 * k] for k in range(1, len(ids) + 1)]
+    GenerationConfig(sequence_bias=bias, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                     pad_token_id=tokenizer.pad_token_id).save_pretrained(path)
+    return Path(path)
+
+
 def write_tiny_qwen2_vl(path: Path, seed: int = 0) -> Path:
     """A Qwen2VLForConditionalGeneration (hidden size 32, 2 layers, M-RoPE; images resized to 4-16
     merged 28 px patches) with the files of a Qwen2VLProcessor, whose video part needs torchvision."""

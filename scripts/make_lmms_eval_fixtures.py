@@ -5,10 +5,10 @@ What it does, in a temporary folder:
 1. writes vlbench's sample sources and, from them, the two datasets in lmms-lab's Hub layout
    (pipelines/samples/lmms_lab.py: VQAv2 `validation`, GQA `testdev_balanced_instructions` and
    `testdev_balanced_images`);
-2. writes a tiny LLaVA (pipelines/tiny_models.py, random weights) whose generation config biases
-   greedy decoding to the answer "Yes" and then the end of the sequence (`sequence_bias`), so that every
-   question gets the capitalised answer LLaVA-style models give: lmms-eval scores it, vlbench must
-   score it the same;
+2. writes a tiny LLaVA (pipelines/tiny_models.py `write_tiny_llava_answering`, random weights) whose
+   generation config biases greedy decoding to the answer "Yes" and then the end of the sequence
+   (`sequence_bias`), so that every question gets the capitalised answer LLaVA-style models give:
+   lmms-eval scores it, vlbench must score it the same;
 3. copies lmms-eval's own task files (`vqav2/_default_template_vqav2_yaml`, `vqav2/vqav2_val.yaml`,
    `vqav2/utils.py`; `gqa/gqa.yaml`, `gqa/utils.py`) from the installed lmms_eval, pointing their
    dataset at the local folders and naming the tasks `vqav2_val_vlbench` and `gqa_vlbench` (a local
@@ -39,24 +39,6 @@ FIXTURES = ROOT / "tests" / "fixtures" / "lmms_eval"
 TASKS = {"vqav2_val": "vqav2_val_vlbench", "gqa": "gqa_vlbench"}
 
 
-def write_yes_llava(path: Path) -> Path:
-    """The tiny LLaVA, with greedy decoding biased to "Yes" then </s> whatever it is shown."""
-    from transformers import AutoTokenizer, GenerationConfig
-
-    from pipelines.tiny_models import write_tiny_llava
-
-    write_tiny_llava(path)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    y, e, s = (tokenizer.convert_tokens_to_ids(c) for c in "Yes")
-    eos = tokenizer.eos_token_id
-    # SequenceBiasLogitsProcessor: a bias applies to a sequence's last token when the tokens before it
-    # were just generated, so the four steps are "Y", then "e" after "Y", "s" after "Ye", </s> after "Yes".
-    bias = [[[y], 100.0], [[y, e], 200.0], [[y, e, s], 300.0], [[e, s, eos], 400.0]]
-    GenerationConfig(sequence_bias=bias, bos_token_id=tokenizer.bos_token_id, eos_token_id=eos,
-                     pad_token_id=tokenizer.pad_token_id).save_pretrained(path)
-    return path
-
-
 def copy_tasks(lmms: Path, tasks: Path, vqav2: Path, gqa: Path) -> None:
     """lmms-eval's own task files, pointed at the local datasets and renamed."""
     source = lmms / "lmms_eval" / "tasks"
@@ -84,13 +66,14 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     from pipelines.samples import write_samples
     from pipelines.samples.lmms_lab import write_gqa, write_vqav2
+    from pipelines.tiny_models import write_tiny_llava_answering
 
     with tempfile.TemporaryDirectory(prefix="vlbench-lmms-") as tmp:
         tmp = Path(tmp)
         write_samples(tmp / "sources")
         vqav2 = write_vqav2(tmp / "sources", tmp / "VQAv2")
         gqa = write_gqa(tmp / "sources", tmp / "GQA")
-        model = write_yes_llava(tmp / "tiny-llava")
+        model = write_tiny_llava_answering(tmp / "tiny-llava", "Yes")
         copy_tasks(args.lmms.resolve(), tmp / "tasks", vqav2, gqa)
         stubs = tmp / "stubs" / "decord"  # llava_hf imports decord at module level; image tasks never use it
         stubs.mkdir(parents=True)

@@ -118,7 +118,7 @@ def test_disco_end_to_end_with_metadata_and_samples(cli, tiny, built, tmp_path):
     meta = json.loads((tmp_path / "disco.meta.json").read_text())
     assert meta["model"] == f"hf:{tiny['llava']}" and meta["dtype"] == "float32" and meta["device"] == "cpu"
     assert meta["asked"]["prompt_template"] == "How many people are in this image? Answer with a number."
-    assert meta["asked"]["generation"] == {"greedy": True, "max_new_tokens": 3}
+    assert meta["asked"]["generation"] == {"greedy": True, "max_new_tokens": 3, "do_sample": False}
     assert meta["asked"]["note"] == "image only: the audio is not read"
     assert meta["versions"]["transformers"]
     predictions = json.loads(out.read_text())

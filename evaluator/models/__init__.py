@@ -41,6 +41,13 @@ class ModelOptions:
     loglik: str = "sum"  # a scored continuation's log-likelihood: sum of token log-probs, or mean
     videos: Path | None = None  # video folder: the model sees `frames` frames of a row's video (Social-IQ)
     frames: int = 8  # frames per video, spread evenly from the first to the last (evaluator/videos.py)
+    system_prompt: str | None = None  # a system turn before every user turn
+    chat_template: Path | None = None  # a Jinja chat template replacing the processor's
+    gen_kwargs: tuple = ()  # (name, value) decoding arguments (evaluator/models/generation.py)
+    stop: tuple[str, ...] = ()  # strings that end a generated answer
+    revision: str | None = None  # a hub checkpoint's branch, tag or commit
+    attn_implementation: str | None = None  # eager, sdpa, flash_attention_2...: transformers' choice when None
+    device_map: str | None = None  # auto, balanced, sequential: spread a model over the devices (accelerate)
 
 
 class LateFusion:
@@ -91,7 +98,7 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return kind, name
 
 
-def hf_config(name: str):
+def hf_config(name: str, revision: str | None = None):
     """The transformers config of an `hf:` spec; a missing, non-model or unknown checkpoint, or a
     folder vlbench will not load (builders.model_files: pickle weights, its own code, a damaged
     safetensors header), is a one-line ModelError, before any weight is read."""
@@ -103,8 +110,11 @@ def hf_config(name: str):
     if not local.exists() and (name.startswith((".", "/", "~")) or ("/" in name and local.parent.is_dir())):
         raise ModelError(f"hf:{name}: no such model folder (and not a hub model id ORG/NAME)")
     load_kwargs(name, f"hf:{name}")
+    if revision is not None and local.exists():
+        raise ModelError(f"--revision {revision}: hf:{name} is a local folder; a revision names a hub checkpoint's "
+                         "branch, tag or commit")
     try:
-        return AutoConfig.from_pretrained(name)
+        return AutoConfig.from_pretrained(name, **({"revision": revision} if revision else {}))
     except (OSError, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"hf:{name}: cannot load ({reason})") from None

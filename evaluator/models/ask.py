@@ -180,7 +180,7 @@ class GenerativeAdapter:
         values, continuations, row_of = self.ask.prompts(table)
         turns = [Turn(self.template.format(**v), images[row]) for v, row in zip(values, row_of)]
         generate = self.ask.mode == "generate"
-        outputs = (self.vlm.generate(turns, self.options.max_new_tokens) if generate else
+        outputs = (self.vlm.generate(turns) if generate else
                    self.vlm.score(turns, continuations))
         prompts_of: list[list[int]] = [[] for _ in range(table.num_rows)]
         for k, row in enumerate(row_of):
@@ -214,7 +214,7 @@ class GenerativeAdapter:
                  "prompt_is_default": self.options.prompt is None, "images": self.ask.image_column is not None,
                  "note": self.note()}
         if self.ask.mode == "generate":
-            asked |= {"generation": {"greedy": True, "max_new_tokens": self.options.max_new_tokens},
+            asked |= {"generation": self.vlm.generation.record(),
                       "cleaning": self.ask.cleaning,
                       "unparsed_outputs": sum(not s["parsed"] for s in self.samples)}
         else:

@@ -14,6 +14,7 @@ them (evaluator/models/ask.py):
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,12 @@ from evaluator.images import open_image
 from evaluator.models import ModelOptions
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+ATTENTION = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+# ModelOptions fields that only a generative model reads, with their command-line names
+GENERATIVE_ONLY = {"system_prompt": "--system-prompt", "chat_template": "--chat-template", "gen_kwargs": "--gen-kwargs",
+                   "stop": "--stop", "revision": "--revision", "attn_implementation": "--attn-implementation",
+                   "device_map": "--device-map"}
 PREFIX_CACHE_MIN_CONTINUATIONS = 8  # fewer continuations per context are batched as full sequences
 
 
@@ -34,6 +41,27 @@ class Turn:
 
     text: str
     images: tuple = ()
+
+
+def generative_only(options: ModelOptions) -> str | None:
+    """The command-line name of the first generative-only option that is set (None: none is)."""
+    return next((flag for field, flag in GENERATIVE_ONLY.items() if getattr(options, field)), None)
+
+
+def read_chat_template(path: Path | None) -> str | None:
+    """`--chat-template FILE`: its text, checked to be a Jinja template (before the weights load)."""
+    if path is None:
+        return None
+    from jinja2 import Environment, TemplateSyntaxError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        Environment().parse(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelError(f"--chat-template {path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    except TemplateSyntaxError as exc:
+        raise ModelError(f"--chat-template {path}: not a Jinja template (line {exc.lineno}: {exc.message})") from None
+    return text
 
 
 def is_generative(config) -> bool:
@@ -66,12 +94,12 @@ def _image_only_processor(path: str, config):
                       chat_template=template or getattr(tokenizer, "chat_template", None))
 
 
-def load_processor(path: str, config) -> tuple[object, str | None]:
+def load_processor(path: str, config, revision: str | None = None) -> tuple[object, str | None]:
     """(processor, note): the note says when only the image and text parts could be loaded."""
     from transformers import AutoProcessor
 
     try:
-        return AutoProcessor.from_pretrained(path), None
+        return AutoProcessor.from_pretrained(path, **({"revision": revision} if revision else {})), None
     except (ImportError, OSError) as exc:
         if "torchvision" not in str(exc).lower():
             raise ModelError(f"hf:{path}: cannot load the processor ({str(exc).strip().splitlines()[0]})") from None
@@ -91,31 +119,49 @@ def _snapshot(path: str, config) -> str | None:
 class GenerativeVLM:
     """A loaded image-text-to-text checkpoint and its processor."""
 
-    def __init__(self, path: str, config, options: ModelOptions):
+    def __init__(self, path: str, config, options: ModelOptions, chat_template: str | None = None):
         import torch
         from transformers import AutoModelForImageTextToText
 
         from builders.nlp import torch_device
         from evaluator.distributed import local_device
+        from evaluator.models.generation import Generation
 
         if options.dtype not in DTYPES:
             raise ModelError(f"--dtype {options.dtype}: expected one of {', '.join(DTYPES)}")
         if options.loglik not in ("sum", "mean"):
             raise ModelError(f"--loglik {options.loglik}: expected sum or mean")
+        for value, known, flag in ((options.attn_implementation, ATTENTION, "--attn-implementation"),
+                                   (options.device_map, DEVICE_MAPS, "--device-map")):
+            if value is not None and value not in known:
+                raise ModelError(f"{flag} {value}: expected one of {', '.join(known)}")
         self.path, self.options = path, options
+        self.generation = Generation(options.max_new_tokens, tuple(options.gen_kwargs), tuple(options.stop))
         self.device = torch_device(local_device(options.device))
         dtype = options.dtype if options.dtype != "auto" else "bfloat16" if self.device.type == "cuda" else "float32"
         self.dtype = dtype
-        self.processor, self.note = load_processor(path, config)
+        self.processor, self.note = load_processor(path, config, options.revision)
         self._bound_pixels(options)
         self.tokenizer = self.processor.tokenizer
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        if chat_template is not None:
+            self.processor.chat_template = chat_template
         if getattr(self.processor, "chat_template", None) is None:
-            raise ModelError(f"hf:{path}: the processor has no chat template (not an instruction-tuned VLM?)")
-        self.model = load_pretrained(AutoModelForImageTextToText, path, f"hf:{path}", dtype=getattr(torch, dtype))
-        self.model.to(self.device).eval()
-        self.revision = _snapshot(path, config)
+            raise ModelError(f"hf:{path}: the processor has no chat template (not an instruction-tuned VLM?); "
+                             "--chat-template FILE gives one")
+        loading = {k: getattr(options, k) for k in ("revision", "attn_implementation", "device_map")
+                   if getattr(options, k) is not None}
+        if options.device_map is not None:
+            _need_accelerate()
+        self.model = load_pretrained(AutoModelForImageTextToText, path, f"hf:{path}", dtype=getattr(torch, dtype),
+                                     **loading)
+        if options.device_map is None:
+            self.model.to(self.device)
+        else:  # spread over the devices: inputs go where the model's embeddings are
+            self.device = self.model.device
+        self.model.eval()
+        self.revision = options.revision or _snapshot(path, config)
         self.batch_size = options.batch_size
 
     def _bound_pixels(self, options: ModelOptions) -> None:
@@ -141,8 +187,14 @@ class GenerativeVLM:
         """The chat-template text of one user turn with its images inside the message, ready for the
         assistant's answer."""
         content = [{"type": "image"} for _ in turn.images] + [{"type": "text", "text": turn.text}]
-        return self.processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
-                                                  tokenize=False)
+        system = self.options.system_prompt
+        messages = ([{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []) + [
+            {"role": "user", "content": content}]
+        try:
+            return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        except Exception as exc:  # noqa: BLE001 -- a user's template fails in Jinja or in its own raise_exception
+            raise ModelError(f"hf:{self.path}: the chat template fails on a turn ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
 
     def _encode(self, turns: list[Turn], padding_side: str) -> dict:
         images = [[open_image(source) for source in t.images] for t in turns]
@@ -157,10 +209,18 @@ class GenerativeVLM:
                 if hasattr(v, "to") else v for k, v in enc.items()}
 
     # -- generation -------------------------------------------------------------------------------
-    def generate(self, turns: list[Turn], max_new_tokens: int) -> list[str]:
-        """Greedy answers, in order; batches of similar prompt length, left-padded."""
+    def generate(self, turns: list[Turn], max_new_tokens: int | None = None) -> list[str]:
+        """Answers, in order (greedy unless `--gen-kwargs` says otherwise; cut before a stop string);
+        batches of similar prompt length, left-padded."""
         import torch
 
+        generation = self.generation if max_new_tokens is None else \
+            dataclasses.replace(self.generation, max_new_tokens=max_new_tokens)
+        kwargs = generation.generate_kwargs()
+        if generation.stop:
+            kwargs |= {"stop_strings": list(generation.stop), "tokenizer": self.tokenizer}
+        if generation.sampling:
+            torch.manual_seed(self.options.seed)
         order = sorted(range(len(turns)), key=lambda i: (len(turns[i].images), len(turns[i].text)))
         out: list[str | None] = [None] * len(turns)
         from builders.progress import progress
@@ -169,11 +229,10 @@ class GenerativeVLM:
         with torch.inference_mode(), progress(total=len(turns), desc="generating", unit="sample") as bar:
             for idx, enc in _prefetched(batches, lambda idx: self._encode([turns[i] for i in idx], "left")):
                 enc = self._to_device(enc)
-                generated = self.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
-                                                num_beams=1, pad_token_id=self.tokenizer.pad_token_id)
+                generated = self.model.generate(**enc, **kwargs, pad_token_id=self.tokenizer.pad_token_id)
                 texts = self.tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
                 for i, text in zip(idx, texts):
-                    out[i] = text
+                    out[i] = generation.cut(text)
                 bar.update(len(idx))
         return out
 
@@ -279,8 +338,17 @@ class GenerativeVLM:
             "processor": type(self.processor).__name__, "processor_note": self.note,
             "dtype": self.dtype, "device": str(self.device), "batch_size": self.batch_size,
             "image_size": json.loads(json.dumps(size, default=str)),
+            **{k: str(getattr(self.options, k)) for k in ("attn_implementation", "device_map", "system_prompt",
+                                                          "chat_template") if getattr(self.options, k) is not None},
             "versions": {"transformers": transformers.__version__, "torch": torch.__version__},
         }
+
+
+def _need_accelerate() -> None:
+    try:
+        import accelerate  # noqa: F401
+    except ImportError:
+        raise ModelError("--device-map needs accelerate: pip install accelerate") from None
 
 
 def _prefetched(batches: list, prepare):
