@@ -340,3 +340,14 @@ def test_duplicate_continuations_tie_whatever_their_row(tiny):
         by_text.setdefault(text, set()).add(score)
     assert len(by_text) == 20 and all(len(v) == 1 for v in by_text.values())
     assert scores_few[0] == scores_few[2] != scores_few[1]
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_prefetched_batches_come_in_order(overlap):
+    """Batches are prepared in a thread on an accelerator (overlap) and in turn on the CPU: either way
+    each batch comes with its own preparation, in order."""
+    from evaluator.models.generative import _prefetched
+
+    batches = [[1, 2], [3], [4, 5, 6]]
+    assert list(_prefetched(batches, sum, overlap)) == [([1, 2], 3), ([3], 3), ([4, 5, 6], 15)]
+    assert list(_prefetched([], sum, overlap)) == []

@@ -148,3 +148,22 @@ def test_a_bad_harness_data_is_one_line(value, needle, vqa_built, cli):
     code, _, err = cli("evaluate", "vqa-v2", "--data", vqa_built, "--predictions", VQA_LOG, "--harness-data", value,
                        "--bootstrap", "0")
     assert_one_error_line(code, err, ["--harness-data", needle])
+
+
+@pytest.mark.slow  # a generative predict over the 400 VQA v2 sample questions
+def test_vlbench_predict_with_the_same_model_scores_lmms_evals_number(vqa_built, sample_sources, cli, tmp_path):
+    """The same tiny LLaVA that wrote the fixtures (it answers "Yes"), run by `vlbench predict`: its
+    capitalised answers, normalised as the official evaluation expects, score lmms-eval's own number."""
+    from pipelines.tiny_models import write_tiny_llava_answering
+
+    model = write_tiny_llava_answering(tmp_path / "tiny-llava-yes", "Yes")
+    out = tmp_path / "p.json"
+    code, _, err = cli("predict", "vqa-v2", "--data", vqa_built, "--model", f"hf:{model}", "--images",
+                       sample_sources / "coco", "--out", out)
+    assert code == 0, err
+    assert {p["answer"] for p in json.loads(out.read_text())} == {"yes"}
+    code, _, err = cli("evaluate", "vqa-v2", "--data", vqa_built, "--predictions", out, "--bootstrap", "0",
+                       "--report", tmp_path / "r")
+    assert code == 0, err
+    metrics = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert metrics["accuracy"] == pytest.approx(100 * _lmms_number("vqav2_val_vlbench"), abs=1e-9)

@@ -227,7 +227,8 @@ class GenerativeVLM:
 
         batches = [order[b:b + self.batch_size] for b in range(0, len(order), self.batch_size)]
         with torch.inference_mode(), progress(total=len(turns), desc="generating", unit="sample") as bar:
-            for idx, enc in _prefetched(batches, lambda idx: self._encode([turns[i] for i in idx], "left")):
+            for idx, enc in _prefetched(batches, lambda idx: self._encode([turns[i] for i in idx], "left"),
+                                        self.device.type != "cpu"):
                 enc = self._to_device(enc)
                 generated = self.model.generate(**enc, **kwargs, pad_token_id=self.tokenizer.pad_token_id)
                 texts = self.tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -287,7 +288,7 @@ class GenerativeVLM:
 
         batches = [order[b:b + self.batch_size] for b in range(0, len(order), self.batch_size)]
         with torch.inference_mode():
-            for idx, (enc, spans) in _prefetched(batches, prepare):
+            for idx, (enc, spans) in _prefetched(batches, prepare, self.device.type != "cpu"):
                 logits = self.model(**self._to_device(enc)).logits.float()
                 logprobs = torch.log_softmax(logits, dim=-1)
                 for row, (i, (start, cont)) in enumerate(zip(idx, spans)):
@@ -351,12 +352,19 @@ def _need_accelerate() -> None:
         raise ModelError("--device-map needs accelerate: pip install accelerate") from None
 
 
-def _prefetched(batches: list, prepare):
-    """(batch, prepare(batch)) in order, the next batch prepared in a thread while the caller runs the
-    model on the current one (image decoding and the processor overlap the forward passes; both
-    release the GIL for most of their work)."""
+def _prefetched(batches: list, prepare, overlap: bool = True):
+    """(batch, prepare(batch)) in order. With `overlap`, the next batch is prepared in a thread while
+    the caller runs the model on the current one (image decoding and the processor overlap the forward
+    passes on an accelerator; both release the GIL for most of their work). On the CPU the forward
+    passes use every core already, and a thread preparing the next batch competes with them (a tiny
+    model's run was 5% slower with it on two cores, a larger one's no faster): batches are prepared in
+    turn."""
     from concurrent.futures import ThreadPoolExecutor
 
+    if not overlap:
+        for batch in batches:
+            yield batch, prepare(batch)
+        return
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = pool.submit(prepare, batches[0]) if batches else None
         for k, batch in enumerate(batches):
