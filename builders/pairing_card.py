@@ -5,7 +5,7 @@ what the NLI filter did."""
 from __future__ import annotations
 
 from builders.pairing import NO_NLI
-from builders.result import FigureSpec
+from core.figures import FigureSpec
 
 
 def nli_note(params, paired: str, answers: str, group: str) -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from builders.errors import ParamsError
-from builders.nlp import PACKAGED_MINILM
+from builders.model_files import PACKAGED_MINILM
+from core.errors import ParamsError
 
 
 @dataclass(frozen=True)

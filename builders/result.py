@@ -5,23 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from core.figures import FigureSpec
+
 if TYPE_CHECKING:  # the figure helper (pipelines.figure_process) imports this module without Arrow
     import pyarrow as pa
-
-
-@dataclass(frozen=True)
-class FigureSpec:
-    """Data of one statistics plot; `pipelines.figures` draws it (builders stay free of plotting)."""
-
-    filename: str
-    title: str
-    categories: list[str]
-    series: dict[str, list[float]]
-    xlabel: str = ""
-    ylabel: str = ""
-    bar_colors: list[str] | None = None  # one colour per category (single-series plots)
-    legend_colors: dict[str, str] | None = None  # legend entries explaining `bar_colors`
-    errors: dict[str, list] | None = None  # per series, error bar half-lengths or (below, above) pairs
 
 
 @dataclass

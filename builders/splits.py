@@ -7,8 +7,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builders.errors import ParamsError, SourceError
 from builders.sources.files import expect_file
+from core.errors import ParamsError, SourceError
 
 
 def check_splits(bench: str, splits: list[str], known: tuple[str, ...]) -> list[str]:

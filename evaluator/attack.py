@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from builders.errors import ParamsError
+from core.errors import ParamsError
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any, Callable, ClassVar
 
 import pyarrow as pa
 
-from builders.errors import ModelError
+from core.errors import ModelError
 from evaluator.interop import HarnessSplit
 from evaluator.models import ModelOptions, hf_config, load_py_model, parse_spec
 from evaluator.models.ask import Ask

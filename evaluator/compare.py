@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from builders.errors import ParamsError
 from builders.registry import get_task
+from core.errors import ParamsError
 from evaluator import bootstrap
 from evaluator.interop import load_submission
 from evaluator.report import ForestPlot, check_report_folder, markdown_table, write_report
@@ -85,7 +85,7 @@ def _by_groups(task, table: pa.Table, loaded: list[dict], names: list[str], colu
                seed: int) -> dict:
     """The comparisons on the rows of each value of `column` (a group where a metric is undefined,
     e.g. no complete pair, says why)."""
-    from builders.errors import SubmissionError
+    from core.errors import SubmissionError
 
     groups = {}
     for value, _, part in column_groups(table, column):

@@ -16,12 +16,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from builders.errors import ModelError, ParamsError
 from builders.vl_bias.words import TARGETS
+from core.data import load_table, pick_split, resolve_data
+from core.errors import ModelError, ParamsError
 from evaluator import counterbias as cb
 from evaluator.attack import PGD, CounterfactualCache, pgd_attack
 from evaluator.counterbias_report import metrics_of, templates_present, write_counterbias_report
-from evaluator.data import load_table, pick_split, resolve_data
 from evaluator.images import open_image
 from evaluator.models import ModelOptions
 from evaluator.models.mlm import load_masked_lm, pad_images

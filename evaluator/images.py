@@ -9,8 +9,8 @@ import os
 import re
 from pathlib import Path
 
-from builders.errors import ModelError
 from builders.sources.files import inside
+from core.errors import ModelError
 
 _SUFFIXES = (".jpg", ".jpeg", ".png")
 

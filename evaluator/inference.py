@@ -40,7 +40,7 @@ class Runner:
         loader = DataLoader(_Items(items, load), batch_size=self.batch_size, shuffle=False,
                             num_workers=self.workers, collate_fn=collate,
                             persistent_workers=False, pin_memory=self.device.type == "cuda")
-        from builders.progress import progress
+        from core.progress import progress
 
         out = []
         with torch.inference_mode(), torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):

@@ -29,8 +29,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.errors import ParamsError, SubmissionError
-from builders.sources.files import os_problem
+from core.errors import ParamsError, SubmissionError, os_problem
 from evaluator.submission import check_entries, parse_json, read_json
 
 FORMATS = ("auto", "vlbench", "lmms-eval", "vlmevalkit")

@@ -10,7 +10,7 @@ extension. Each submission's result is kept in SITE/cache/<key>/, the key hashin
 (and its prediction record's), the dataset's manifest, the scoring settings and vlbench's evaluation
 code, so a rerun scores only what is new or changed; an entry is reused only when its files match
 the sha256 sums its `DONE` file lists (a damaged or edited entry is scored again, with one warning).
-The site is rebuilt in a staging folder and replaces SITE atomically (pipelines.outdir); SITE must
+The site is rebuilt in a staging folder and replaces SITE atomically (core.outdir); SITE must
 be missing, empty, or a site this command wrote, proven by the marker file `SITE_MARKER` (never by
 the shape of a user's file), unless --overwrite.
 """
@@ -28,11 +28,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.errors import ParamsError, VlbenchError
-from builders.jsonout import dumps
 from builders.registry import get_benchmark, get_task
+from core.data import resolve_data
+from core.errors import ParamsError, VlbenchError
+from core.jsonout import dumps
 from evaluator.bootstrap import DEFAULT_RESAMPLES, value_at
-from evaluator.data import resolve_data
 from evaluator.interop import TABLE_SUFFIXES
 from evaluator.leaderboard_site import write_site
 from evaluator.prediction_record import metadata_path
@@ -61,7 +61,7 @@ def _is_site(folder: Path) -> bool:
 
 
 def _check_site(out: Path, protected: dict[str, Path], overwrite: bool) -> None:
-    from pipelines.outdir import check_out
+    from core.outdir import check_out
 
     check_out(out, {option: [path] for option, path in protected.items()}, overwrite, owned=_is_site,
               writer=f"`vlbench leaderboard` (no {SITE_MARKER})")
@@ -246,8 +246,8 @@ def run_leaderboard(bench: str, data: str, submissions: Path, out: Path, *, spli
                     assignments: list[str] | None = None, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
                     overwrite: bool = False, harness_data: str | None = None) -> dict:
     """Score every submission (cached by file hash and dataset manifest) and write the site."""
+    from core.outdir import atomic_folder
     from evaluator.run import task_options
-    from pipelines.outdir import atomic_folder
 
     benchmark = get_benchmark(bench)
     task_options(get_task(bench), list(assignments or []))  # a bad --option is one error, not one per submission

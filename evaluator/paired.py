@@ -15,10 +15,10 @@ from typing import ClassVar
 import numpy as np
 import pyarrow as pa
 
-from builders.errors import SubmissionError
-from builders.result import FigureSpec
+from core.errors import ModelError, SubmissionError
+from core.figures import FigureSpec
 from evaluator.base import Task
-from evaluator.models import ModelOptions
+from evaluator.models import ModelOptions, hf_config
 from evaluator.models.ask import Ask
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_score_list
@@ -101,9 +101,7 @@ class PairedTask(Task):
         return table.column("id").to_pylist()
 
     def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
-        from evaluator.models import choice_scorers
-
-        return choice_scorers.make_scorer(kind, name, options, self.choices, self.text_columns)
+        return choice_scorer(kind, name, options, self.choices, self.text_columns)
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"id": i, "scores": [float(s) for s in scores]} for i, scores in zip(self.ids(table), predictions)]
@@ -219,3 +217,22 @@ class PairedTask(Task):
                                                        *(metrics["by_type"][t][key] for t in types)]
                                   for name, key in names})
         return "\n".join(md), [plot]
+
+
+def choice_scorer(kind: str, name: str, options: ModelOptions, choices: int, text_columns: tuple[str, ...]):
+    """The scorer of a `baseline:` or `hf:` spec for sub-questions of `choices` choices, or None."""
+    from evaluator.models.choice_scorers import CrossEncoderScorer, RandomScores
+
+    if kind == "baseline" and name == "random":
+        return RandomScores(options.seed, choices)
+    if kind == "hf":
+        config = hf_config(name)
+        if config.model_type == "clip":
+            from evaluator.models.clip import ClipChoiceScorer
+
+            return ClipChoiceScorer(name, options, choices, text_columns)
+        if any(a.endswith("ForSequenceClassification") for a in (config.architectures or [])):
+            return CrossEncoderScorer(name, options, choices, text_columns)
+        raise ModelError(f"hf:{name}: a {config.model_type} model is neither a CLIP dual encoder nor a "
+                         "sequence-classification cross-encoder")
+    return None

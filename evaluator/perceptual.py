@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from builders.errors import ModelError, ParamsError
+from core.errors import ModelError, ParamsError
 from evaluator.distributed import World, single_process
 from evaluator.models import input_columns, is_late_fusion
 

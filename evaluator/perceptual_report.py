@@ -8,9 +8,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from builders.result import FigureSpec
+from core.figures import FigureSpec
+from core.outdir import write_atomically
 from evaluator.perceptual import PerceptualResult, sample_scores
-from evaluator.report import markdown_table, write_atomically
+from evaluator.report import markdown_table
 
 PAPER_TOKENS = ("has", "can", "is a", "do")  # Table 2's question start tokens
 

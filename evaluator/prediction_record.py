@@ -7,8 +7,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from builders.errors import SubmissionError
-from builders.sources.files import os_problem
+from core.errors import SubmissionError, os_problem
 
 
 def metadata_path(out: Path) -> Path:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
-from builders.errors import ParamsError, VlbenchError
-from builders.jsonout import dumps
-from builders.result import FigureSpec
-from builders.tempfiles import temp_name
+from core.errors import ParamsError, VlbenchError
+from core.figures import FigureSpec, draw_bars, plain
+from core.jsonout import dumps
+from core.outdir import write_atomically
 
 
 @dataclass(frozen=True)
@@ -34,12 +33,6 @@ class ForestPlot:
     values: list[float]
     intervals: list[tuple[float, float]]
     xlabel: str
-
-
-def plain(text) -> str:
-    """Text from data (a file name, a model name, a category) as matplotlib shows it literally: a `$`
-    would start mathtext, which renders it as a formula or fails the drawing."""
-    return str(text).replace("$", r"\$")
 
 
 def draw_forest(plot: ForestPlot, path: Path) -> None:
@@ -90,38 +83,6 @@ def _draw(plot: LinePlot, path: Path) -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
-
-
-def draw_bars(spec: FigureSpec, path: Path | BinaryIO) -> None:
-    """A (grouped) bar chart of a FigureSpec, as PNG (to a file name or a binary stream)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
-    n = len(spec.categories)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * n + 2), 4.0), dpi=100)
-    width = 0.8 / max(1, len(spec.series))
-    for k, (name, values) in enumerate(spec.series.items()):
-        xs = [i + (k - (len(spec.series) - 1) / 2) * width for i in range(n)]
-        errors = (spec.errors or {}).get(name)
-        if errors and isinstance(errors[0], (list, tuple)):  # (below, above) per bar: an asymmetric interval
-            errors = [[e[0] for e in errors], [e[1] for e in errors]]
-        ax.bar(xs, values, width=width, label=plain(name), color=spec.bar_colors if len(spec.series) == 1 else None,
-               yerr=errors, capsize=3)
-    ax.set_xticks(range(n), [plain(c) for c in spec.categories], rotation=60 if n > 6 else 0,
-                  ha="right" if n > 6 else "center")
-    ax.set_title(plain(spec.title))
-    ax.set_xlabel(spec.xlabel)
-    ax.set_ylabel(spec.ylabel)
-    if spec.legend_colors:
-        ax.legend(handles=[Patch(color=color, label=plain(label)) for label, color in spec.legend_colors.items()])
-    elif len(spec.series) > 1:
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, format="png", metadata={"Software": None})
     plt.close(fig)
 
 
@@ -178,19 +139,6 @@ def check_report_folder(folder: Path) -> None:
     if folder.exists() and not folder.is_dir():
         raise ParamsError(f"--report {folder}: a file with this name exists; the report is a folder")
     check_output_file(folder / "metrics.json", "--report")
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write beside PATH and rename into place: a failure or a kill never leaves a half file (or the
-    temporary one) behind."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(temp_name(path.name))
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def write_report(folder: Path, metrics: dict, markdown: str, plots: list) -> list[Path]:

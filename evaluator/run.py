@@ -9,22 +9,16 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from builders.errors import ModelError, ParamsError, VlbenchError
-from builders.params import apply_overrides
 from builders.registry import get_task
+from core.data import load_table, pick_split, resolve_data
+from core.errors import ModelError, ParamsError, VlbenchError
+from core.outdir import write_atomically
+from core.params import apply_overrides
 from evaluator.bootstrap import intervals
-from evaluator.data import load_table, pick_split, resolve_data
 from evaluator.interop import load_submission
 from evaluator.models import ModelOptions
 from evaluator.prediction_record import metadata_path, read_record, record_markdown, record_summary, samples_path
-from evaluator.report import (
-    check_output_file,
-    check_report_folder,
-    intervals_figure,
-    intervals_markdown,
-    write_atomically,
-    write_report,
-)
+from evaluator.report import check_output_file, check_report_folder, intervals_figure, intervals_markdown, write_report
 from evaluator.submission import match_ids
 
 
@@ -64,9 +58,9 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     gathers them in row order and writes the files (the other ranks return None). `limit` / `offset`:
     only rows offset .. offset + limit - 1 of the split (a smoke run; `evaluate` then needs
     --allow-partial), recorded in the metadata file."""
-    from builders.jsonout import dumps
+    from core.jsonout import dumps
+    from core.manifest import library_versions
     from evaluator.distributed import world_from_env
-    from pipelines.manifest import library_versions
 
     task = get_task(bench)
     for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--log-samples")):
@@ -122,7 +116,7 @@ def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = No
     confidence intervals from `bootstrap` cluster resamples (evaluator.bootstrap; 0: none) where the
     benchmark declares its resampling; the record `vlbench predict` wrote beside the file (if any)
     says in the report how the predictions were made. `hub_results`: also the Hub's evaluation-results
-    file for a model repo (pipelines.hub_results), naming the benchmark's dataset repo `hub_dataset`
+    file for a model repo (evaluator.hub_results), naming the benchmark's dataset repo `hub_dataset`
     (default: DATA when it is a repo id). `harness_data`: the dataset an lmms-eval log without `doc`
     was made on (evaluator.interop)."""
     task = get_task(bench)
@@ -151,7 +145,7 @@ def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = No
         metrics["by"] = {"column": by, "groups": _by_group(task, table, preds, by, options, bootstrap, seed)}
     if hub_results is not None:
         from builders.registry import get_benchmark
-        from pipelines.hub_results import write_eval_results
+        from evaluator.hub_results import write_eval_results
 
         # a dataset fetched from the Hub lies in its snapshot folder, named by the commit
         revision = folder.name if hub_dataset == data and re.fullmatch(r"[0-9a-f]{40}", folder.name) else None
@@ -172,7 +166,7 @@ def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = No
 
 def _training_table(task, folder: Path, options: ModelOptions):
     """The rows Eq. 4's majority vote is fitted on: the task's own source, else the train split."""
-    from evaluator.data import available_splits
+    from core.data import available_splits
 
     if not task.has_majority:
         return None
@@ -187,7 +181,7 @@ def with_column(task, folder: Path, split: str, table: pa.Table, column: str) ->
     `vlbench shortcuts`) when the task's own table does not have it."""
     if column in table.column_names:
         return table
-    from evaluator.data import available_splits
+    from core.data import available_splits
     from evaluator.shortcuts_run import CONFIG
 
     if split not in available_splits(folder, CONFIG):
@@ -225,7 +219,7 @@ def _by_group(task, table: pa.Table, predictions: dict, column: str, options, bo
               seed: int = 0) -> dict:
     """The task's metrics on the rows of each value of `column` (a group whose metric is undefined,
     e.g. no complete pair, says why), with each group's confidence intervals when `bootstrap`."""
-    from builders.errors import SubmissionError
+    from core.errors import SubmissionError
     from evaluator.submission import Coverage
 
     groups = {}

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from builders.errors import ModelError, ParamsError
 from builders.model_files import load_pretrained
-from builders.progress import progress
+from core.errors import ModelError, ParamsError
+from core.progress import progress
 
 LABELS = ("Biased", "Non-Biased", "Neutral")  # Table 6's column order
 SCORE_BATCH = 64  # examples per scoring batch (at least the training batch size)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from builders.errors import ParamsError
 from builders.registry import get_task
-from evaluator.data import load_table, pick_split, resolve_data
+from core.data import load_table, pick_split, resolve_data
+from core.errors import ParamsError
 from evaluator.shortcuts import LABELS, LEVELS, ShortcutOptions, label_shares, shortcut_labels
 
 CONFIG = "shortcuts"
@@ -42,7 +42,7 @@ def _training(task, folder: Path, train: str | None, split: str):
                               "built folder with one (e.g. vcr for vcr-visor)")
         return _questions(task, load_table(folder, task.config, "train"), f"{folder}'s train split"), None
     from builders.registry import builder_names
-    from pipelines.manifest import read_manifest
+    from core.manifest import read_manifest
 
     source = resolve_data(train)
     bench = read_manifest(source).get("benchmark")
@@ -118,7 +118,7 @@ def _update_card(folder: Path, split: str, columns: pa.Table, metrics: dict) -> 
 def _labels_by_id(task, table: pa.Table, labels_from: str) -> tuple[dict, dict, dict]:
     """The labels a benchmark built from another one takes from that one's labelled folder, by id
     (`Task.source_label_keys`: VCR-Visor sub-questions take their VCR item's Q->A or QA->R labels)."""
-    from pipelines.manifest import read_manifest
+    from core.manifest import read_manifest
 
     if task.label_source is None:
         raise ParamsError(f"--labels-from: {task.name} is not built from another benchmark's examples")
@@ -156,7 +156,7 @@ def run_shortcuts(bench: str, data: str, out: Path, *, split: str | None = None,
 
     task = get_task(bench)
     folder = resolve_data(data)
-    from pipelines.outdir import check_out
+    from core.outdir import check_out
 
     check_out(out, {"--data": [folder]}, overwrite)
     split = pick_split(folder, task.config, split, task.default_split)
@@ -196,8 +196,8 @@ def _write_version(task, folder: Path, out: Path, split: str, table: pa.Table, l
                    metrics: dict) -> None:
     """OUT = every file of DATA (an earlier version's labels left out) + the shortcuts config, card and
     manifest, written atomically."""
-    from pipelines.manifest import describe_outputs, read_manifest, write_manifest
-    from pipelines.outdir import atomic_folder
+    from core.manifest import describe_outputs, read_manifest, write_manifest
+    from core.outdir import atomic_folder
 
     ids = task.ids(table)
     id_columns = task.id_field if isinstance(task.id_field, tuple) else (task.id_field,)

@@ -7,8 +7,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.errors import SubmissionError
-from builders.sources.files import os_problem
+from core.errors import SubmissionError, os_problem
 
 _SHOW = 3
 

@@ -8,14 +8,14 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from builders.errors import ParamsError, SourceError, VlbenchError
-from builders.params import apply_overrides, params_to_dict
 from builders.registry import get_builder
 from builders.sources.files import expect_file
+from core.errors import ParamsError, SourceError, VlbenchError
+from core.manifest import library_versions
+from core.outdir import check_out
+from core.params import apply_overrides, params_to_dict
 from pipelines.export import export
 from pipelines.figure_process import FigureProcess, helper_worthwhile
-from pipelines.manifest import library_versions
-from pipelines.outdir import check_out
 from pipelines.stages import StageRunner, code_version, default_cache_dir
 from pipelines.verify import table_problems
 
@@ -94,7 +94,7 @@ def run_build(bench: str, source: Path, out: Path, *, splits: list[str] | None =
               images: Path | None = None, overwrite: bool = False) -> dict:
     """Build one benchmark into OUT; returns the manifest. Nothing is written when it fails.
 
-    OUT is checked before any work (pipelines.outdir.check_out) and again before it is replaced;
+    OUT is checked before any work (core.outdir.check_out) and again before it is replaced;
     the built tables pass the same checks as `vlbench verify` before they are published."""
     started = time.perf_counter()
     builder = get_builder(bench)

@@ -47,8 +47,8 @@ def list_benchmarks(
     names: bool = typer.Option(False, "--names", help="Print names only, one per line."),
 ):
     """Benchmarks, their sources and configs."""
-    from builders.errors import ParamsError
     from builders.registry import builder_names, get_builder
+    from core.errors import ParamsError
     from pipelines.build import source_folder
 
     if sources_present is not None and not sources_present.is_dir():
@@ -73,8 +73,8 @@ def list_benchmarks(
 @app.command("params")
 def params_command(bench: str = typer.Argument(..., help="Benchmark name (see `vlbench list`).")):
     """A benchmark's `build --param` parameters and `evaluate --option` scoring options: type, default, meaning."""
-    from builders.params import describe
     from builders.registry import get_benchmark, get_builder, get_task
+    from core.params import describe
 
     sections = [(f"build parameters (vlbench build {bench} --param KEY=VALUE)", get_builder(bench).params_class)]
     if get_benchmark(bench).task is not None:
@@ -152,7 +152,7 @@ def verify_command(
         False, "--expect-published", help="Fail when a legacy file differs from the published one."),
 ):
     """Check a built folder: manifest hashes, invariants, and published checksums where known."""
-    from builders.errors import VlbenchError
+    from core.errors import VlbenchError
     from pipelines.verify import verify
 
     report = verify(folder)
@@ -311,7 +311,7 @@ def evaluate(
     harness_data: Optional[str] = HARNESS_DATA_OPTION,
 ):
     """Score a prediction file against a built split with the benchmark's metrics."""
-    from builders.jsonout import dumps
+    from core.jsonout import dumps
     from evaluator.run import evaluate as run_evaluate
 
     metrics = run_evaluate(bench, data, predictions, split=split, report=report, allow_partial=allow_partial,
@@ -431,7 +431,7 @@ def perceptual(
     frames: int = FRAMES_OPTION,
 ):
     """Perceptual score of a model towards each modality (Gat et al., NeurIPS 2021, Eq. 1-5), with normalisations."""
-    from builders.progress import progress
+    from core.progress import progress
     from evaluator.models import ModelOptions
     from evaluator.perceptual import PerceptualOptions
     from evaluator.run import perceptual_score
@@ -532,7 +532,7 @@ def counterbias(
     seed: int = BOOTSTRAP_SEED_OPTION,
 ):
     """CounterBias (Zhang, Wang, Sang, ACM MM 2022): social bias of a masked-LM vision-language model on VL-Bias."""
-    from builders.progress import progress
+    from core.progress import progress
     from evaluator.attack import PGD
     from evaluator.counterbias import MEASURES
     from evaluator.counterbias_run import CounterBiasOptions, run_counterbias
@@ -600,8 +600,8 @@ def main(argv: list[str] | None = None) -> None:
     global _whole_process
     _whole_process = argv is None
 
-    from builders.errors import VlbenchError
-    from builders.progress import quiet_library_bars
+    from core.errors import VlbenchError
+    from core.progress import quiet_library_bars
 
     quiet_library_bars()
     click = _click_exceptions()

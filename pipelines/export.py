@@ -1,4 +1,4 @@
-"""Write a BuildResult in the hub layout, atomically (pipelines.outdir): stage beside OUT, then rename."""
+"""Write a BuildResult in the hub layout, atomically (core.outdir): stage beside OUT, then rename."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from typing import Callable
 
 import pyarrow.parquet as pq
 
-from builders.progress import progress
 from builders.registry import get_benchmark
-from builders.result import BuildResult, FigureSpec
+from builders.result import BuildResult
+from core.figures import FigureSpec
+from core.manifest import describe_outputs, write_manifest
+from core.outdir import atomic_folder, interrupts_held
+from core.progress import progress
+from evaluator.hub_results import EVAL_YAML, eval_yaml
 from pipelines.cards import render_card
 from pipelines.figure_process import draw_pngs
-from pipelines.hub_results import EVAL_YAML, eval_yaml
-from pipelines.manifest import describe_outputs, write_manifest
-from pipelines.outdir import atomic_folder, interrupts_held
 
 MAX_SHARD_BYTES = 500 << 20  # as datasets' push_to_hub
 WRITERS = "vlbench-writer"  # the names of the threads that write the shards

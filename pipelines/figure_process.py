@@ -29,7 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from builders.result import FigureSpec
+from core.figures import FigureSpec
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 HELPER_MIN_INPUT_BYTES = 16 << 20  # about 0.2 s of reading
@@ -42,7 +42,7 @@ def helper_worthwhile(input_bytes: int) -> bool:
 
 def draw_pngs(specs: list[FigureSpec]) -> list[bytes]:
     """Each spec drawn as a PNG, in this process."""
-    from evaluator.report import draw_bars
+    from core.figures import draw_bars
 
     pngs = []
     for spec in specs:

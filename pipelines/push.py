@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builders.errors import VlbenchError
-from pipelines.manifest import MANIFEST, read_manifest
+from core.errors import VlbenchError
+from core.manifest import MANIFEST, read_manifest
 from pipelines.verify import verify
 
 KEEP_REMOTE = {".gitattributes"}
@@ -26,7 +26,7 @@ def push(folder: Path, repo_id: str, private: bool = False, revision: str | None
     from huggingface_hub.errors import HFValidationError
     from huggingface_hub.utils import validate_repo_id
 
-    from evaluator.data import hub_errors
+    from core.data import hub_errors
 
     folder = Path(folder)
     try:

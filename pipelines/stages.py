@@ -22,21 +22,11 @@ from typing import Callable
 
 import pyarrow as pa
 
-from builders.progress import progress
-from builders.result import FigureSpec, RunStage
-from builders.tempfiles import pid_alive
-
-_CHUNK = 1 << 22
-
-
-def sha256_file(path: Path) -> str:
-    """Read in chunks into one buffer (a fresh chunk each time would be fresh memory each time)."""
-    digest = hashlib.sha256()
-    buffer = memoryview(bytearray(_CHUNK))
-    with open(path, "rb", buffering=0) as fh:
-        while n := fh.readinto(buffer):
-            digest.update(buffer[:n])
-    return digest.hexdigest()
+from builders.result import RunStage
+from core.figures import FigureSpec
+from core.hashing import sha256_file
+from core.progress import progress
+from core.tempfiles import pid_alive
 
 
 def _package_root() -> Path:
@@ -46,9 +36,12 @@ def _package_root() -> Path:
     return Path(builders.__file__).parent.parent
 
 
+PROJECT_LAYERS = ("core", "builders")  # what a builder may import of the project (tests/test_layers.py)
+
+
 def builder_modules(module: str) -> list[Path]:
-    """The source files of a builder module and of every `builders` module it imports, directly or
-    not (read off the import statements, so the answer does not depend on what this process has
+    """The source files of a builder module and of every `builders` and `core` module it imports,
+    directly or not (read off the import statements, so the answer does not depend on what this process has
     imported)."""
     import ast
 
@@ -74,8 +67,8 @@ def builder_modules(module: str) -> list[Path]:
             todo.append(".".join(parts[:parent]))
         for node in ast.walk(ast.parse(path.read_bytes())):
             if isinstance(node, ast.Import):
-                todo += [a.name for a in node.names if a.name.split(".")[0] == "builders"]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "builders":
+                todo += [a.name for a in node.names if a.name.split(".")[0] in PROJECT_LAYERS]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PROJECT_LAYERS:
                 todo.append(node.module)
                 todo += [f"{node.module}.{a.name}" for a in node.names]  # `from builders.gqa_ood import reader as gqa`
     return sorted(set(seen.values()))
@@ -93,7 +86,7 @@ def code_version(module: str) -> str:
 
 def default_cache_dir() -> Path:
     """$VLBENCH_CACHE, else ~/.cache/vlbench; a file standing there is a one-line error."""
-    from builders.errors import ParamsError
+    from core.errors import ParamsError
 
     if os.environ.get("VLBENCH_CACHE"):
         folder = Path(os.environ["VLBENCH_CACHE"])

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipelines.stages import sha256_file
+from core.hashing import sha256_file
 
 
 class DiskTextCache:

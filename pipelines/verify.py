@@ -9,12 +9,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builders.errors import VlbenchError
 from builders.registry import get_builder
 from builders.sources.files import check_relative
-from evaluator.data import load_table
-from pipelines.manifest import MANIFEST, read_manifest
-from pipelines.stages import sha256_file
+from core.data import load_table
+from core.errors import VlbenchError
+from core.hashing import sha256_file
+from core.manifest import MANIFEST, read_manifest
 
 
 def git_blob_id(path: Path) -> str:

@@ -146,7 +146,7 @@ def against_a_plain_loop(tmp: Path, model: str, rounds: int, batch: int = 16) ->
     from PIL import Image
 
     from builders.registry import get_task
-    from evaluator.data import load_table
+    from core.data import load_table
     from evaluator.models import ModelOptions
     from pipelines.build import run_build
     from pipelines.samples import write_samples

@@ -40,7 +40,7 @@ def main() -> int:
     import torch
     from tiny_models import tiny_clip, tiny_vilt_vqa
 
-    from evaluator.data import load_table
+    from core.data import load_table
     from evaluator.models import ModelOptions
     from evaluator.perceptual import PerceptualOptions, perceptual, summarise
     from evaluator.vqa.task import vqa_v2_task

@@ -28,7 +28,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import msgspec
 
-    from evaluator.data import load_table
+    from core.data import load_table
     from evaluator.shortcuts import ShortcutOptions, TokenCache, train_and_score
     from evaluator.vcr.task import VCRTask
     from pipelines.build import run_build

@@ -7,8 +7,8 @@ import json
 import pytest
 from helpers import gqa_record, group, write_gqa
 
-from builders.errors import SourceError
 from builders.gqa_ood import reader as gqa
+from core.errors import SourceError
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from typing import Callable
 import pytest
 from helpers import assert_one_error_line
 
-from builders.errors import VlbenchError
 from builders.nlp import PACKAGED_MINILM
+from core.errors import VlbenchError
 
 SOURCE_DIRS = {"gqa-ood": "gqa", "vqa-v2": "vqa_v2", "vqa-cp": "vqa_cp", "visdial": "visdial",
                "vcr-visor": "vcr", "socialiq": "socialiq", "disco": "disco", "vl-bias": "vl_bias",

@@ -119,8 +119,8 @@ def test_every_registered_benchmark_meets_its_contracts():
 
 
 def test_params_lists_every_parameter_with_type_default_and_meaning(cli):
-    from builders.params import describe
     from builders.registry import BENCHMARKS, get_builder
+    from core.params import describe
 
     code, stdout, _ = cli("params", "gqa-ood")
     assert code == 0

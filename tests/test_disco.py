@@ -12,7 +12,7 @@ import pytest
 
 from builders.disco import reader as disco
 from builders.disco.builder import degrade
-from builders.errors import SourceError
+from core.errors import SourceError
 from evaluator.disco.metrics import counting_metrics
 from pipelines.samples.disco import write_disco
 

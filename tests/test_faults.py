@@ -245,8 +245,8 @@ def test_non_finite_values_are_found_in_nested_columns():
 
 
 def test_source_changed_during_build_is_an_error(gqa_source, tmp_path, monkeypatch):
-    from builders.errors import SourceError
     from builders.gqa_ood.builder import GQAOODBuilder
+    from core.errors import SourceError
 
     real_build = GQAOODBuilder.build
 
@@ -263,7 +263,7 @@ def test_source_changed_during_build_is_an_error(gqa_source, tmp_path, monkeypat
 
 
 def test_metrics_json_never_holds_nan(tmp_path):
-    from builders.jsonout import dumps
+    from core.jsonout import dumps
     from evaluator.report import write_report
 
     write_report(tmp_path / "r", {"mae": float("nan"), "by": {"x": float("inf"), "y": 1.0}}, "# r\n", [])
@@ -289,7 +289,7 @@ def test_dead_processes_leftovers_of_other_outs_are_cleaned_too(gqa_source, tmp_
 
 
 def test_image_keys_from_data_stay_inside_the_images_folder(tmp_path):
-    from builders.errors import SourceError
+    from core.errors import SourceError
     from evaluator.images import ImageFolder
 
     (tmp_path / "imgs").mkdir()

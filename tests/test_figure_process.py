@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import pipelines.build
-from builders.result import FigureSpec
+from core.figures import FigureSpec
 from pipelines.build import run_build
 from pipelines.figure_process import HELPER_MIN_INPUT_BYTES, FigureProcess, draw_pngs, helper_worthwhile
 

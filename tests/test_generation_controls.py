@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import assert_one_error_line
 
-from builders.errors import ParamsError
+from core.errors import ParamsError
 from evaluator.models.generation import Generation, parse_gen_kwargs
 from pipelines.tiny_models import write_tiny_llava_answering
 

@@ -193,7 +193,7 @@ def test_log_samples_needs_a_generative_model(cli, built, tmp_path):
 
 
 def test_a_benchmark_without_a_way_to_ask_is_one_line(tiny):
-    from builders.errors import ModelError
+    from core.errors import ModelError
     from evaluator.socialiq.task import SocialIQTask
 
     class Unaskable(SocialIQTask):
@@ -217,7 +217,7 @@ def _write_images(folder, names):
 @pytest.mark.parametrize("bench", ["gqa-ood", "vqa-v2", "vqa-cp", "vcr", "vcr-visor", "cosim-q", "pmr-p", "visdial"])
 def test_every_benchmark_end_to_end_with_a_tiny_vlm(bench, cli, tiny, sample_sources, tmp_path):
     from builders.registry import get_benchmark, get_task
-    from evaluator.data import load_table, pick_split
+    from core.data import load_table, pick_split
 
     # The demo's build parameters (the packaged MiniLM for VCR-Visor: offline).
     run_build(bench, sample_sources, tmp_path / bench, assignments=list(get_benchmark(bench).demo_build))

@@ -81,7 +81,7 @@ def test_vqav2_log_scores_lmms_evals_number(vqa_built, harness, cli, tmp_path):
 def test_vqav2_log_per_question_is_lmms_evals(vqa_built, harness):
     """Each question's score is the log's own `exact_match` for it: the doc_id mapping is right row
     by row (a shifted or shuffled mapping would score other questions)."""
-    from evaluator.data import load_table
+    from core.data import load_table
     from evaluator.interop import load_submission
     from evaluator.vqa.task import VQATask
 

@@ -15,9 +15,9 @@ import pytest
 from helpers import assert_one_error_line
 from tiny_models import tiny_sequence_classifier
 
-from builders.errors import ModelError
 from builders.model_files import allow_pickle_weights, load_kwargs
 from builders.nlp import PACKAGED_MINILM, NLIClassifier, resolve_model_path
+from core.errors import ModelError
 
 LABELS = {0: "contradiction", 1: "neutral", 2: "entailment"}
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from perceptual_models import POSITIVE, AnswerLookup, VideoAndAnswer, socialiq_table
 
-from builders.errors import ModelError, ParamsError
+from core.errors import ModelError, ParamsError
 from evaluator.perceptual import (
     PerceptualOptions,
     PerceptualResult,

@@ -106,7 +106,7 @@ def test_feature_head_reads_only_its_feature_files(cli, built, tmp_path):
     bias, and the video and question scores are exactly 0 because it never reads them."""
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
-    from evaluator.data import load_table
+    from core.data import load_table
 
     analyzer = SentimentIntensityAnalyzer()
     answers = sorted({a for split in ("train", "validation")
@@ -127,7 +127,7 @@ def test_feature_head_reads_only_its_feature_files(cli, built, tmp_path):
 def test_feature_head_regression_on_disco(cli, built, tmp_path):
     """DISCO image features that carry the count: a least-squares head counts well from the image and
     ignores the (noise) audio features; the decomposition by quality gives Table 5's rows."""
-    from evaluator.data import load_table
+    from core.data import load_table
 
     rows = [load_table(built["disco"], "default", s) for s in ("train", "val", "test")]
     ids = [i for t in rows for i in t.column("id").to_pylist()]

@@ -12,8 +12,8 @@ import termios
 
 import pytest
 
-import builders.progress
-from builders.progress import progress, quiet_library_bars
+import core.progress
+from core.progress import progress, quiet_library_bars
 
 
 def _run_on_a_terminal(args: list[str]) -> str:
@@ -64,7 +64,7 @@ def test_disabled_bars_pass_items_through(monkeypatch):
 
 
 def test_library_bars_are_quieted_off_a_terminal_keeping_the_users_choice(monkeypatch):
-    monkeypatch.setattr(builders.progress.sys, "stderr", open(os.devnull, "w"))
+    monkeypatch.setattr(core.progress.sys, "stderr", open(os.devnull, "w"))
     monkeypatch.delenv("TQDM_DISABLE", raising=False)
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")  # the user's explicit setting wins
     quiet_library_bars()

@@ -82,7 +82,7 @@ def vcr_built(sample_sources, tmp_path_factory):
 
 @pytest.mark.slow
 def test_training_is_reproducible_for_a_fixed_seed(encoders, vcr_built):
-    from evaluator.data import load_table
+    from core.data import load_table
     from evaluator.vcr.task import VCRTask
 
     train = VCRTask().choice_questions(load_table(vcr_built, "default", "train"))["q_a"]
@@ -195,7 +195,7 @@ def test_socialiq_questions_are_labelled_by_their_a4_examples(encoders, sample_s
     """Social-IQ: each correct answer with the question's three incorrect ones is an A4 example
     (Zadeh et al., CVPR 2019); every answer row of a question carries the question's label, so
     `evaluate --by` splits whole questions and A2 recombines from the groups."""
-    from evaluator.data import load_table
+    from core.data import load_table
     from evaluator.socialiq.task import SocialIQTask
 
     built = tmp_path / "socialiq"

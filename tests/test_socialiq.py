@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from builders.errors import SourceError
 from builders.socialiq import reader as socialiq
+from core.errors import SourceError
 from evaluator.socialiq.metrics import binary_correct, pair_correct
 from pipelines.samples.socialiq import write_socialiq
 

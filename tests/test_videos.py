@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from builders.errors import ModelError
+from core.errors import ModelError
 from evaluator.videos import VideoFolder, frame_indices, read_frames
 from pipelines.build import run_build
 from pipelines.tiny_models import write_tiny_llava
@@ -139,7 +139,7 @@ def test_frames_of_one_video_are_decoded_once_and_shown_in_order(socialiq, monke
             shown.extend(_levels(t.images) for t in turns)
             return [[-float(len(c[0]))] for c in continuations]
 
-    from evaluator.data import load_table
+    from core.data import load_table
 
     table = load_table(socialiq["built"], "answers", "validation")
     options = ModelOptions(videos=socialiq["videos"], frames=4)

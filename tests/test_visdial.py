@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from builders.errors import SourceError
 from builders.visdial import reader as visdial
+from core.errors import SourceError
 from evaluator.visdial.metrics import gt_ranks, ndcg, retrieval_metrics, scores_to_ranks
 from pipelines.samples.visdial import write_visdial
 
@@ -96,7 +96,7 @@ def test_dense_annotation_errors(cli, source, tmp_path):
 
 
 def test_end_to_end_perfect_and_reversed_rankings(cli, source, tmp_path):
-    from evaluator.data import load_table
+    from core.data import load_table
 
     out = tmp_path / "visdial"
     assert cli("build", "visdial", "--source", source, "--out", out)[0] == 0

@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-from builders.errors import SourceError
 from builders.vqa import reader as vqa
 from builders.vqa.cp import VQACPParams, regenerate
+from core.errors import SourceError
 from evaluator.vqa.metrics import normalize_answer, score_question, vqa_accuracy
 from pipelines.samples.vqa import generate_vqa, write_vqa_v2
 
@@ -187,7 +187,7 @@ def test_regenerate_is_deterministic_and_input_order_free(v2_tables):
 
 
 def test_import_and_regenerate_builds(cli, sample_sources, tmp_path):
-    from evaluator.data import load_table
+    from core.data import load_table
 
     code, _, err = cli("build", "vqa-cp", "--source", sample_sources, "--out", tmp_path / "imp")
     assert code == 0, err

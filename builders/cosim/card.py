@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 
 from builders.pairing_card import counts_table, funnel_figure, funnel_table, nli_note
-from builders.result import FigureSpec
+from core.figures import FigureSpec
 
 
 def _mean_words(texts: list[str]) -> float:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from builders.errors import SourceError
 from builders.sources.files import decode_image, expect_file, list_folder, read_bytes
+from core.errors import SourceError
 
 SPLITS = ("train", "val", "test")
 

@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders.base import Builder
-from builders.errors import ParamsError, SourceError
 from builders.gqa_ood import card as gqa_ood_card
 from builders.gqa_ood import reader as gqa
 from builders.gqa_ood.rules import (
@@ -30,10 +29,11 @@ from builders.gqa_ood.rules import (
     tail_flags_authors_float,
     tail_mask,
 )
-from builders.params import param
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.files import read_bytes
 from builders.splits import check_disjoint_ids, check_splits
+from core.errors import ParamsError, SourceError
+from core.params import param
 
 NAME = "gqa-ood"
 

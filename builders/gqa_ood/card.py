@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 
 from builders.gqa_ood.rules import alpha_fraction
 from builders.markdown import table
-from builders.result import FigureSpec
+from core.figures import FigureSpec
 
 HEAD_COLOR, TAIL_COLOR = "#1f77b4", "#ff7f0e"
 

@@ -26,9 +26,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from builders.errors import SourceError
-from builders.progress import progress
 from builders.sources.files import read_bytes, utf8_problem
+from core.errors import SourceError
+from core.progress import progress
 
 SPLIT_FILES = {
     "train": "train_balanced_questions.json",

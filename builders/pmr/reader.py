@@ -13,10 +13,10 @@ from pathlib import Path
 
 import msgspec
 
-from builders.errors import SourceError
 from builders.sources.files import check_relative
 from builders.sources.jsonio import Id, read_jsonl
 from builders.sources.vcr import Token
+from core.errors import SourceError
 
 CHOICES = 4
 

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.errors import SourceError
 from builders.sources.files import decode_utf8, expect_file, list_folder, load_json, read_bytes, read_text
+from core.errors import SourceError
 
 CORRECT, INCORRECT = 4, 3
 FOLD_KEYS = {"train": "standard_train_fold", "validation": "standard_valid_fold"}

@@ -7,28 +7,12 @@ Also the one containment rule for paths and ids read from data (VCR `img_fn`, VL
 
 from __future__ import annotations
 
-import errno
 import io
 import json
 import os
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from builders.errors import SourceError
-
-
-def os_problem(exc: OSError) -> str:
-    """A user-facing reason for an OSError (no Python class names, no addresses)."""
-    if isinstance(exc, IsADirectoryError):
-        return "is a folder, expected a file"
-    if isinstance(exc, NotADirectoryError):
-        return "is a file, expected a folder"
-    if isinstance(exc, FileNotFoundError):
-        return "not found"
-    if isinstance(exc, PermissionError):
-        return "cannot be read (permission denied)"
-    if exc.errno == errno.ENOSPC:
-        return "no space left on the device"
-    return f"cannot be read ({exc.strerror or exc})"
+from core.errors import SourceError, os_problem
 
 
 def read_bytes(path: Path) -> bytes:

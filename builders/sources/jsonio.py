@@ -8,8 +8,8 @@ from typing import Annotated
 
 import msgspec
 
-from builders.errors import SourceError
-from builders.sources.files import expect_file, os_problem, utf8_problem
+from builders.sources.files import expect_file, utf8_problem
+from core.errors import SourceError, os_problem
 
 _PATH = re.compile(r"at `\$((?:\.\w+)*)\[(\d+)\]\.?([^`]*)`")  # at `$.annotations[4].answers[0].answer`
 _TOP_FIELD = re.compile(r"at `\$\.([\w.]+)`")  # at `$.data.dialogs`

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import msgspec
 
-from builders.errors import SourceError
 from builders.sources.files import check_relative
 from builders.sources.jsonio import Id, read_jsonl
+from core.errors import SourceError
 
 Token = str | list[Id]
 

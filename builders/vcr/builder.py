@@ -16,13 +16,14 @@ import numpy as np
 import pyarrow as pa
 
 from builders.base import Builder
-from builders.errors import ParamsError, SourceError
-from builders.params import param
-from builders.result import BuildResult, FigureSpec, RunStage, run_uncached
+from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.files import expect_file
 from builders.sources.vcr import read_vcr
 from builders.splits import check_disjoint_ids, check_splits
 from builders.text import render_tokens
+from core.errors import ParamsError, SourceError
+from core.figures import FigureSpec
+from core.params import param
 
 NAME = "vcr"
 SPLIT_FILES = {"train": "train.jsonl", "val": "val.jsonl"}

@@ -15,7 +15,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders.base import Builder
-from builders.errors import SourceError
 from builders.pairing import (
     PairingParams,
     check_pair_target,
@@ -24,13 +23,14 @@ from builders.pairing import (
     pair_features,
     paired_rows,
 )
-from builders.params import param
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.files import decode_image, inside, read_bytes
 from builders.sources.vcr import read_vcr
 from builders.splits import locate_val_file
 from builders.text import reasoning_types, render_tokens
 from builders.vcr_visor import card as vcr_visor_card
+from core.errors import SourceError
+from core.params import param
 
 NAME = "vcr-visor"
 TYPES = ("causal", "temporal", "explanatory")

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders.pairing import factorize
-from builders.result import FigureSpec
+from core.figures import FigureSpec
 
 TYPES = ("causal", "temporal", "explanatory")
 

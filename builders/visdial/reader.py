@@ -13,9 +13,9 @@ from pathlib import Path
 
 import msgspec
 
-from builders.errors import SourceError
 from builders.sources.files import read_bytes
 from builders.sources.jsonio import Id, decode_typed
+from core.errors import SourceError
 
 OPTIONS = 100
 ROUNDS = 10

@@ -11,9 +11,9 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.errors import SourceError
 from builders.sources.files import decode_image, decode_utf8, expect_file, inside, list_folder, load_json, read_bytes
 from builders.vl_bias.words import TARGETS
+from core.errors import SourceError
 
 ANNOTATION_SUFFIXES = (".csv", ".jsonl")
 FIELDS = ("image", "target", "target_type", "gender")

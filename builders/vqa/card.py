@@ -8,8 +8,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders.markdown import table
-from builders.result import FigureSpec
 from builders.vqa.cp_split import jensen_shannon
+from core.figures import FigureSpec
 
 TOP_TYPES = 15
 

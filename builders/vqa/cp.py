@@ -17,14 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders.base import Builder
-from builders.errors import ParamsError
-from builders.params import param
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.splits import check_disjoint_ids, check_splits
 from builders.vqa import card as vqa_card
 from builders.vqa import reader as vqa
 from builders.vqa.cp_split import concept_coverage, concept_matrix, resplit
 from builders.vqa.v2 import check_invariants, features, locate_pairs
+from core.errors import ParamsError
+from core.params import param
 
 # VQA-CP v2 as published (Agrawal et al., CVPR 2018, Table 1; Gat et al., NeurIPS 2021, §4.1): split sizes
 # and concept coverage.

@@ -18,9 +18,9 @@ from pathlib import Path
 import msgspec
 import pyarrow as pa
 
-from builders.errors import SourceError
 from builders.sources.files import read_bytes
 from builders.sources.jsonio import Id, decode_typed
+from core.errors import SourceError
 
 ANSWERS_PER_QUESTION = 10  # VQA v2: ten human answers per question
 V2_SUBTYPES = ("train2014", "val2014")

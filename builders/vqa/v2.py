@@ -11,12 +11,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from builders.base import Builder
-from builders.errors import SourceError
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.files import expect_file
 from builders.splits import check_disjoint_ids, check_splits
 from builders.vqa import card as vqa_card
 from builders.vqa import reader as vqa
+from core.errors import SourceError
 
 SUBTYPE_OF_SPLIT = {"train": "train2014", "validation": "val2014"}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from builders.result import FigureSpec
+from core.figures import FigureSpec
 from evaluator.base import Task
 from evaluator.disco.metrics import counting_errors, counting_metrics
 from evaluator.models import ModelOptions, train_split

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from builders.errors import ModelError
 from builders.gqa_ood.rules import PUBLISHED_ALPHAS
+from core.errors import ModelError
 from evaluator.base import Task
 from evaluator.gqa_ood import metrics as m
 from evaluator.interop import HarnessSplit

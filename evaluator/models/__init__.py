@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.errors import ModelError
+from core.errors import ModelError
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,7 @@ def load_py_model(target: str, method: str = "predict", signature: str = "predic
 
 def train_split(options: ModelOptions, config: str, spec: str):
     """The train split of the dataset being predicted, for baselines fitted on it."""
-    from evaluator.data import load_table
+    from core.data import load_table
 
     if options.data is None:
         raise ModelError(f"{spec} is fitted on the dataset's train split; no dataset folder was given")

@@ -16,8 +16,8 @@ from abc import ABC, abstractmethod
 
 import pyarrow as pa
 
-from builders.errors import ModelError
-from builders.progress import progress
+from core.errors import ModelError
+from core.progress import progress
 from evaluator.images import ImageFolder, image_sources
 from evaluator.models import ModelOptions
 from evaluator.videos import VideoFolder, read_frames

@@ -16,10 +16,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from builders.errors import ModelError
 from builders.model_files import load_pretrained
 from builders.nlp import torch_device
-from evaluator.models import ModelOptions, hf_config, row_random
+from evaluator.models import ModelOptions, row_random
 
 
 class RandomScores:
@@ -65,20 +64,3 @@ class CrossEncoderScorer:
                                      return_tensors="pt").to(self.device)
                 scores += self.model(**enc).logits[:, self.column].float().cpu().tolist()
         return np.array(scores).reshape(-1, self.choices).tolist()
-
-
-def make_scorer(kind: str, name: str, options: ModelOptions, choices: int, text_columns: tuple[str, ...]):
-    """The scorer of a `baseline:` or `hf:` spec for sub-questions of `choices` choices, or None."""
-    if kind == "baseline" and name == "random":
-        return RandomScores(options.seed, choices)
-    if kind == "hf":
-        config = hf_config(name)
-        if config.model_type == "clip":
-            from evaluator.models.clip import ClipChoiceScorer
-
-            return ClipChoiceScorer(name, options, choices, text_columns)
-        if any(a.endswith("ForSequenceClassification") for a in (config.architectures or [])):
-            return CrossEncoderScorer(name, options, choices, text_columns)
-        raise ModelError(f"hf:{name}: a {config.model_type} model is neither a CLIP dual encoder nor a "
-                         "sequence-classification cross-encoder")
-    return None

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from builders.errors import ModelError
+from core.errors import ModelError
 from evaluator.models import LateFusion, ModelOptions
 
 MAX_CLASSES = 3129  # the answer vocabulary size of the common VQA heads

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from builders.errors import ParamsError
+from core.errors import ParamsError
 
 # name: (type, check, what the check asks)
 GEN_KWARGS = {

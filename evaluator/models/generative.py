@@ -19,8 +19,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.errors import ModelError
 from builders.model_files import load_pretrained
+from core.errors import ModelError
 from evaluator.images import open_image
 from evaluator.models import ModelOptions
 
@@ -223,7 +223,7 @@ class GenerativeVLM:
             torch.manual_seed(self.options.seed)
         order = sorted(range(len(turns)), key=lambda i: (len(turns[i].images), len(turns[i].text)))
         out: list[str | None] = [None] * len(turns)
-        from builders.progress import progress
+        from core.progress import progress
 
         batches = [order[b:b + self.batch_size] for b in range(0, len(order), self.batch_size)]
         with torch.inference_mode(), progress(total=len(turns), desc="generating", unit="sample") as bar:
@@ -254,7 +254,7 @@ class GenerativeVLM:
         (in a batch, a row's position can move a score by a rounding step). Turns with many distinct
         continuations run their context once (score_cached); the others are batched as full sequences
         (score_full)."""
-        from builders.progress import progress
+        from core.progress import progress
 
         distinct = [list(dict.fromkeys(c)) for c in continuations]
         scored: list[dict[str, float]] = [{} for _ in turns]

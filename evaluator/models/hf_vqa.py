@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from builders.errors import ModelError
 from builders.model_files import load_pretrained
+from core.errors import ModelError
 from evaluator.images import ImageFolder, image_sources, open_image
 from evaluator.inference import Runner
 from evaluator.models import ModelOptions, hf_config

@@ -15,8 +15,8 @@ import json
 
 import numpy as np
 
-from builders.errors import ModelError
 from builders.model_files import load_pretrained
+from core.errors import ModelError
 from evaluator.inference import Runner
 from evaluator.models import ModelOptions, hf_config, load_py_model, parse_spec
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from builders.errors import SubmissionError
-from builders.result import FigureSpec
+from core.errors import SubmissionError
+from core.figures import FigureSpec
 from evaluator.base import Task
 from evaluator.models import ModelOptions
 from evaluator.models.ask import Ask

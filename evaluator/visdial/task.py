@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from builders.result import FigureSpec
+from core.figures import FigureSpec
 from evaluator.base import Task
 from evaluator.models import ModelOptions, row_random
 from evaluator.models.ask import Ask

@@ -10,8 +10,8 @@ from typing import Literal
 import numpy as np
 import pyarrow as pa
 
-from builders.params import param
-from builders.result import FigureSpec
+from core.figures import FigureSpec
+from core.params import param
 from evaluator.base import Task
 from evaluator.interop import HarnessSplit
 from evaluator.models import ModelOptions, train_split

@@ -7,8 +7,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from builders.errors import ParamsError
 from builders.registry import BENCHMARKS
+from core.errors import ParamsError
 
 
 def sample_writers() -> list:

@@ -9,7 +9,7 @@ import math
 import types
 import typing
 
-from builders.errors import ParamsError
+from core.errors import ParamsError
 
 
 def _convert(name: str, raw: str, annotation, option: str = "--param"):

@@ -22,10 +22,9 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 
-from builders.errors import ParamsError, VlbenchError
-from builders.sources.files import os_problem
-from builders.tempfiles import parse_temp_name, pid_alive, temp_name
-from pipelines.manifest import MANIFEST
+from core.errors import ParamsError, VlbenchError, os_problem
+from core.manifest import MANIFEST
+from core.tempfiles import parse_temp_name, pid_alive, temp_name
 
 
 def _same_or_inside(a: Path, b: Path) -> bool:
@@ -117,15 +116,30 @@ def _make_parent(out: Path) -> None:
 def interrupts_held():
     """Ctrl-C and SIGTERM wait until the block ends. For starting writer threads into a staging folder:
     an interrupt raised while `Thread.start` waits for its thread leaves a running writer that its
-    pool does not know of, so does not join, and that writes into the folder while it is removed."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    pool does not know of, so does not join, and that writes into the folder while it is removed.
+
+    The Python-level handlers are replaced for the block by one that notes the signal, and the noted
+    signal is handed to the previous handler when the block ends. Masking the signal in the main
+    thread alone would not hold it: the kernel gives a process's signal to any thread that does not
+    block it (a hashing or import thread started earlier), and Python then runs the handler in the
+    main thread at once."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    noted: list[int] = []
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda signum, frame: noted.append(signum)) for s in signals}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if noted:
+            handler = previous[noted[0]]
+            if callable(handler):
+                handler(noted[0], None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(noted[0])
 
 
 @contextmanager
@@ -158,3 +172,16 @@ def atomic_folder(out: Path, recheck=None):
             from None
     finally:
         _remove(staging)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write beside PATH and rename into place: a failure or a kill never leaves a half file (or the
+    temporary one) behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(temp_name(path.name))
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)

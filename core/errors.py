@@ -6,6 +6,8 @@ line and exits with code 2. Anything else is an internal error (exit 1).
 
 from __future__ import annotations
 
+import errno
+
 
 class VlbenchError(Exception):
     """A user-facing error: bad input, bad parameters or a bad submission."""
@@ -34,3 +36,18 @@ class SubmissionError(VlbenchError):
 
 class ModelError(VlbenchError):
     """A model spec cannot be resolved or the model cannot run on the given inputs."""
+
+
+def os_problem(exc: OSError) -> str:
+    """A user-facing reason for an OSError (no Python class names, no addresses)."""
+    if isinstance(exc, IsADirectoryError):
+        return "is a folder, expected a file"
+    if isinstance(exc, NotADirectoryError):
+        return "is a file, expected a folder"
+    if isinstance(exc, FileNotFoundError):
+        return "not found"
+    if isinstance(exc, PermissionError):
+        return "cannot be read (permission denied)"
+    if exc.errno == errno.ENOSPC:
+        return "no space left on the device"
+    return f"cannot be read ({exc.strerror or exc})"

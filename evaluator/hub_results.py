@@ -18,7 +18,7 @@ import datetime
 import re
 from pathlib import Path
 
-from builders.errors import ParamsError
+from core.errors import ParamsError
 
 EVAL_YAML = "eval.yaml"
 RESULTS_FOLDER = ".eval_results"
@@ -110,7 +110,7 @@ def write_eval_results(out: Path, benchmark, folder: Path, metrics: dict, datase
                         "date": date or datetime.date.today().isoformat(), "notes": "; ".join(notes)})
     if not entries:
         raise ParamsError(f"--hub-results: no leaderboard metric of {benchmark.name} was computed")
-    from evaluator.report import write_atomically
+    from core.outdir import write_atomically
 
     target = Path(out) / RESULTS_FOLDER / f"{task_id(benchmark.name)}.yaml"
     for path in (target.parent, target):  # a link would carry the write into another folder

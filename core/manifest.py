@@ -7,8 +7,8 @@ import platform
 from importlib import metadata
 from pathlib import Path
 
-from builders.jsonout import dumps
-from pipelines.stages import sha256_file
+from core.hashing import sha256_file
+from core.jsonout import dumps
 
 LIBRARIES = ("vlbench", "datasets", "huggingface_hub", "pyarrow", "numpy", "msgspec")
 MANIFEST = "manifest.json"
@@ -40,8 +40,7 @@ def write_manifest(folder: Path, manifest: dict) -> None:
 
 def read_manifest(folder: Path) -> dict:
     """The manifest of a built folder; an unreadable or corrupt one is a one-line error."""
-    from builders.errors import VlbenchError
-    from builders.sources.files import os_problem
+    from core.errors import VlbenchError, os_problem
 
     path = Path(folder) / MANIFEST
     try:

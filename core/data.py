@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from builders.errors import ParamsError, VlbenchError
+from core.errors import ParamsError, VlbenchError
 
 
 def hub_errors() -> tuple[type[BaseException], ...]:

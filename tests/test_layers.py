@@ -1,0 +1,108 @@
+"""The import structure of the project (docs/architecture.md, "Layers"): core -> builders -> evaluator
+-> pipelines -> scripts, a layer importing only from itself and the layers before it, and no circle
+between modules. Every import counts, those inside functions included (they hide a dependency, they
+do not remove it); the imports are read from the source with `ast`, nothing is imported."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYERS = ("core", "builders", "data_cards", "evaluator", "pipelines", "scripts")
+RANK = {"core": 0, "builders": 1, "data_cards": 1, "evaluator": 2, "pipelines": 3, "scripts": 4}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for layer in LAYERS for p in sorted((ROOT / layer).rglob("*.py"))}
+
+
+def _imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """The project modules a file imports (`from a.b import c` counts as a.b.c when that is a module)."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: _imports(path, name, known) for name, path in modules.items()}
+
+
+def _layer(module: str) -> str:
+    return module.split(".")[0]
+
+
+def test_no_layer_imports_a_layer_above_it():
+    upward = sorted(f"{m} -> {t}" for m, targets in _graph().items() for t in targets
+                    if RANK[_layer(t)] > RANK[_layer(m)])
+    assert upward == []
+
+
+def test_core_imports_nothing_of_the_project_but_itself():
+    assert sorted(f"{m} -> {t}" for m, ts in _graph().items() if _layer(m) == "core" for t in ts
+                  if _layer(t) != "core") == []
+
+
+def test_no_circle_between_modules():
+    """Package __init__ modules that only re-export are modules like any other here: a circle through
+    one is a circle."""
+    graph = _graph()
+    index, low, stack, on_stack, circles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert circles == []
