@@ -36,7 +36,7 @@ class Task(ABC):
     models_help: ClassVar[str]  # the model specs this task takes, for --help and errors
     metric_labels: ClassVar[dict[str, str]]  # per-sample metric -> table label (perceptual report)
     layout: ClassVar[str]  # perceptual report layout: "by-subset" or "by-model"
-    modalities: ClassVar[tuple] = ()  # perceptual-score modalities (evaluator.perceptual.Modality)
+    modalities: ClassVar[tuple] = ()  # perceptual-score modalities (evaluator.perceptual.score.Modality)
     options_class: ClassVar[type | None] = None  # scoring options set with `evaluate --option KEY=VALUE`
     feature_heads: ClassVar[bool] = False  # `features:<folder>` heads fitted on the train split
     generative: ClassVar[Ask | None] = None  # how a generative VLM is asked (None: it cannot answer)
@@ -76,7 +76,7 @@ class Task(ABC):
 
     def resampling(self, table: pa.Table, predictions: dict, options=None):
         """The headline metrics of `score` as ratios over the scored rows, with the clusters the
-        bootstrap resamples (evaluator.bootstrap.Resampling; metric names are paths into score's dict,
+        bootstrap resamples (evaluator.stats.bootstrap.Resampling; metric names are paths into score's dict,
         e.g. `by_type.causal.apq`), for confidence intervals and paired comparisons. None: no
         intervals for this benchmark yet."""
         return None
@@ -94,7 +94,7 @@ class Task(ABC):
         raise NotImplementedError(f"{self.name} takes no labels from another benchmark")
 
     def choice_questions(self, table: pa.Table):
-        """{kind: evaluator.shortcuts.ChoiceQuestions} of a multiple-choice benchmark's rows (context,
+        """{kind: evaluator.shortcuts.labels.ChoiceQuestions} of a multiple-choice benchmark's rows (context,
         candidates, correct index), what `vlbench shortcuts` scores text-only; None: no candidates."""
         return None
 

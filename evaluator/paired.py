@@ -109,7 +109,7 @@ class PairedTask(Task):
     def choice_questions(self, table: pa.Table):
         """One kind, `choice`: the sub-question's text (`text_columns`) and its choices."""
         from evaluator.models.choice_scorers import sub_question_texts
-        from evaluator.shortcuts import ChoiceQuestions
+        from evaluator.shortcuts.labels import ChoiceQuestions
 
         return {"choice": ChoiceQuestions(sub_question_texts(table, self.text_columns),
                                           table.column("choices").to_pylist(), table.column("label").to_pylist(),
@@ -158,14 +158,14 @@ class PairedTask(Task):
         return {**metrics, "coverage": coverage.as_dict()}
 
     def clusters(self, table: pa.Table):
-        from evaluator.bootstrap import cluster_codes
+        from evaluator.stats.bootstrap import cluster_codes
 
         return cluster_codes(table.column("pair_id").to_pylist()), "pair"
 
     def resampling(self, table: pa.Table, predictions: dict, options=None):
         """APQ and HPQ over complete pairs, accuracy over sub-questions (overall, per reasoning type
         and their mean), clustered by pair: a sub-question belongs to its pair's cluster."""
-        from evaluator.bootstrap import Ratio, Resampling, cluster_codes
+        from evaluator.stats.bootstrap import Ratio, Resampling, cluster_codes
 
         s = self._scored_pairs(table, predictions)
         n_pairs, n_subs = len(s["apq"]), len(s["right"])

@@ -87,10 +87,10 @@ def _draw(plot: LinePlot, path: Path) -> None:
 
 
 def intervals_markdown(metrics: dict, closing: str = "![Intervals](intervals.png)") -> str:
-    """The report section of `metrics["intervals"]` (evaluator.bootstrap.intervals): each headline
+    """The report section of `metrics["intervals"]` (evaluator.stats.bootstrap.intervals): each headline
     metric with its confidence interval, and how they were computed; `closing` ends it (by default
     the link to `intervals_figure`)."""
-    from evaluator.bootstrap import value_at
+    from evaluator.stats.bootstrap import value_at
 
     iv = metrics["intervals"]
 
@@ -111,7 +111,7 @@ def intervals_markdown(metrics: dict, closing: str = "![Intervals](intervals.png
 
 def intervals_figure(metrics: dict, title: str) -> FigureSpec:
     """The headline metrics as bars with their confidence intervals as error bars."""
-    from evaluator.bootstrap import value_at
+    from evaluator.stats.bootstrap import value_at
 
     shown = [(path, value_at(metrics, path), b) for path, b in metrics["intervals"]["metrics"].items()
              if b is not None and isinstance(value_at(metrics, path), (int, float))]

@@ -14,11 +14,11 @@ from core.data import load_table, pick_split, resolve_data
 from core.errors import ModelError, ParamsError, VlbenchError
 from core.outdir import write_atomically
 from core.params import apply_overrides
-from evaluator.bootstrap import intervals
 from evaluator.interop import load_submission
 from evaluator.models import ModelOptions
 from evaluator.prediction_record import metadata_path, read_record, record_markdown, record_summary, samples_path
 from evaluator.report import check_output_file, check_report_folder, intervals_figure, intervals_markdown, write_report
+from evaluator.stats.bootstrap import intervals
 from evaluator.submission import match_ids
 
 
@@ -54,13 +54,13 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
             offset: int = 0) -> tuple[str, int] | None:
     """Run a model over a built split and write a prediction file in the benchmark's format, with its
     metadata file beside it (and one JSON line per sample with `log_samples`, generative models).
-    Under torchrun / accelerate launch each rank predicts its rows (evaluator.distributed); rank 0
+    Under torchrun / accelerate launch each rank predicts its rows (evaluator.models.distributed); rank 0
     gathers them in row order and writes the files (the other ranks return None). `limit` / `offset`:
     only rows offset .. offset + limit - 1 of the split (a smoke run; `evaluate` then needs
     --allow-partial), recorded in the metadata file."""
     from core.jsonout import dumps
     from core.manifest import library_versions
-    from evaluator.distributed import world_from_env
+    from evaluator.models.distributed import world_from_env
 
     task = get_task(bench)
     for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--log-samples")):
@@ -113,10 +113,10 @@ def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = No
              by: str | None = None, bootstrap: int = 1000, seed: int = 0, hub_results: Path | None = None,
              hub_dataset: str | None = None, fmt: str = "auto", harness_data: str | None = None) -> dict:
     """Validate a prediction file against a split and compute the benchmark's metrics, with 95%
-    confidence intervals from `bootstrap` cluster resamples (evaluator.bootstrap; 0: none) where the
+    confidence intervals from `bootstrap` cluster resamples (evaluator.stats.bootstrap; 0: none) where the
     benchmark declares its resampling; the record `vlbench predict` wrote beside the file (if any)
     says in the report how the predictions were made. `hub_results`: also the Hub's evaluation-results
-    file for a model repo (evaluator.hub_results), naming the benchmark's dataset repo `hub_dataset`
+    file for a model repo (evaluator.publish.hub_results), naming the benchmark's dataset repo `hub_dataset`
     (default: DATA when it is a repo id). `harness_data`: the dataset an lmms-eval log without `doc`
     was made on (evaluator.interop)."""
     task = get_task(bench)
@@ -145,7 +145,7 @@ def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = No
         metrics["by"] = {"column": by, "groups": _by_group(task, table, preds, by, options, bootstrap, seed)}
     if hub_results is not None:
         from builders.registry import get_benchmark
-        from evaluator.hub_results import write_eval_results
+        from evaluator.publish.hub_results import write_eval_results
 
         # a dataset fetched from the Hub lies in its snapshot folder, named by the commit
         revision = folder.name if hub_dataset == data and re.fullmatch(r"[0-9a-f]{40}", folder.name) else None
@@ -182,7 +182,7 @@ def with_column(task, folder: Path, split: str, table: pa.Table, column: str) ->
     if column in table.column_names:
         return table
     from core.data import available_splits
-    from evaluator.shortcuts_run import CONFIG
+    from evaluator.shortcuts.run import CONFIG
 
     if split not in available_splits(folder, CONFIG):
         raise ParamsError(f"--by {column}: no such column in {folder}'s {task.config}/{split} table, and the folder "
@@ -290,9 +290,9 @@ def perceptual_score(bench: str, data: str, model: str, options, *, split: str |
     """`vlbench perceptual`: the perceptual score of a model on a built split (Gat et al., NeurIPS 2021, Eq. 1-5).
     Under a distributed launch every rank computes its rows; rank 0 returns the metrics and writes
     the report, the other ranks return None."""
-    from evaluator import perceptual as p
-    from evaluator import perceptual_report as r
-    from evaluator.distributed import world_from_env
+    from evaluator.models.distributed import world_from_env
+    from evaluator.perceptual import report as r
+    from evaluator.perceptual import score as p
 
     task = get_task(bench)
     score_options = task_options(task, list(assignments or []))

@@ -345,7 +345,7 @@ def compare(
                                                         "or a shortcut label of `vlbench shortcuts`)."),
 ):
     """Paired comparison of submissions on the same rows: differences, intervals and p-values."""
-    from evaluator.compare import compare_predictions
+    from evaluator.stats.compare import compare_predictions
 
     metrics = compare_predictions(bench, data, predictions, split=split, report=report, allow_partial=allow_partial,
                                   allow_extra=allow_extra, assignments=assignments, resamples=bootstrap, seed=seed,
@@ -375,7 +375,7 @@ def leaderboard(
     harness_data: Optional[str] = HARNESS_DATA_OPTION,
 ):
     """Score every submission in a folder (a bad one is listed, never stops the others) into a static site."""
-    from evaluator.leaderboard import run_leaderboard
+    from evaluator.publish.leaderboard import run_leaderboard
 
     record = run_leaderboard(bench, data, submissions, out, split=split, assignments=assignments,
                              resamples=bootstrap, seed=seed, overwrite=overwrite, harness_data=harness_data)
@@ -433,7 +433,7 @@ def perceptual(
     """Perceptual score of a model towards each modality (Gat et al., NeurIPS 2021, Eq. 1-5), with normalisations."""
     from core.progress import progress
     from evaluator.models import ModelOptions
-    from evaluator.perceptual import PerceptualOptions
+    from evaluator.perceptual.score import PerceptualOptions
     from evaluator.run import perceptual_score
 
     options = PerceptualOptions(modalities=tuple(modalities), permutations=permutations, repeats=repeats, seed=seed,
@@ -488,8 +488,8 @@ def shortcuts(
 ):
     """Language-shortcut labels per example (the VCR-Visor paper, App. A, Table 6): Biased / Neutral /
     Non-Biased by how many text-only models, trained with several seeds, pick the correct candidate."""
-    from evaluator.shortcuts import LABELS, ShortcutOptions
-    from evaluator.shortcuts_run import run_shortcuts
+    from evaluator.shortcuts.labels import LABELS, ShortcutOptions
+    from evaluator.shortcuts.run import run_shortcuts
 
     defaults = ShortcutOptions()
     options = ShortcutOptions(models=tuple(models) or defaults.models, seeds=tuple(seeds) or defaults.seeds,
@@ -533,10 +533,10 @@ def counterbias(
 ):
     """CounterBias (Zhang, Wang, Sang, ACM MM 2022): social bias of a masked-LM vision-language model on VL-Bias."""
     from core.progress import progress
-    from evaluator.attack import PGD
-    from evaluator.counterbias import MEASURES
-    from evaluator.counterbias_run import CounterBiasOptions, run_counterbias
     from evaluator.models import ModelOptions
+    from evaluator.vl_bias.attack import PGD
+    from evaluator.vl_bias.counterbias import MEASURES
+    from evaluator.vl_bias.run import CounterBiasOptions, run_counterbias
     from pipelines.stages import default_cache_dir
 
     options = CounterBiasOptions(attack=PGD(eps, steps, step_size) if attack == "pgd" else None, softmax=softmax,
@@ -612,7 +612,7 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=argv, prog_name="vlbench", standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
-        distributed = sys.modules.get("evaluator.distributed")  # imported only by commands that shard
+        distributed = sys.modules.get("evaluator.models.distributed")  # imported only by commands that shard
         if distributed is not None:
             distributed.exit_after_group(0)
     except click.NoArgsIsHelpError as exc:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from builders.registry import BENCHMARKS
 from evaluator.models import ModelOptions
-from evaluator.perceptual import PerceptualOptions
+from evaluator.perceptual.score import PerceptualOptions
 from evaluator.run import evaluate, perceptual_score, predict
 from pipelines.build import run_build
 from pipelines.samples import write_samples
@@ -51,8 +51,8 @@ def run_demo(out: Path, echo=print) -> dict:
 def _counterbias(out: Path, echo) -> dict:
     """CounterBias (Zhang, Wang, Sang, ACM MM 2022) of a tiny random ViLT masked LM, written under OUT/models
     (offline)."""
-    from evaluator.counterbias import MEASURES
-    from evaluator.counterbias_run import CounterBiasOptions, run_counterbias
+    from evaluator.vl_bias.counterbias import MEASURES
+    from evaluator.vl_bias.run import CounterBiasOptions, run_counterbias
     from pipelines.tiny_models import write_tiny_vilt_mlm
 
     model = write_tiny_vilt_mlm(out / "models" / "tiny-vilt-mlm")

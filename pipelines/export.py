@@ -15,7 +15,7 @@ from core.figures import FigureSpec
 from core.manifest import describe_outputs, write_manifest
 from core.outdir import atomic_folder, interrupts_held
 from core.progress import progress
-from evaluator.hub_results import EVAL_YAML, eval_yaml
+from evaluator.publish.hub_results import EVAL_YAML, eval_yaml
 from pipelines.cards import render_card
 from pipelines.figure_process import draw_pngs
 

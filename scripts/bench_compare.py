@@ -30,8 +30,8 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import msgspec
 
-    from evaluator.compare import compare_predictions
     from evaluator.run import evaluate
+    from evaluator.stats.compare import compare_predictions
     from pipelines.build import run_build
     from pipelines.samples import write_samples
     from pipelines.samples.gqa import generate_split

@@ -1,4 +1,4 @@
-"""Benchmark: language-shortcut labelling (evaluator/shortcuts.py) on a VCR-val-size input with a tiny
+"""Benchmark: language-shortcut labelling (evaluator/shortcuts/labels.py) on a VCR-val-size input with a tiny
 random BERT, CPU: the share of wall time outside the training and scoring steps -- tokenization,
 batch building, reading results, model loading -- target at most 10%.
 
@@ -29,7 +29,7 @@ def main() -> int:
     import msgspec
 
     from core.data import load_table
-    from evaluator.shortcuts import ShortcutOptions, TokenCache, train_and_score
+    from evaluator.shortcuts.labels import ShortcutOptions, TokenCache, train_and_score
     from evaluator.vcr.task import VCRTask
     from pipelines.build import run_build
     from pipelines.samples.vcr import generate_vcr

@@ -1,4 +1,4 @@
-"""Confidence intervals and paired comparisons (evaluator/bootstrap.py): the vectorised cluster
+"""Confidence intervals and paired comparisons (evaluator/stats/bootstrap.py): the vectorised cluster
 bootstrap equals a plain per-resample loop on the same draws, its interval matches the analytic
 binomial one where that is exact, it covers a known mean about 95% of the time (slow), the paired
 test finds a planted difference and none between identical submissions, and `evaluate` reports
@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from evaluator.bootstrap import Ratio, Resampling, cluster_codes, compare, intervals, value_at
+from evaluator.stats.bootstrap import Ratio, Resampling, cluster_codes, compare, intervals, value_at
 
 
 def _loop_bootstrap(clusters, num, den, resamples, seed):
@@ -258,8 +258,8 @@ def test_perceptual_resampling_reproduces_summarise_on_the_full_sample():
     """Hand-made per-sample values (1 metric, 6 rows, 2 repeats, a majority vote): with every cluster
     weighted once, the ratios give exactly summarise's Acc(M) and its means over repeats of P_m,
     P_m / Z_D and P_m / Z_{D,f}. A NaN row (a metric the row does not score) is left out of both."""
-    from evaluator.bootstrap import _cluster_sums, _values
-    from evaluator.perceptual import PerceptualResult, resampling, summarise
+    from evaluator.perceptual.score import PerceptualResult, resampling, summarise
+    from evaluator.stats.bootstrap import _cluster_sums, _values
 
     full = np.array([1, 0, 1, 1, np.nan, 0.0])
     without = {"image": {"acc": np.array([[0, 0, 1, 0, np.nan, 0], [1, 0, 0, 0, np.nan, 1.0]])}}

@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from evaluator import counterbias as cb
-from evaluator.attack import PGD, pgd_attack
 from evaluator.models import ModelOptions
 from evaluator.models.mlm import load_masked_lm, pad_images
+from evaluator.vl_bias import counterbias as cb
+from evaluator.vl_bias.attack import PGD, pgd_attack
 from pipelines.samples.vl_bias import write_vl_bias
 from pipelines.tiny_models import write_tiny_bert_mlm, write_tiny_vilt_mlm
 
@@ -161,7 +161,7 @@ def test_cli_report_table2_and_per_instance_values(cli, tiny, tmp_path):
 
 
 def test_cache_reuses_counterfactuals_and_keys_on_attack_params(tiny, tmp_path):
-    from evaluator.counterbias_run import CounterBiasOptions, run_counterbias
+    from evaluator.vl_bias.run import CounterBiasOptions, run_counterbias
 
     opts = lambda eps: CounterBiasOptions(attack=PGD(eps=eps, steps=2), cache=tmp_path / "cache")  # noqa: E731
     first = run_counterbias(str(tiny["data"]), f"hf:{tiny['vilt']}", opts(0.01), ModelOptions())
@@ -263,7 +263,7 @@ def test_py_spec_gives_an_adapter_object(cli, tiny, tmp_path):
 def test_report_examples_need_no_second_attack(tiny, tmp_path, monkeypatch):
     """Without a cache every image is attacked once, report included: the run hands the Fig. 6
     examples (largest |Eq. 6| bias of the first template, half per gender class) to the report."""
-    import evaluator.counterbias_run as run
+    import evaluator.vl_bias.run as run
 
     attacked = []
     real = run.pgd_attack

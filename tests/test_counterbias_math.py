@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from evaluator import counterbias as cb
+from evaluator.vl_bias import counterbias as cb
 
 
 def test_eq6_multimodal_bias_by_hand():
@@ -105,8 +105,8 @@ def test_bootstrap_resampling_reproduces_the_table_2_cells():
     targets left out as there; planted per-row values on 6 images x 2 templates."""
     import numpy as np
 
-    from evaluator import counterbias as cb
-    from evaluator.bootstrap import _cluster_sums, _values
+    from evaluator.stats.bootstrap import _cluster_sums, _values
+    from evaluator.vl_bias import counterbias as cb
 
     rng = np.random.default_rng(7)
     rows = [(img, t) for img in range(6) for t in ("sentence", "phrase")]

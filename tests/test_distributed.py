@@ -1,4 +1,4 @@
-"""Ending a rank of a multi-process run (evaluator.distributed); the runs themselves are tested with
+"""Ending a rank of a multi-process run (evaluator.models.distributed); the runs themselves are tested with
 two gloo processes in test_shortcuts, test_perceptual_cli and test_generative."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ def test_a_rank_that_left_its_group_exits_with_its_streams_flushed():
     buffered output written, the rest of the interpreter's finalization skipped (an atexit handler
     does not run); a process that never joined one goes on."""
     root = Path(__file__).resolve().parents[1]
-    script = ("import atexit, evaluator.distributed as d\n"
+    script = ("import atexit, evaluator.models.distributed as d\n"
               "d.exit_after_group(5)\n"  # never joined a group: returns
               "print('still here', end='')\n"
               "atexit.register(print, ' finalized')\n"

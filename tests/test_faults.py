@@ -175,7 +175,7 @@ def test_damaged_text_cache_is_recomputed(tmp_path, capfd):
 def test_damaged_counterfactual_cache_is_recomputed(tmp_path, capfd):
     import torch
 
-    from evaluator.attack import CounterfactualCache
+    from evaluator.vl_bias.attack import CounterfactualCache
 
     cache = CounterfactualCache(tmp_path)
     cache.put("ab" * 32, torch.ones(3, 2, 2))

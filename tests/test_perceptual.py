@@ -9,7 +9,7 @@ import pytest
 from perceptual_models import POSITIVE, AnswerLookup, VideoAndAnswer, socialiq_table
 
 from core.errors import ModelError, ParamsError
-from evaluator.perceptual import (
+from evaluator.perceptual.score import (
     PerceptualOptions,
     PerceptualResult,
     decompose,

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from evaluator.shortcuts import (
+from evaluator.shortcuts.labels import (
     ChoiceQuestions,
     ShortcutOptions,
     TokenCache,
@@ -42,7 +42,7 @@ def test_a_row_decided_by_several_examples_needs_every_run_right_on_all_of_them(
     """Social-IQ's rows (answers) take their question's label, decided by its A4 examples: Biased
     only when every run is right on every example, Non-Biased only when no run is right on any.
     Planted outputs of three runs on four examples; rows 0-1 share examples 0-1, row 2 has 2-3."""
-    from evaluator.shortcuts import runs_right
+    from evaluator.shortcuts.labels import runs_right
 
     correct = np.array([[1, 1, 0, 0],
                         [1, 1, 0, 1],
@@ -97,7 +97,7 @@ def test_training_is_reproducible_for_a_fixed_seed(encoders, vcr_built):
 
 @pytest.fixture(scope="module")
 def vcr_labelled(encoders, vcr_built, tmp_path_factory):
-    from evaluator.shortcuts_run import run_shortcuts
+    from evaluator.shortcuts.run import run_shortcuts
 
     out = tmp_path_factory.mktemp("vcr-labelled") / "vcr-labelled"
     run_shortcuts("vcr", str(vcr_built), out, options=ShortcutOptions(
@@ -251,7 +251,7 @@ def test_pairs_are_assembled_as_the_tokenizer_encodes_them(encoders):
     import torch
     from transformers import AutoTokenizer
 
-    from evaluator.shortcuts import _batches, _encode
+    from evaluator.shortcuts.labels import _batches, _encode
 
     questions = ChoiceQuestions(["Why is [person1] smiling at the party with both hands up?", "Rain?"],
                                 [["He won.", "She is happy because the music is loud and fun.", "No.", "x"],
@@ -295,7 +295,7 @@ def test_two_gloo_processes_label_what_one_does(encoders, vcr_built, tmp_path):
 def test_table_6_layout():
     """Table 6's layout: rows level x kind in the paper's order, columns Biased, Non-Biased, Neutral and
     the total (the values here are the paper's, e.g. sentence-level QA->R 63.6 / 14.8 / 21.6 %)."""
-    from evaluator.shortcuts_run import table_6
+    from evaluator.shortcuts.run import table_6
 
     metrics = {"titles": {"q_a": "Q->A", "qa_r": "QA->R"},
                "shares": {"word:q_a": {"Biased": 39.2, "Neutral": 23.8, "Non-Biased": 37.0},

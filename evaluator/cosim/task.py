@@ -4,7 +4,7 @@ APQ and HPQ over pairs (evaluator/paired.py, the VCR-Visor paper, §3.4)."""
 from __future__ import annotations
 
 from evaluator.paired import ChoiceLikelihood, PairedTask
-from evaluator.perceptual import Modality
+from evaluator.perceptual.score import Modality
 
 CHANGE_PROMPT = "Imagine this change to the scene: {change}\n{question}"
 

@@ -11,7 +11,7 @@ from evaluator.base import Task
 from evaluator.disco.metrics import counting_errors, counting_metrics
 from evaluator.models import ModelOptions, train_split
 from evaluator.models.ask import CLEANING, Ask, parse_count
-from evaluator.perceptual import Modality
+from evaluator.perceptual.score import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_finite_number
 
@@ -101,14 +101,14 @@ class DiscoTask(Task):
         return {**out, "coverage": coverage.as_dict()}
 
     def clusters(self, table: pa.Table):
-        from evaluator.bootstrap import cluster_codes
+        from evaluator.stats.bootstrap import cluster_codes
 
         return cluster_codes(table.column("image_id").to_pylist()), "image"
 
     def resampling(self, table: pa.Table, predictions: dict, options=None):
         """MAE, RMSE, MAPE and 1 - MAPE, overall and per image quality; clustered by source image (its
         high- and low-quality rows show the same scene)."""
-        from evaluator.bootstrap import Ratio, Resampling
+        from evaluator.stats.bootstrap import Ratio, Resampling
 
         ids = self.ids(table)
         keep = [i for i, k in enumerate(ids) if k in predictions]

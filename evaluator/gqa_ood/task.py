@@ -15,7 +15,7 @@ from evaluator.interop import HarnessSplit
 from evaluator.models import ModelOptions
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
 from evaluator.models.baselines import MostFrequentAnswer, QuestionPrior, RandomGroupAnswer
-from evaluator.perceptual import Modality
+from evaluator.perceptual.score import Modality
 from evaluator.report import LinePlot, markdown_table
 from evaluator.submission import Coverage, is_string
 
@@ -111,14 +111,14 @@ class GQAOODTask(Task):
     harness_split = HarnessSplit("testdev_balanced_instructions", "testdev", "id", "question", "answer")  # lmms-lab/GQA
 
     def clusters(self, table: pa.Table):
-        from evaluator.bootstrap import cluster_codes
+        from evaluator.stats.bootstrap import cluster_codes
 
         return cluster_codes(table.column("imageId").to_pylist()), "image"
 
     def resampling(self, table: pa.Table, predictions: dict[str, str], options=None):
         """acc-all, acc-head, acc-tail and Δ (Kervadec et al., CVPR 2021, Table 3), questions clustered
         by image."""
-        from evaluator.bootstrap import Ratio, Resampling
+        from evaluator.stats.bootstrap import Ratio, Resampling
 
         scored = table.filter(pa.array([q in predictions for q in self.ids(table)], pa.bool_()))
         correct = m.exact_match([predictions[q] for q in self.ids(scored)],

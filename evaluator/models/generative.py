@@ -124,7 +124,7 @@ class GenerativeVLM:
         from transformers import AutoModelForImageTextToText
 
         from builders.nlp import torch_device
-        from evaluator.distributed import local_device
+        from evaluator.models.distributed import local_device
         from evaluator.models.generation import Generation
 
         if options.dtype not in DTYPES:

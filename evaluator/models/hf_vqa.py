@@ -8,8 +8,8 @@ import pyarrow as pa
 from builders.model_files import load_pretrained
 from core.errors import ModelError
 from evaluator.images import ImageFolder, image_sources, open_image
-from evaluator.inference import Runner
 from evaluator.models import ModelOptions, hf_config
+from evaluator.models.inference import Runner
 
 
 class ViltVQA:

@@ -17,8 +17,8 @@ import numpy as np
 
 from builders.model_files import load_pretrained
 from core.errors import ModelError
-from evaluator.inference import Runner
 from evaluator.models import ModelOptions, hf_config, load_py_model, parse_spec
+from evaluator.models.inference import Runner
 
 MASK = "[MASK]"
 

@@ -4,7 +4,7 @@ pairs (evaluator/paired.py, the VCR-Visor paper, §3.4)."""
 from __future__ import annotations
 
 from evaluator.paired import ChoiceLikelihood, PairedTask
-from evaluator.perceptual import Modality
+from evaluator.perceptual.score import Modality
 
 
 class PMRPairsTask(PairedTask):

@@ -11,7 +11,7 @@ from core.figures import FigureSpec
 from evaluator.base import Task
 from evaluator.models import ModelOptions
 from evaluator.models.ask import Ask
-from evaluator.perceptual import Modality
+from evaluator.perceptual.score import Modality
 from evaluator.report import markdown_table
 from evaluator.socialiq.metrics import binary_correct, pair_correct
 from evaluator.submission import Coverage, is_finite_number
@@ -107,7 +107,7 @@ class SocialIQTask(Task):
         answers (the correct candidate first; a multiple-choice head scores each candidate alone, so
         the order carries nothing). A question's four A4 examples decide the label of all its seven
         answer rows, so `--by` keeps whole questions together and decomposes A2 as well."""
-        from evaluator.shortcuts import ChoiceQuestions
+        from evaluator.shortcuts.labels import ChoiceQuestions
 
         cols = table.select(["video_id", "question_index", "question", "answer", "label"]).to_pydict()
         questions: dict[tuple, dict] = {}
@@ -149,7 +149,7 @@ class SocialIQTask(Task):
                 "coverage": coverage.as_dict()}
 
     def clusters(self, table: pa.Table):
-        from evaluator.bootstrap import cluster_codes
+        from evaluator.stats.bootstrap import cluster_codes
 
         return cluster_codes(table.column("video_id").to_pylist()), "video"
 
@@ -157,7 +157,7 @@ class SocialIQTask(Task):
         """Answer accuracy over the scored answers and A2 over the correct/incorrect pairs of each
         question, clustered by video (a video's questions share it). A correct answer's row carries
         its pairs: the sum of its pair scores over the question's scored incorrect answers."""
-        from evaluator.bootstrap import Ratio, Resampling
+        from evaluator.stats.bootstrap import Ratio, Resampling
 
         scored = table.filter(pa.array([i in predictions for i in self.ids(table)], pa.bool_()))
         rows = scored.select(["id", "video_id", "question_index", "label"]).to_pylist()

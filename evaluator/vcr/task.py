@@ -12,7 +12,7 @@ from core.figures import FigureSpec
 from evaluator.base import Task
 from evaluator.models import ModelOptions, row_random
 from evaluator.models.ask import Ask
-from evaluator.perceptual import Modality
+from evaluator.perceptual.score import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_score_list
 from evaluator.vcr.metrics import vcr_correct
@@ -124,7 +124,7 @@ class VCRTask(Task):
     def choice_questions(self, table: pa.Table):
         """Q->A: the question and the four answers; QA->R: the question and the correct answer, and
         the four rationales (the VCR-Visor paper, Appendix A)."""
-        from evaluator.shortcuts import ChoiceQuestions
+        from evaluator.shortcuts.labels import ChoiceQuestions
 
         rows = table.select(["question", "answer_choices", "answer_label", "rationale_choices",
                              "rationale_label"]).to_pylist()
@@ -153,13 +153,13 @@ class VCRTask(Task):
                 "items": scored.num_rows, "coverage": coverage.as_dict()}
 
     def clusters(self, table: pa.Table):
-        from evaluator.bootstrap import cluster_codes
+        from evaluator.stats.bootstrap import cluster_codes
 
         return cluster_codes(table.column("img_fn").to_pylist()), "image"
 
     def resampling(self, table: pa.Table, predictions: dict, options=None):
         """Q->A, QA->R and Q->AR, items clustered by image."""
-        from evaluator.bootstrap import Ratio, Resampling
+        from evaluator.stats.bootstrap import Ratio, Resampling
 
         scored = table.filter(pa.array([i in predictions for i in self.ids(table)], pa.bool_()))
         right = self.per_sample(scored, [predictions[i] for i in self.ids(scored)])

@@ -10,7 +10,7 @@ from core.figures import FigureSpec
 from evaluator.base import Task
 from evaluator.models import ModelOptions, row_random
 from evaluator.models.ask import Ask
-from evaluator.perceptual import Modality
+from evaluator.perceptual.score import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_rank_permutation
 from evaluator.visdial import metrics as m
@@ -135,14 +135,14 @@ class VisDialTask(Task):
         return {**out, "rounds": int(keep.sum()), "coverage": coverage.as_dict()}
 
     def clusters(self, table: pa.Table):
-        from evaluator.bootstrap import cluster_codes
+        from evaluator.stats.bootstrap import cluster_codes
 
         return cluster_codes(table.column("image_id").to_pylist()), "dialog"
 
     def resampling(self, table: pa.Table, predictions: dict, options=None):
         """R@k, mean rank and MRR over the scored rounds, NDCG over the densely annotated ones whose
         relevance is not all zero; rounds clustered by dialog (image)."""
-        from evaluator.bootstrap import Ratio, Resampling
+        from evaluator.stats.bootstrap import Ratio, Resampling
 
         scored = table.filter(pa.array([k in predictions for k in self.ids(table)], pa.bool_()))
         ranks = np.array([predictions[k] for k in self.ids(scored)], dtype=np.int64).reshape(-1, OPTIONS)

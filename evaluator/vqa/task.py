@@ -16,7 +16,7 @@ from evaluator.base import Task
 from evaluator.interop import HarnessSplit
 from evaluator.models import ModelOptions, train_split
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
-from evaluator.perceptual import Modality
+from evaluator.perceptual.score import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_string
 from evaluator.vqa.metrics import normalize_prediction, vqa_accuracy
@@ -120,8 +120,8 @@ class VQATask(Task):
     def perceptual_extras(self, table: pa.Table, train: pa.Table | None, result) -> dict:
         """Gat et al., NeurIPS 2021, Table 2: yes/no proportions by question start token, with the image's
         sample scores."""
-        from evaluator.perceptual import sample_scores
-        from evaluator.perceptual_report import token_analysis
+        from evaluator.perceptual.report import token_analysis
+        from evaluator.perceptual.score import sample_scores
 
         if train is None:
             return {}
@@ -153,13 +153,13 @@ class VQATask(Task):
     harness_split = HarnessSplit(None, "validation", "question_id", "question")  # lmms-lab/VQAv2
 
     def clusters(self, table: pa.Table):
-        from evaluator.bootstrap import cluster_codes
+        from evaluator.stats.bootstrap import cluster_codes
 
         return cluster_codes(table.column("image_id").to_pylist()), "image"
 
     def resampling(self, table: pa.Table, predictions: dict, options: VQAOptions | None = None):
         """VQA accuracy, overall and per answer type, questions clustered by image."""
-        from evaluator.bootstrap import Ratio, Resampling
+        from evaluator.stats.bootstrap import Ratio, Resampling
 
         options = options or VQAOptions()
         scored = table.filter(pa.array([q in predictions for q in self.ids(table)], pa.bool_()))

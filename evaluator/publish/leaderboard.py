@@ -32,10 +32,10 @@ from builders.registry import get_benchmark, get_task
 from core.data import resolve_data
 from core.errors import ParamsError, VlbenchError
 from core.jsonout import dumps
-from evaluator.bootstrap import DEFAULT_RESAMPLES, value_at
 from evaluator.interop import TABLE_SUFFIXES
-from evaluator.leaderboard_site import write_site
 from evaluator.prediction_record import metadata_path
+from evaluator.publish.site import write_site
+from evaluator.stats.bootstrap import DEFAULT_RESAMPLES, value_at
 
 RECORD = "leaderboard.json"
 SITE_MARKER = ".vlbench-site.json"
@@ -147,7 +147,7 @@ def submission_files(folder: Path) -> list[Submission]:
 def _code_version() -> str:
     """A hash of the evaluation code (the evaluator package), so a changed metric re-scores."""
     digest = hashlib.sha256()
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the whole evaluator package
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 
 from builders.vl_bias.words import TEMPLATES
 from core.figures import FigureSpec, plain
-from evaluator import counterbias as cb
 from evaluator.report import intervals_markdown, markdown_table, write_report
+from evaluator.vl_bias import counterbias as cb
 
 PER_INSTANCE = ("id", "instance_id", "image_id", "template", "target", "target_type", "gender", "gender_class",
                 "counterfactual_gender", "p_b_vf", "p_b_vcf", "p_t_vf_lf", "p_t_vcf_lcf", "p_t_vcf_lf", "p_t_vf_lcf",

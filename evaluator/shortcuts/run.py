@@ -1,4 +1,4 @@
-"""`vlbench shortcuts`: language-shortcut labels (evaluator/shortcuts.py) of a built split, written as a
+"""`vlbench shortcuts`: language-shortcut labels (evaluator/shortcuts/labels.py) of a built split, written as a
 new version of the built folder: OUT holds every file of DATA, plus a `shortcuts` config (the split's
 ids, a label column per level and question kind, and how many runs were right), the card's YAML and a
 card section in Table 6's layout, and the manifest's `shortcuts` record (models, seeds,
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from builders.registry import get_task
 from core.data import load_table, pick_split, resolve_data
 from core.errors import ParamsError
-from evaluator.shortcuts import LABELS, LEVELS, ShortcutOptions, label_shares, shortcut_labels
+from evaluator.shortcuts.labels import LABELS, LEVELS, ShortcutOptions, label_shares, shortcut_labels
 
 CONFIG = "shortcuts"
 
@@ -56,7 +56,7 @@ def _training(task, folder: Path, train: str | None, split: str):
 def _pooled(train: dict, kinds: dict) -> dict:
     """Every kind of DATA trains on all the training questions, pooled (a source benchmark's kinds
     differ from DATA's: vcr's Q->A and QA->R for vcr-visor's sub-questions)."""
-    from evaluator.shortcuts import ChoiceQuestions
+    from evaluator.shortcuts.labels import ChoiceQuestions
 
     return {kind: ChoiceQuestions([c for q in train.values() for c in q.contexts],
                                   [c for q in train.values() for c in q.candidates],
@@ -152,7 +152,7 @@ def run_shortcuts(bench: str, data: str, out: Path, *, split: str | None = None,
     """Label every example of a built split (or take the labels of its source benchmark's examples,
     `labels_from`); write OUT (a new version of DATA). Returns the metrics; under torchrun the runs
     are spread over the processes and rank 0 writes (the others return None)."""
-    from evaluator.distributed import local_device, world_from_env
+    from evaluator.models.distributed import local_device, world_from_env
 
     task = get_task(bench)
     folder = resolve_data(data)

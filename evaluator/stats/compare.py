@@ -1,6 +1,6 @@
 """`vlbench compare`: submissions scored on the same rows, each against the first, with the
 difference of every headline metric (and subset), its paired-bootstrap interval and the p-value of a
-paired permutation test (evaluator/bootstrap.py); a report with a forest plot per comparison."""
+paired permutation test (evaluator/stats/bootstrap.py); a report with a forest plot per comparison."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pyarrow as pa
 
 from builders.registry import get_task
 from core.errors import ParamsError
-from evaluator import bootstrap
 from evaluator.interop import load_submission
 from evaluator.report import ForestPlot, check_report_folder, markdown_table, write_report
 from evaluator.run import _open, column_groups, task_options, with_column
+from evaluator.stats import bootstrap
 from evaluator.submission import Coverage, match_ids
 
 

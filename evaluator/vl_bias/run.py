@@ -5,7 +5,7 @@ Per image: P(B | V_f) and P(B' | V_f) from the bias prompt (Eq. 2), the counterf
 PGD on that prompt (Eq. 3, cached), P(B | V_cf). Per image x template row: P(T | V, L) at the
 caption's [MASK] for (V_f, L_f), (V_cf, L_cf), (V_cf, L_f), (V_f, L_cf) (Eq. 1, 5, 8, 10) and, with no
 image (Eq. 12), for L_f and L_cf. Then Eq. 6, 9, 11, 13 per row, Eq. 7 per target and Table 2's cells
-(`evaluator.counterbias`). Images are processed in chunks, so memory does not grow with the dataset.
+(`evaluator.vl_bias.counterbias`). Images are processed in chunks, so memory does not grow with the dataset.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import pyarrow as pa
 from builders.vl_bias.words import TARGETS
 from core.data import load_table, pick_split, resolve_data
 from core.errors import ModelError, ParamsError
-from evaluator import counterbias as cb
-from evaluator.attack import PGD, CounterfactualCache, pgd_attack
-from evaluator.counterbias_report import metrics_of, templates_present, write_counterbias_report
 from evaluator.images import open_image
 from evaluator.models import ModelOptions
 from evaluator.models.mlm import load_masked_lm, pad_images
+from evaluator.vl_bias import counterbias as cb
+from evaluator.vl_bias.attack import PGD, CounterfactualCache, pgd_attack
+from evaluator.vl_bias.report import metrics_of, templates_present, write_counterbias_report
 
 COLUMNS = ("id", "instance_id", "image_id", "image", "target", "target_type", "gender", "gender_class",
            "counterfactual_gender", "template", "caption", "counterfactual_caption", "bias_prompt")
@@ -251,7 +251,7 @@ def run_counterbias(data: str, spec: str, options: CounterBiasOptions, model_opt
     result = measure(table, model, options, progress)
     metrics = metrics_of(result, spec, split, options, model)
     if bootstrap and metrics["rows"]:
-        from evaluator.bootstrap import intervals
+        from evaluator.stats.bootstrap import intervals
 
         metrics["intervals"] = intervals(cb.resampling(result["columns"], result["measures"], metrics["templates"],
                                                        options.b0), bootstrap, seed)

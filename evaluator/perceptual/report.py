@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from core.figures import FigureSpec
 from core.outdir import write_atomically
-from evaluator.perceptual import PerceptualResult, sample_scores
+from evaluator.perceptual.score import PerceptualResult, sample_scores
 from evaluator.report import markdown_table
 
 PAPER_TOKENS = ("has", "can", "is a", "do")  # Table 2's question start tokens

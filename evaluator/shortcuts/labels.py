@@ -265,9 +265,9 @@ def shortcut_labels(train: dict[str, ChoiceQuestions], test: dict[str, ChoiceQue
                                                                      list[RunRecord]]:
     """For each level and question kind: the per-row labels (`shortcut_<level>_<kind>`), the runs
     right per row (`runs_right`), and a record of every run (model, seed, accuracy, seconds).
-    Under torchrun (`world`, evaluator.distributed) each process takes every W-th run and the
+    Under torchrun (`world`, evaluator.models.distributed) each process takes every W-th run and the
     results are gathered: every run is seeded by itself, so the labels equal one process's."""
-    from evaluator.distributed import single_process
+    from evaluator.models.distributed import single_process
 
     world = world or single_process()
     cache = TokenCache()

@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 
 from core.errors import ModelError, ParamsError
-from evaluator.distributed import World, single_process
 from evaluator.models import input_columns, is_late_fusion
+from evaluator.models.distributed import World, single_process
 
 
 @dataclass(frozen=True)
@@ -294,10 +294,10 @@ def summarise(result: PerceptualResult, rows: np.ndarray | None = None, grouped:
 def resampling(result: PerceptualResult, clusters: np.ndarray, unit: str):
     """Acc(M) and, per modality, the means over repeats of P_m, P_m / Z_D and P_m / Z_{D,f} (the
     values `summarise` reports under `all`) as ratios over the rows' sample scores (Eq. 2), for the
-    cluster bootstrap (evaluator.bootstrap): the mean of the per-row sample scores is P_m's mean over
+    cluster bootstrap (evaluator.stats.bootstrap): the mean of the per-row sample scores is P_m's mean over
     repeats, and both normalisations are linear in it. The intervals cover the sampling of the
     examples, the draws held fixed (their spread over repeats is the reported std)."""
-    from evaluator.bootstrap import Ratio, Resampling
+    from evaluator.stats.bootstrap import Ratio, Resampling
 
     scores = sample_scores(result)
     ratios, derived = {}, {}

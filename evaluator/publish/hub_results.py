@@ -84,7 +84,7 @@ def read_eval_yaml(folder: Path) -> dict:
 def write_eval_results(out: Path, benchmark, folder: Path, metrics: dict, dataset_id: str,
                        revision: str | None = None, date: str | None = None) -> Path:
     """DIR/.eval_results/<benchmark>.yaml of one evaluation (see the module docstring)."""
-    from evaluator.bootstrap import value_at
+    from evaluator.stats.bootstrap import value_at
 
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", dataset_id or ""):
         raise ParamsError(f"--hub-dataset {dataset_id!r}: expected the benchmark's Hub dataset repo id, ORG/NAME")

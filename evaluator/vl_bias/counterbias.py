@@ -140,10 +140,10 @@ def resampling(columns: dict, measures: list[str], templates: list[str], b0: str
     """The Table 2 cells of `summarise` -- per measure, template and target type the mean over targets
     of |bias(T)| (Eq. 7), and their "Avg." over templates -- as functions of per-target ratios over the
     rows (the sign-aligned instance biases of a target's rows, undefined ones left out), for the
-    cluster bootstrap (evaluator.bootstrap) over images: an image's rows (its templates, genders) are
+    cluster bootstrap (evaluator.stats.bootstrap) over images: an image's rows (its templates, genders) are
     resampled together. A target whose bias is undefined in a resample is left out of that resample's
     mean, as `mean_absolute` does."""
-    from evaluator.bootstrap import Ratio, Resampling, cluster_codes
+    from evaluator.stats.bootstrap import Ratio, Resampling, cluster_codes
 
     template, target, target_type = (np.asarray(columns[c]) for c in ("template", "target", "target_type"))
     sign = np.where(np.asarray(columns["gender_class"]) == b0, 1.0, -1.0)

@@ -1,0 +1,1 @@
+"""Paired comparisons and confidence intervals: the cluster bootstrap, exact intervals, paired tests."""
