@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from core.errors import ModelError
 from evaluator.interop import HarnessSplit
-from evaluator.models import ModelOptions, hf_config, load_py_model, parse_spec
+from evaluator.models import ModelOptions, as_model, hf_config, load_py_model, parse_spec
 from evaluator.models.ask import Ask
 from evaluator.models.generative import generative_only, is_generative
 from evaluator.submission import Coverage
@@ -41,11 +41,13 @@ class Task(ABC):
     feature_heads: ClassVar[bool] = False  # `features:<folder>` heads fitted on the train split
     generative: ClassVar[Ask | None] = None  # how a generative VLM is asked (None: it cannot answer)
     generative_reason: ClassVar[str] = "the benchmark declares no way to ask a generative model"
-    has_majority: ClassVar[bool]  # set from whether the subclass defines `majority`
+    # The majority-vote model of Gat et al., NeurIPS 2021, Eq. 4: a task that has one defines
+    # `majority(self, train) -> model`; None (the default, and a task may say so explicitly): it has none.
+    majority: ClassVar[Callable | None] = None
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        cls.has_majority = cls.majority is not Task.majority
+    @property
+    def has_majority(self) -> bool:
+        return type(self).majority is not None
 
     # -- submissions and metrics --------------------------------------------------------------
     @abstractmethod
@@ -99,11 +101,6 @@ class Task(ABC):
         return None
 
     # -- perceptual score ---------------------------------------------------------------------
-    def majority(self, train: pa.Table):
-        """The majority-vote model of Gat et al., NeurIPS 2021, Eq. 4 (a subclass that has one
-        overrides this)."""
-        raise NotImplementedError(f"{self.name} has no majority vote")
-
     def training_table(self, options: ModelOptions) -> pa.Table | None:
         """Rows the majority vote is fitted on when the built folder has no train split (None: use it)."""
         return None
@@ -128,7 +125,7 @@ class Task(ABC):
         if given:
             raise ModelError(f"{given}: {spec} is not a generative hf: model (the option applies to those)")
         if kind == "py":
-            return load_py_model(name)
+            return as_model(load_py_model(name))
         if kind == "features" and self.feature_heads:
             from evaluator.models.features import feature_head
 

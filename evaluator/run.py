@@ -73,14 +73,13 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
                               "(offset in 0..rows - 1, limit at least 1)")
         table = table.slice(offset, limit)
     adapter = task.make_model(model, dataclasses.replace(options, data=folder))
-    samples = getattr(adapter, "samples", None)
-    if log_samples and samples is None:
+    if log_samples and adapter.samples is None:
         raise ParamsError(f"--log-samples: {model} has no prompts or raw outputs to log (generative hf: models do)")
     world = world_from_env()
     shard = world.shard(table.num_rows)
     predictions = adapter.predict(table if world.size == 1 else table.take(pa.array(shard)))
     predictions = _gathered(world, list(predictions), shard, table.num_rows)
-    if samples is not None:
+    if adapter.samples is not None:
         adapter.samples = _gathered(world, list(adapter.samples), shard, table.num_rows)
     world.close()
     if not world.is_main:
@@ -90,9 +89,8 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     except ValueError:
         raise ModelError(f"{model}: the model produced NaN or infinite values; no prediction file was written") \
             from None
-    describe = getattr(adapter, "metadata", None)
     meta = {"benchmark": bench, "data": str(data), "split": split, "rows": table.num_rows, "model": model,
-            "predictions": Path(out).name, **(describe() if describe is not None else {}),
+            "predictions": Path(out).name, **adapter.metadata(),
             "options": {**{k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()
                            if k != "data"}, **({"limit": limit, "offset": offset} if rows_chosen else {})},
             "library_versions": library_versions()}

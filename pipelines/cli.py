@@ -32,14 +32,6 @@ def _echo_err(message: str) -> None:
     typer.echo(message, err=True)
 
 
-def _renamed(new: list[str], old: list[str], command: str, option: str) -> list[str]:
-    """`--set` was renamed (builder parameters are `build --param`, scoring options `--option`); the old
-    spelling still works, with one note line."""
-    if old:
-        _echo_err(f"note: `vlbench {command} --set` is now `{option}`; --set still works for now")
-    return list(new) + list(old)
-
-
 @app.command("list")
 def list_benchmarks(
     sources_present: Optional[Path] = typer.Option(
@@ -120,7 +112,6 @@ def build(
                                     help="Split to build (repeat); default: every split present."),
     param: list[str] = typer.Option([], "--param", metavar="KEY=VALUE",
                                     help="Override a builder parameter (repeat; see `vlbench params BENCH`)."),
-    set_: list[str] = typer.Option([], "--set", hidden=True, help="Deprecated spelling of --param."),
     legacy_json: bool = typer.Option(False, "--legacy-json", help="Also write the benchmark's original files."),
     images: Optional[Path] = typer.Option(None, "--images", help="Embed the benchmark's images from this folder."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Recompute every stage."),
@@ -135,7 +126,7 @@ def build(
         # A build's objects are acyclic (pipelines.build.gc_paused) and the process ends with it: no
         # collection is worth its scan of everything the build imported and kept.
         gc.disable()
-    manifest = run_build(bench, source, out, splits=split, assignments=_renamed(param, set_, "build", "--param"),
+    manifest = run_build(bench, source, out, splits=split, assignments=param,
                          legacy_json=legacy_json, use_cache=not no_cache, images=images, overwrite=overwrite)
     for item in manifest["outputs"]:
         if "rows" in item:
@@ -296,7 +287,6 @@ def evaluate(
     allow_extra: bool = typer.Option(False, "--allow-extra", help="Ignore predictions for ids outside the split."),
     assignments: list[str] = typer.Option([], "--option", metavar="KEY=VALUE",
                                          help="Scoring option (repeat; e.g. rule=pre-2021 for VQA)."),
-    set_: list[str] = typer.Option([], "--set", hidden=True, help="Deprecated spelling of --option."),
     by: Optional[str] = typer.Option(None, "--by", help="Also score each value of this column (a table column, or "
                                                         "a shortcut label of `vlbench shortcuts`)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", min=0,
@@ -315,7 +305,7 @@ def evaluate(
     from evaluator.run import evaluate as run_evaluate
 
     metrics = run_evaluate(bench, data, predictions, split=split, report=report, allow_partial=allow_partial,
-                           allow_extra=allow_extra, assignments=_renamed(assignments, set_, "evaluate", "--option"),
+                           allow_extra=allow_extra, assignments=assignments,
                            by=by, bootstrap=bootstrap, seed=seed, hub_results=hub_results, hub_dataset=hub_dataset,
                            fmt=fmt, harness_data=harness_data)
     headline = {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
@@ -420,7 +410,6 @@ def perceptual(
     images: Optional[Path] = typer.Option(None, "--images", help="Image folder for models that read images."),
     assignments: list[str] = typer.Option([], "--option", metavar="KEY=VALUE",
                                          help="Scoring option (repeat; e.g. rule=pre-2021 for VQA)."),
-    set_: list[str] = typer.Option([], "--set", hidden=True, help="Deprecated spelling of --option."),
     dtype: Dtype = DTYPE_OPTION,
     max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
     prompt: Optional[str] = PROMPT_OPTION,
@@ -444,7 +433,7 @@ def perceptual(
                                  max_pixels=max_pixels, loglik=loglik, videos=videos, frames=frames)
     with progress(desc="perceptual passes", unit="pass", leave=True) as bar:
         metrics = perceptual_score(bench, data, model, options, split=split, model_options=model_options,
-                                   report=report, assignments=_renamed(assignments, set_, "perceptual", "--option"),
+                                   report=report, assignments=assignments,
                                    where=where, progress=bar.update, bootstrap=bootstrap)
     if metrics is None:  # a non-zero rank of a distributed launch
         return

@@ -1,7 +1,7 @@
 """Benchmark: `vlbench compare` of two GQA-OOD val-size submissions with 1,000 bootstrap resamples
 (and as many permutations) versus one plain `evaluate` of one of them (no intervals), in the same run.
 
-Target (issue 17): the comparison takes seconds -- at most 10 s here -- being vectorised (cluster
+Target: the comparison takes seconds -- at most 10 s here -- being vectorised (cluster
 counts times cluster sums), never a per-resample loop over examples; the ratio to `evaluate` is
 printed. Both are timed in this process after one warm-up call of each on the sample sources.
 

@@ -1,6 +1,6 @@
 """Benchmark: throughput of the CounterBias PGD attack (Zhang, Wang, Sang, ACM MM 2022, Eq. 3) over a batch-size sweep.
 
-Target (issue 6), measured in the same run on CPU with the tiny random ViLT masked LM and the VL-Bias
+Target, measured in the same run on CPU with the tiny random ViLT masked LM and the VL-Bias
 sample images: the batched attack is at least 5x faster per image than one image at a time, with the
 same results (the counterfactual images agree up to float noise: sign flips of near-zero gradient
 components). With `--config vilt-b32` the model is a random ViltForMaskedLM at the real ViLT-B/32

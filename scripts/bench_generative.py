@@ -1,6 +1,6 @@
 """Benchmark: generative VLM inference (evaluator/models/generative.py) on CPU with random LLaVA models.
 
-Targets (issue 14), each a ratio measured in the same run:
+Targets, each a ratio measured in the same run:
 1. batched greedy generation (left-padded batches) against one sample at a time (what VLMEvalKit does
    and lmms-eval recommends): at least 3x samples/s, identical answers;
 2. VisDial's 100-option ranking with the image and dialogue run once and its key/value cache reused

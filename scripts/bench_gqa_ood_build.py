@@ -2,13 +2,13 @@
 
 Targets, measured in the same run; the synthetic file has the size of GQA v1.2 val (132,062
 questions, about 37K local groups) and every field of a record:
-- in-process (issue 2): `run_build` to parquet (no legacy files) takes at most 0.5x the time of
+- in process: `run_build` to parquet (no legacy files) takes at most 0.5x the time of
   `json.load`, with peak RSS under 700 MB. The build process first builds the small sample sources
   once (imports and first-call costs), then times `run_build` with the stage cache off.
-- whole process (issue 13): a cold `vlbench build gqa-ood --split val --no-cache` command, start to
+- whole process: a cold `vlbench build gqa-ood --split val --no-cache` command, start to
   exit, takes at most 0.5x a cold `python -c "json.load(...)"` process. The two commands run one
   after the other, each first in every other round, each after a one-second pause.
-- busy machine (issue 25): the same two whole-process commands beside two CPU-bound processes
+- busy machine: the same two whole-process commands beside two CPU-bound processes
   (`HOGS` busy loops, started before and stopped after, each ending by itself after ten minutes at
   most); the build takes at most 1.0x `json.load` under the same load. Work the build waits for
   (the figure helper) runs at the build's priority, so it is never starved behind the hogs.

@@ -1,6 +1,6 @@
 """Benchmark: the perceptual score's cost against plain inference, and the late-fusion encoder cache.
 
-Targets (issue 5), measured in the same run on the VQA v2 sample (validation rows, COCO-layout
+Targets, measured in the same run on the VQA v2 sample (validation rows, COCO-layout
 images) with tiny random models:
 
 1. total wall time of `perceptual()` with P permutations, R repeats and M modalities is at most

@@ -1,6 +1,6 @@
 """Benchmark: VQA accuracy over a val-size split, vectorised versus per question.
 
-Target (issue 4): `evaluator.vqa.metrics.vqa_accuracy` over 214,354 predictions (the size of VQA v2
+Target: `evaluator.vqa.metrics.vqa_accuracy` over 214,354 predictions (the size of VQA v2
 val2014) is at least 20x faster than a straightforward per-question implementation of the same rule
 (`score_question`, the official loop: normalise the ten answers and the prediction, count matches
 in each leave-one-out subset), measured in the same run, with identical scores. Both rules are run.

@@ -1,6 +1,6 @@
 """Benchmark: VQA-CP `mode=regenerate` on a full-size synthetic VQA v2 versus loading its JSON.
 
-Target (issue 4): re-splitting a synthetic VQA v2 train2014 + val2014 of 658,111 questions (the size
+Target: re-splitting a synthetic VQA v2 train2014 + val2014 of 658,111 questions (the size
 of VQA-CP v2: 438,183 + 219,928) finishes within 5x the time of `json.load` of its four JSON files,
 measured in the same run; the build's peak RSS is printed. The build covers reading, the greedy
 split, statistics, the card and the parquet export (stage cache off).

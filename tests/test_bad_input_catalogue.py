@@ -1007,7 +1007,7 @@ def test_no_home_folder_for_the_cache(cli, sample_sources, tmp_path, monkeypatch
 
 
 # ---------------------------------------------------------------------------------------------
-# Round two: the cases that still ended in a traceback, exit 0 or a hang (issue 25, items 10-11);
+# Round two: the cases that still ended in a traceback, exit 0 or a hang (the catalogue's second round);
 # the leaderboard and publishing cases are in tests/test_publishing_safety.py, the model folders in
 # tests/test_model_safety.py.
 

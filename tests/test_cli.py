@@ -132,11 +132,13 @@ def test_params_lists_every_parameter_with_type_default_and_meaning(cli):
         assert all(row["help"] for row in describe(get_builder(bench.name).params_class)), bench.name
 
 
-def test_old_set_spelling_still_works_with_one_note(cli, sample_sources, tmp_path):
-    """`build --param` and `evaluate --option` replaced `--set`; the old spelling keeps working."""
-    code, _, err = cli("build", "gqa-ood", "--source", sample_sources, "--out", tmp_path / "a", "--set", "alpha=0.3")
-    assert code == 0 and err.strip() == "note: `vlbench build --set` is now `--param`; --set still works for now"
+def test_param_values_reach_the_manifest_and_bad_ones_are_one_error(cli, sample_sources, tmp_path):
+    """`build --param` (the old `--set` spelling is gone: a usage error)."""
+    code, _, err = cli("build", "gqa-ood", "--source", sample_sources, "--out", tmp_path / "a", "--param", "alpha=0.3")
+    assert code == 0, err
     manifest = (tmp_path / "a" / "manifest.json").read_text()
     assert '"alpha": 0.3' in manifest and "--param alpha=0.3" in manifest
-    code, _, err = cli("build", "gqa-ood", "--source", sample_sources, "--out", tmp_path / "b", "--set", "alpha=inf")
+    code, _, err = cli("build", "gqa-ood", "--source", sample_sources, "--out", tmp_path / "b", "--param", "alpha=inf")
     assert code == 2 and err.strip().splitlines()[-1] == "error: --param alpha=inf: expected a finite number"
+    code, _, err = cli("build", "gqa-ood", "--source", sample_sources, "--out", tmp_path / "c", "--set", "alpha=0.3")
+    assert code == 2 and "No such option: --set" in err

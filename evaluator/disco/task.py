@@ -9,14 +9,14 @@ import pyarrow as pa
 from core.figures import FigureSpec
 from evaluator.base import Task
 from evaluator.disco.metrics import counting_errors, counting_metrics
-from evaluator.models import ModelOptions, train_split
+from evaluator.models import Model, ModelOptions, train_split
 from evaluator.models.ask import CLEANING, Ask, parse_count
 from evaluator.perceptual.score import Modality
 from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_finite_number
 
 
-class TrainMeanCount:
+class TrainMeanCount(Model):
     """The blind regression baseline: the mean count of the dataset's train split for every image."""
 
     input_columns = ()

@@ -2,9 +2,11 @@
 
 Specs: `baseline:<name>`, `py:<module>:<factory>`, `hf:<hub id or path>`, `features:<folder>`.
 
-A model has `predict(table) -> list` (one prediction per row, in the task's prediction format) and
-may declare `input_columns`, the columns it reads (the perceptual score checks them; a model without
-the attribute is assumed to read every column). A late-fusion model (subclass `LateFusion`) also
+Every adapter is a `Model`: `predict(table) -> list` (one prediction per row, in the task's prediction
+format), `input_columns` (the columns it reads, which the perceptual score checks; None: every
+column), `samples` (per row of the last predict, what `--log-samples` writes; None: nothing to log)
+and `metadata()` (what the prediction record says about it). A `py:` factory's object is wrapped in a
+`PyModel` unless it is a `Model` already. A late-fusion model (subclass `LateFusion`) also
 declares `encoders = {name: columns}` with `encode(name, table)` returning one encoding per row and
 `fuse(encodings, table)`; the perceptual score then permutes cached encodings instead of re-encoding.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +53,39 @@ class ModelOptions:
     device_map: str | None = None  # auto, balanced, sequential: spread a model over the devices (accelerate)
 
 
-class LateFusion:
+class Model(ABC):
+    """A task model (see the module docstring)."""
+
+    input_columns: tuple[str, ...] | None = None
+    samples: list[dict] | None = None
+
+    @abstractmethod
+    def predict(self, table) -> list:
+        """One prediction per row of the table, in the task's prediction format."""
+
+    def metadata(self) -> dict:
+        """What the prediction record says about the model beyond its spec (nothing by default)."""
+        return {}
+
+
+class PyModel(Model):
+    """The object a `py:` factory returned: its `predict`, and its `input_columns` when it declares them."""
+
+    def __init__(self, model):
+        self.model = model
+        columns = getattr(model, "input_columns", None)  # the one place a user's object is probed
+        self.input_columns = None if columns is None else tuple(columns)
+
+    def predict(self, table) -> list:
+        return self.model.predict(table)
+
+
+def as_model(model) -> Model:
+    """A `py:` factory's object as a Model (a Model already stays as it is)."""
+    return model if isinstance(model, Model) else PyModel(model)
+
+
+class LateFusion(Model):
     """Base of late-fusion adapters: `predict` encodes every modality of the rows and fuses."""
 
     encoders: dict[str, tuple[str, ...]] = {}
@@ -84,10 +119,9 @@ def is_late_fusion(model) -> bool:
     return isinstance(model, LateFusion)
 
 
-def input_columns(model, table) -> tuple[str, ...]:
+def input_columns(model: Model, table) -> tuple[str, ...]:
     """The columns a model reads: its declaration, else every column of the table."""
-    columns = getattr(model, "input_columns", None)
-    return tuple(table.column_names) if columns is None else tuple(columns)
+    return tuple(table.column_names) if model.input_columns is None else tuple(model.input_columns)
 
 
 def parse_spec(spec: str) -> tuple[str, str]:

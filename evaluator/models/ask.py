@@ -19,7 +19,7 @@ import pyarrow as pa
 from core.errors import ModelError
 from core.progress import progress
 from evaluator.images import ImageFolder, image_sources
-from evaluator.models import ModelOptions
+from evaluator.models import Model, ModelOptions
 from evaluator.videos import VideoFolder, read_frames
 
 SHORT_ANSWER_PROMPT = "{question}\nAnswer the question using a single word or phrase."
@@ -131,7 +131,7 @@ class ShortAnswer(Ask):
         return clean_answer(output)
 
 
-class GenerativeAdapter:
+class GenerativeAdapter(Model):
     """A task model over a generative VLM: `predict(table)` asks every row as the task's Ask says.
     `load_vlm()` loads the model on the first `predict`, once every image and video file its rows
     show has been found: a missing `--images` folder or file is reported before any weight is read."""

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from builders.gqa_ood import reader as gqa
+from evaluator.models import Model
 
 
 def _most_frequent(counter: Counter) -> str:
@@ -16,7 +17,7 @@ def _most_frequent(counter: Counter) -> str:
     return min(counter, key=lambda a: (-counter[a], a))
 
 
-class MostFrequentAnswer:
+class MostFrequentAnswer(Model):
     """The majority vote (Gat et al., NeurIPS 2021, Eq. 4): the most frequent training answer for every question."""
 
     input_columns = ()
@@ -28,7 +29,7 @@ class MostFrequentAnswer:
         return [self.answer] * table.num_rows
 
 
-class QuestionPrior:
+class QuestionPrior(Model):
     """Most frequent training answer of the question's GQA global group (null groups form 'none').
 
     A global group unseen in training falls back to the most frequent training answer overall.
@@ -49,7 +50,7 @@ class QuestionPrior:
         return [self.prior.get("none" if g is None else g, self.fallback) for g in groups]
 
 
-class RandomGroupAnswer:
+class RandomGroupAnswer(Model):
     """Uniform guess among the distinct answers of the question's local group (chance level 1/d)."""
 
     input_columns = ("groups", "answer")

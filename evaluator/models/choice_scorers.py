@@ -18,10 +18,10 @@ import pyarrow as pa
 
 from builders.model_files import load_pretrained
 from builders.nlp import torch_device
-from evaluator.models import ModelOptions, row_random
+from evaluator.models import Model, ModelOptions, row_random
 
 
-class RandomScores:
+class RandomScores(Model):
     """Uniform random scores, seeded by the sub-question's id (independent of the other rows)."""
 
     input_columns = ("id",)
@@ -39,7 +39,7 @@ def sub_question_texts(table: pa.Table, text_columns: tuple[str, ...]) -> list[s
     return [" ".join(parts) for parts in zip(*columns)]
 
 
-class CrossEncoderScorer:
+class CrossEncoderScorer(Model):
     def __init__(self, path: str, options: ModelOptions, choices: int, text_columns: tuple[str, ...]):
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 

@@ -8,11 +8,11 @@ import pyarrow as pa
 from builders.model_files import load_pretrained
 from core.errors import ModelError
 from evaluator.images import ImageFolder, image_sources, open_image
-from evaluator.models import ModelOptions, hf_config
+from evaluator.models import Model, ModelOptions, hf_config
 from evaluator.models.inference import Runner
 
 
-class ViltVQA:
+class ViltVQA(Model):
     """An early-fusion model: one transformer over question tokens and image patches; the answer is
     the label of the largest logit."""
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 from core.errors import SubmissionError
 from core.figures import FigureSpec
 from evaluator.base import Task
-from evaluator.models import ModelOptions
+from evaluator.models import Model, ModelOptions
 from evaluator.models.ask import Ask
 from evaluator.perceptual.score import Modality
 from evaluator.report import markdown_table
@@ -17,7 +17,7 @@ from evaluator.socialiq.metrics import binary_correct, pair_correct
 from evaluator.submission import Coverage, is_finite_number
 
 
-class AnswerSentiment:
+class AnswerSentiment(Model):
     """Gat et al. (NeurIPS 2021) Table 3's NLTK-Sentiment row, no training: the VADER compound polarity of the answer
     text (in [-1, 1]; > 0 reads as 'correct'). vaderSentiment ships the VADER lexicon NLTK downloads."""
 
@@ -32,7 +32,7 @@ class AnswerSentiment:
         return [self.analyzer.polarity_scores(a)["compound"] for a in table.column("answer").to_pylist()]
 
 
-class MajorityLabel:
+class MajorityLabel(Model):
     """The majority vote: every answer gets the most frequent training label; Social-IQ has 4 correct
     and 3 incorrect answers per question, so every answer is called correct (57.14 %, Table 3's Acc_D)."""
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from core.figures import FigureSpec
 from evaluator.base import Task
-from evaluator.models import ModelOptions, row_random
+from evaluator.models import Model, ModelOptions, row_random
 from evaluator.models.ask import Ask
 from evaluator.perceptual.score import Modality
 from evaluator.report import markdown_table
@@ -25,7 +25,7 @@ def _words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
-class RandomScores:
+class RandomScores(Model):
     """Uniform random answer and rationale scores, seeded by (seed, annot_id)."""
 
     input_columns = ("annot_id",)
@@ -38,7 +38,7 @@ class RandomScores:
         return [(row[:4].tolist(), row[4:].tolist()) for row in scores]
 
 
-class BlindTextScorer:
+class BlindTextScorer(Model):
     """Text-only baselines that never see the image: `length` scores a choice by its number of words;
     `overlap` by the Jaccard overlap of its words (tags included) with the query's (the question for
     answers; the question and the correct answer for rationales)."""

@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from core.figures import FigureSpec
 from evaluator.base import Task
-from evaluator.models import ModelOptions, row_random
+from evaluator.models import Model, ModelOptions, row_random
 from evaluator.models.ask import Ask
 from evaluator.perceptual.score import Modality
 from evaluator.report import markdown_table
@@ -18,7 +18,7 @@ from evaluator.visdial import metrics as m
 OPTIONS = 100
 
 
-class RandomRanks:
+class RandomRanks(Model):
     """Uniformly random option order per round (chance: MRR about 0.052, mean rank 50.5), seeded by
     the round's id so that a round's ranking does not depend on the other rows."""
 
@@ -31,7 +31,7 @@ class RandomRanks:
         return m.scores_to_ranks(row_random(self.seed, table.column("id").to_pylist(), OPTIONS)).tolist()
 
 
-class AnswerFrequencyRanks:
+class AnswerFrequencyRanks(Model):
     """Gat et al. (NeurIPS 2021) §4.3's majority ranking: options ordered by how often they are the answer in the
     training split (ties keep option order)."""
 

@@ -14,7 +14,7 @@ from core.figures import FigureSpec
 from core.params import param
 from evaluator.base import Task
 from evaluator.interop import HarnessSplit
-from evaluator.models import ModelOptions, train_split
+from evaluator.models import Model, ModelOptions, train_split
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
 from evaluator.perceptual.score import Modality
 from evaluator.report import markdown_table
@@ -34,7 +34,7 @@ def _most_frequent(counter: Counter) -> str:
     return min(counter, key=lambda a: (-counter[a], a))
 
 
-class TrainPrior:
+class TrainPrior(Model):
     """Blind baselines fitted on the built dataset's train split: `prior` answers the most frequent
     training answer of the question's type, `majority` the most frequent training answer overall."""
 
