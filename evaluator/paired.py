@@ -17,10 +17,10 @@ import pyarrow as pa
 
 from core.errors import ModelError, SubmissionError
 from core.figures import FigureSpec
+from core.markdown import report_table
 from evaluator.base import Task
 from evaluator.models import ModelOptions, hf_config
 from evaluator.models.ask import Ask
-from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_score_list
 
 
@@ -199,7 +199,7 @@ class PairedTask(Task):
             md = [f"# {self.title} evaluation: {title}", "",
                   f"{intro} {self.choices} choices per sub-question; a sub-question is right when its correct "
                   "choice scores highest.", "",
-                  markdown_table(["metric", "All pairs"], [[name, metrics[key]] for name, key in names]), "",
+                  report_table(["metric", "All pairs"], [[name, metrics[key]] for name, key in names]), "",
                   "![APQ and HPQ](scores.png)", ""]
             plot = FigureSpec(filename="scores.png", title=f"{title}: {self.title}", categories=["All pairs"],
                               ylabel="%", series={name.split(" ")[0]: [metrics[key]] for name, key in names})
@@ -210,7 +210,7 @@ class PairedTask(Task):
                  for name, key in names]
         md = [f"# {self.title} evaluation: {title}", "",
               f"{intro} Mean = the average over reasoning types, as the paper's tables.", "",
-              markdown_table(header, table), "", "![APQ and HPQ per reasoning type](scores_by_type.png)", ""]
+              report_table(header, table), "", "![APQ and HPQ per reasoning type](scores_by_type.png)", ""]
         plot = FigureSpec(filename="scores_by_type.png", title=f"{title}: {self.title} (Fig. 2 layout)",
                           categories=["Mean", *(t.capitalize() for t in types)], ylabel="%",
                           series={name.split(" ")[0]: [metrics["mean_over_types"][key],

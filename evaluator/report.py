@@ -8,6 +8,7 @@ from pathlib import Path
 from core.errors import ParamsError, VlbenchError
 from core.figures import FigureSpec, draw_bars, plain
 from core.jsonout import dumps
+from core.markdown import report_table
 from core.outdir import write_atomically
 
 
@@ -56,13 +57,6 @@ def draw_forest(plot: ForestPlot, path: Path) -> None:
     plt.close(fig)
 
 
-def markdown_table(header: list[str], rows: list[list]) -> str:
-    """A markdown table; a `|` inside a cell (e.g. P(B | V)) is escaped so that it stays one cell."""
-    fmt = lambda v: "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v).replace("|", "\\|")  # noqa: E731
-    return "\n".join(["| " + " | ".join(fmt(h) for h in header) + " |", "|" + "---|" * len(header)]
-                     + ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows])
-
-
 def _draw(plot: LinePlot, path: Path) -> None:
     import matplotlib
 
@@ -106,7 +100,7 @@ def intervals_markdown(metrics: dict, closing: str = "![Intervals](intervals.png
         "metric without rows."
         + (f" Exact binomial (Clopper-Pearson) intervals, the outcomes being independent 0/1 values: "
            f"{', '.join(iv['exact'])}." if iv.get("exact") else ""), "",
-        markdown_table(["metric", "value", "low", "high"], rows), "", closing, ""])
+        report_table(["metric", "value", "low", "high"], rows), "", closing, ""])
 
 
 def intervals_figure(metrics: dict, title: str) -> FigureSpec:

@@ -239,7 +239,7 @@ def _by_group(task, table: pa.Table, predictions: dict, column: str, options, bo
 
 def _by_markdown(by: dict) -> str:
     """The headline (numeric) metrics of every group, as a table."""
-    from evaluator.report import markdown_table
+    from core.markdown import report_table
 
     keys = list(dict.fromkeys(k for g in by["groups"].values() for k, v in g.items()
                               if isinstance(v, (int, float)) and not isinstance(v, bool)))
@@ -252,7 +252,7 @@ def _by_markdown(by: dict) -> str:
     rows = [[name, *(cell(g, k) for k in keys)] for name, g in by["groups"].items()]
     note = "In brackets: the group's 95% confidence interval." if any("intervals" in g for g in by["groups"].values()) \
         else ""
-    return "\n".join([f"## By {by['column']}", "", markdown_table([by["column"], *keys], rows), "", note, ""])
+    return "\n".join([f"## By {by['column']}", "", report_table([by["column"], *keys], rows), "", note, ""])
 
 
 def _where(table, condition: str | None):

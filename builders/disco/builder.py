@@ -17,11 +17,11 @@ import pyarrow as pa
 
 from builders.base import Builder
 from builders.disco import reader as disco
-from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.files import list_folder
 from builders.splits import check_splits
 from core.errors import ParamsError, SourceError
+from core.markdown import table
 from core.params import param
 
 Quality = Literal["high", "low"]

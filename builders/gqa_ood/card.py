@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders.gqa_ood.rules import alpha_fraction
-from builders.markdown import table
 from core.figures import FigureSpec
+from core.markdown import table
 
 HEAD_COLOR, TAIL_COLOR = "#1f77b4", "#ff7f0e"
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from builders.base import Builder
-from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.socialiq import reader as socialiq
 from builders.sources.files import expect_file
 from builders.splits import check_splits
 from core.errors import SourceError
+from core.markdown import table
 
 FOLDS_FILE = "socialiq_std_folds.json"
 

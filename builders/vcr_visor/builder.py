@@ -18,6 +18,7 @@ from builders.base import Builder
 from builders.pairing import (
     PairingParams,
     check_pair_target,
+    check_pairs,
     mine_pairs,
     model_record,
     pair_features,
@@ -150,25 +151,7 @@ class VCRVisorBuilder(Builder):
                            figures=vcr_visor_card.figures(stats), run_info=model_record(encoder, nli))
 
     def check_invariants(self, tables, params: dict) -> list[str]:
-        """Two sub-questions per pair whose correct responses are each other's distractors (up to
-        re-tagging), different movies, and cosines on the right side of the thresholds."""
-        problems = []
-        table = tables["default"]["val"]
-        by_pair: dict[str, list[dict]] = {}
-        for row in table.select(["pair_id", "sub_question", "movie", "choices", "label", "query_cosine",
-                                 "response_cosine", "rewritten"]).to_pylist():
-            by_pair.setdefault(row["pair_id"], []).append(row)
-        for pair_id, subs in sorted(by_pair.items()):
-            if sorted(s["sub_question"] for s in subs) != [1, 2]:
-                problems.append(f"{pair_id}: expected sub-questions 1 and 2")
-                continue
-            one, two = sorted(subs, key=lambda s: s["sub_question"])
-            if one["movie"] == two["movie"]:
-                problems.append(f"{pair_id}: both items come from movie {one['movie']!r}")
-            other = one["choices"][1 - one["label"]]
-            if not one["rewritten"][1 - one["label"]] and other != two["choices"][two["label"]]:
-                problems.append(f"{pair_id}: the distractor of sub-question 1 is not the answer of sub-question 2")
-            if not one["query_cosine"] > params["query_threshold"] or \
-                    not one["response_cosine"] < params["response_threshold"]:
-                problems.append(f"{pair_id}: cosines outside the thresholds")
-        return problems
+        """The paired-benchmark invariants (`pairing.check_pairs`): two sub-questions per pair from
+        different movies, two distinct choices each, each one's correct response among the other's
+        choices (up to re-tagging), cosines on the right side of the thresholds."""
+        return check_pairs(tables["default"]["val"], params, "movie", choices=2)

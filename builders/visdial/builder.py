@@ -11,12 +11,12 @@ import numpy as np
 import pyarrow as pa
 
 from builders.base import Builder
-from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.files import expect_file
 from builders.splits import check_splits
 from builders.visdial import reader as visdial
 from core.errors import SourceError
+from core.markdown import table
 
 DIALOG_FILE = "visdial_1.0_{}.json"
 DENSE_FILE = "visdial_1.0_{}_dense_annotations.json"

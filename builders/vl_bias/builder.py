@@ -13,13 +13,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from builders.base import Builder
-from builders.markdown import table
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.splits import check_splits
 from builders.vl_bias import reader as vl_bias
 from builders.vl_bias.words import BIAS_PROMPT, GENDER_PAIRS, MASK, TARGETS, TEMPLATES, parse_gender_pairs
 from core.errors import ParamsError
 from core.figures import FigureSpec
+from core.markdown import table
 from core.params import param
 
 SPLIT = "test"

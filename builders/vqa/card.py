@@ -7,9 +7,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builders.markdown import table
 from builders.vqa.cp_split import jensen_shannon
 from core.figures import FigureSpec
+from core.markdown import table
 
 TOP_TYPES = 15
 

@@ -7,12 +7,12 @@ import numpy as np
 import pyarrow as pa
 
 from core.figures import FigureSpec
+from core.markdown import report_table
 from evaluator.base import Task
 from evaluator.disco.metrics import counting_errors, counting_metrics
 from evaluator.models import Model, ModelOptions, train_split
 from evaluator.models.ask import CLEANING, Ask, parse_count
 from evaluator.perceptual.score import Modality
-from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_finite_number
 
 
@@ -132,7 +132,7 @@ class DiscoTask(Task):
         rows = [[name, m["mae"], m["rmse"], m["mape"], m["one_minus_mape"]]
                 for name, m in [("all", metrics), *metrics["by_quality"].items()]]
         md = [f"# DISCO evaluation: {title}", "", f"{cov['scored']:,} of {cov['expected']:,} images counted.", "",
-              markdown_table(["Images", "MAE", "RMSE", "MAPE", "1 - MAPE"], rows), "",
+              report_table(["Images", "MAE", "RMSE", "MAPE", "1 - MAPE"], rows), "",
               "MAPE is a fraction; images with a zero count have no relative error and are left out of it.", "",
               "![1 - MAPE per image quality](disco_quality.png)", ""]
         names = ["all", *metrics["by_quality"]]

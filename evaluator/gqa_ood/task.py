@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from builders.gqa_ood.rules import PUBLISHED_ALPHAS
 from core.errors import ModelError
+from core.markdown import report_table
 from evaluator.base import Task
 from evaluator.gqa_ood import metrics as m
 from evaluator.interop import HarnessSplit
@@ -16,7 +17,7 @@ from evaluator.models import ModelOptions
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
 from evaluator.models.baselines import MostFrequentAnswer, QuestionPrior, RandomGroupAnswer
 from evaluator.perceptual.score import Modality
-from evaluator.report import LinePlot, markdown_table
+from evaluator.report import LinePlot
 from evaluator.submission import Coverage, is_string
 
 
@@ -140,16 +141,16 @@ class GQAOODTask(Task):
               + (f" ({cov['ignored_extra']:,} predictions for questions outside the split ignored)"
                  if cov["ignored_extra"] else "") + ".", "",
               "## Table 3 layout (scores in %)", "",
-              markdown_table(["acc-all", "acc-tail", "acc-head", "Δ(tail, head)"],
+              report_table(["acc-all", "acc-tail", "acc-head", "Δ(tail, head)"],
                              [[metrics["acc_all"], metrics["acc_tail"], metrics["acc_head"],
                                metrics["delta_tail_head"]]]), "",
               "## acc-tail and head/tail confusion over alpha (Fig. 3)", "",
-              markdown_table(["alpha", "tail questions", "acc-tail", "head/tail confusion"],
+              report_table(["alpha", "tail questions", "acc-tail", "head/tail confusion"],
                              [[a["alpha"], a["questions"], a["acc_tail"], c["confusion"]] for a, c in
                               zip(metrics["acc_tail_by_alpha"], metrics["head_tail_confusion_by_alpha"])]), "",
               "![acc-tail over alpha](acc_tail_by_alpha.png) ![confusion over alpha](head_tail_confusion.png)", "",
               "## Reasoning labels (Fig. 5a): rows predicted, columns ground truth, % of questions", "",
-              markdown_table(["predicted \\ GT", *(f"{g} {cw}" for g in m.LABELS for cw in ("C", "W"))],
+              report_table(["predicted \\ GT", *(f"{g} {cw}" for g in m.LABELS for cw in ("C", "W"))],
                              [[p, *(matrix[p][g][cw] for g in m.LABELS for cw in ("C", "W"))] for p in m.LABELS]),
               ""]
         plots = [

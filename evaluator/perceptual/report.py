@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.figures import FigureSpec
+from core.markdown import report_table
 from core.outdir import write_atomically
 from evaluator.perceptual.score import PerceptualResult, sample_scores
-from evaluator.report import markdown_table
 
 PAPER_TOKENS = ("has", "can", "is a", "do")  # Table 2's question start tokens
 
@@ -37,7 +37,7 @@ def subset_table(label: str, metric: str, modalities: list[str], rows: dict[str,
     header.append(f"{label}_D (majority)")
     body = [[name, _pm(s[metric]["acc"]), *[c for m in modalities for c in _cells(s[metric], m)],
              _pm(s[metric]["acc_majority"])] for name, s in rows.items()]
-    return markdown_table(header, body)
+    return report_table(header, body)
 
 
 def modality_table(labels: dict[str, str], modalities: list[str], rows: dict[str, dict]) -> str:
@@ -53,7 +53,7 @@ def modality_table(labels: dict[str, str], modalities: list[str], rows: dict[str
                 cells = _cells(s[metric], m)
                 row += [_pm(s[metric]["acc"]), *cells, _pm(s[metric]["acc_majority"])]
             body.append(row)
-    return markdown_table(header, body)
+    return report_table(header, body)
 
 
 def bar_plot(title: str, summary: dict, metric: str, label: str) -> FigureSpec:
@@ -132,7 +132,7 @@ def token_table(rows: list[dict]) -> str:
               "# Train", "mean sample P_image"]
     keys = ["predicted_yes", "predicted_no", "test_yes", "test_no", "train_yes", "train_no", "test", "train",
             "mean_sample_p_image"]
-    return markdown_table(header, [[f"'{r['token']}'", *(r[k] for k in keys)] for r in rows])
+    return report_table(header, [[f"'{r['token']}'", *(r[k] for k in keys)] for r in rows])
 
 
 def render(metrics: dict, labels: dict[str, str], layout: str) -> str:

@@ -66,11 +66,11 @@ def _pooled(train: dict, kinds: dict) -> dict:
 
 def table_6(metrics: dict) -> str:
     """Table 6's layout: a row per level and question kind, the share of each label."""
-    from evaluator.report import markdown_table
+    from core.markdown import report_table
 
     rows = [[f"{level.capitalize()}-level ({metrics['titles'][kind]})", *(s[name] for name in LABELS), 100]
             for (level, kind), s in ((tuple(k.split(":")), v) for k, v in metrics["shares"].items())]
-    return markdown_table(["", *(f"{name} (%)" for name in LABELS), "Total (%)"], rows)
+    return report_table(["", *(f"{name} (%)" for name in LABELS), "Total (%)"], rows)
 
 
 def _card_section(metrics: dict) -> str:

@@ -8,11 +8,11 @@ import pyarrow as pa
 
 from core.errors import SubmissionError
 from core.figures import FigureSpec
+from core.markdown import report_table
 from evaluator.base import Task
 from evaluator.models import Model, ModelOptions
 from evaluator.models.ask import Ask
 from evaluator.perceptual.score import Modality
-from evaluator.report import markdown_table
 from evaluator.socialiq.metrics import binary_correct, pair_correct
 from evaluator.submission import Coverage, is_finite_number
 
@@ -181,7 +181,7 @@ class SocialIQTask(Task):
         md = [f"# Social-IQ evaluation: {title}", "",
               f"{cov['scored']:,} of {cov['expected']:,} answers scored; {metrics['pairs']:,} correct/incorrect "
               f"pairs ({metrics['tied_pairs']:,} ties, counted as 0.5).", "",
-              markdown_table(["Answer accuracy (score > 0 = correct)", "A2 (pair accuracy)"],
+              report_table(["Answer accuracy (score > 0 = correct)", "A2 (pair accuracy)"],
                              [[metrics["accuracy"], metrics["a2"]]]),
               "", "The majority vote (every answer correct) scores 57.14 % answer accuracy, A2 chance is 50 %.", "",
               "![Accuracy](socialiq_accuracy.png)", ""]

@@ -10,8 +10,9 @@ import pyarrow as pa
 
 from builders.registry import get_task
 from core.errors import ParamsError
+from core.markdown import report_table
 from evaluator.interop import load_submission
-from evaluator.report import ForestPlot, check_report_folder, markdown_table, write_report
+from evaluator.report import ForestPlot, check_report_folder, write_report
 from evaluator.run import _open, column_groups, task_options, with_column
 from evaluator.stats import bootstrap
 from evaluator.submission import Coverage, match_ids
@@ -116,7 +117,7 @@ def _report(metrics: dict) -> tuple[str, list]:
         rows = [[path, r["a"], r["b"], r["difference"], *(r["interval"] or ["undefined", ""]), _p(r["p_value"])]
                 for path, r in c["metrics"].items()]
         md += [f"## {c['b']} - {c['a']}", "",
-               markdown_table(["metric", "A", "B", "B - A", "low", "high", "p"], rows), "",
+               report_table(["metric", "A", "B", "B - A", "low", "high", "p"], rows), "",
                f"![Differences](forest_{k}.png)", ""]
         shown = [(path, r) for path, r in c["metrics"].items() if r["interval"] is not None]
         plots.append(ForestPlot(filename=f"forest_{k}.png", title=f"{c['b']} - {c['a']}",
@@ -133,5 +134,5 @@ def _report(metrics: dict) -> tuple[str, list]:
                 rows = [[path, r["difference"], *(r["interval"] or ["undefined", ""]), _p(r["p_value"])]
                         for path, r in c["metrics"].items()]
                 md += [f"### {value} ({group['rows']:,} rows): {c['b']} - {c['a']}", "",
-                       markdown_table(["metric", "B - A", "low", "high", "p"], rows), ""]
+                       report_table(["metric", "B - A", "low", "high", "p"], rows), ""]
     return "\n".join(md), plots

@@ -9,11 +9,11 @@ import numpy as np
 import pyarrow as pa
 
 from core.figures import FigureSpec
+from core.markdown import report_table
 from evaluator.base import Task
 from evaluator.models import Model, ModelOptions, row_random
 from evaluator.models.ask import Ask
 from evaluator.perceptual.score import Modality
-from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_score_list
 from evaluator.vcr.metrics import vcr_correct
 
@@ -173,7 +173,7 @@ class VCRTask(Task):
               f"{cov['scored']:,} of {cov['expected']:,} items scored. Q->AR counts an item only when both its "
               "answer and its rationale are right (Zellers et al., CVPR 2019, §5); a tie at the top counts as "
               "wrong. Chance: 25, 25 and 6.25 %.", "",
-              markdown_table([name for name, _ in METRICS], [[metrics[key] for _, key in METRICS]]), "",
+              report_table([name for name, _ in METRICS], [[metrics[key] for _, key in METRICS]]), "",
               "![Accuracy](vcr_accuracy.png)", ""]
         plot = FigureSpec(filename="vcr_accuracy.png", title=f"{title}: VCR", categories=[n for n, _ in METRICS],
                           series={"%": [metrics[key] for _, key in METRICS]}, ylabel="%")

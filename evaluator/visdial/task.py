@@ -7,11 +7,11 @@ import numpy as np
 import pyarrow as pa
 
 from core.figures import FigureSpec
+from core.markdown import report_table
 from evaluator.base import Task
 from evaluator.models import Model, ModelOptions, row_random
 from evaluator.models.ask import Ask
 from evaluator.perceptual.score import Modality
-from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_rank_permutation
 from evaluator.visdial import metrics as m
 
@@ -161,7 +161,7 @@ class VisDialTask(Task):
         md = [f"# VisDial v1.0 evaluation: {title}", "",
               f"{cov['scored']:,} of {cov['expected']:,} rounds ranked; NDCG over {metrics['ndcg_rounds']:,} densely "
               f"annotated rounds ({metrics['ndcg_all_zero_relevance']} with all-zero relevance left out).", "",
-              markdown_table(["NDCG", "MRR", "R@1", "R@5", "R@10", "Mean rank"],
+              report_table(["NDCG", "MRR", "R@1", "R@5", "R@10", "Mean rank"],
                              [[metrics["ndcg"], 100 * metrics["mrr"], metrics["r@1"], metrics["r@5"], metrics["r@10"],
                                metrics["mean_rank"]]]),
               "", "MRR is shown in % as in the paper's Table 4.", "", "![Retrieval metrics](visdial_metrics.png)", ""]

@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 
 from builders.vl_bias.words import TEMPLATES
 from core.figures import FigureSpec, plain
-from evaluator.report import intervals_markdown, markdown_table, write_report
+from core.markdown import report_table
+from evaluator.report import intervals_markdown, write_report
 from evaluator.vl_bias import counterbias as cb
 
 PER_INSTANCE = ("id", "instance_id", "image_id", "template", "target", "target_type", "gender", "gender_class",
@@ -77,7 +78,7 @@ def table2(metrics: dict) -> str | None:
     rows = [[TEMPLATES[t].label] + [_pct(metrics["measures"][m]["templates"][t].get(k, {}).get("mean_abs"))
                                     for k in kinds for m in measures] for t in metrics["templates"]]
     rows.append(["Avg."] + [_pct(metrics["measures"][m]["avg"].get(k)) for k in kinds for m in measures])
-    return markdown_table(header, rows)
+    return report_table(header, rows)
 
 
 def per_target_rows(metrics: dict) -> tuple[list[str], list[list]]:
@@ -172,10 +173,10 @@ def write_counterbias_report(folder: Path, metrics: dict, result: dict, options)
     lines += ["", "## Language-only bias (Eq. 13), Table 3 layout", "",
               "Mean over targets of |Eq. 7 of Eq. 13| (log-probabilities, no image"
               + (": a blank image at the mean pixel value" if metrics["vision"] else "") + "), template average.", "",
-              markdown_table(["Target concept", metrics["model"]],
+              report_table(["Target concept", metrics["model"]],
                              [[f"{k} ({len(l_log['per_target_avg'][k])})", _num(v)] for k, v in l_log["avg"].items()])]
     header, rows = per_target_rows(metrics)
-    lines += ["", "## Signed bias per target (template average; + = male-leaning)", "", markdown_table(header, rows)]
+    lines += ["", "## Signed bias per target (template average; + = male-leaning)", "", report_table(header, rows)]
     main = next(m for m in ("vl", "l", "l_log") if m in metrics["measures"])
     for kind, values in sorted(metrics["measures"][main]["per_target_avg"].items()):
         names = [t for t in sorted(values, key=lambda t: (values[t] is None, -(values[t] or 0)))
@@ -191,7 +192,7 @@ def write_counterbias_report(folder: Path, metrics: dict, result: dict, options)
         lines += ["", f"![{kind}](bias_per_target_{kind}.png)"]
     if metrics["attack"]:
         a = metrics["attack"]
-        lines += ["", "## Counterfactual images (Eq. 3)", "", markdown_table(
+        lines += ["", "## Counterfactual images (Eq. 3)", "", report_table(
             ["Images", "P(B'|V_cf) > P(B'|V_f)", "P(B'|V_cf) > P(B|V_cf)", "mean P(B|V_f)", "mean P(B|V_cf)",
              "mean P(B'|V_f)", "mean P(B'|V_cf)", "max L-inf"],
             [[a["images"], f"{100 * a['raised_b_prime']:.1f}%", f"{100 * a['b_prime_above_b']:.1f}%",
@@ -201,7 +202,7 @@ def write_counterbias_report(folder: Path, metrics: dict, result: dict, options)
         lines += ["", "## Visual against language bias per target (Fig. 7)", "", "![B@V vs B@L](bv_vs_bl.png)"]
     picked = result["examples"]["rows"]
     if picked:
-        lines += ["", "## Instance examples (Fig. 6)", "", markdown_table(
+        lines += ["", "## Instance examples (Fig. 6)", "", report_table(
             ["Image", "Caption", "Target", "P(T|V_f,L_f)", "P(T|V_cf,L_cf)", "bias_V-L (%)"],
             [[cols["image_id"][r], cols["caption"][r], cols["target"][r], f"{cols['p_t_vf_lf'][r]:.4f}",
               f"{cols['p_t_vcf_lcf'][r]:.4f}", f"{100 * cols['bias_vl'][r]:.2f}"] for r in picked]),

@@ -11,13 +11,13 @@ import numpy as np
 import pyarrow as pa
 
 from core.figures import FigureSpec
+from core.markdown import report_table
 from core.params import param
 from evaluator.base import Task
 from evaluator.interop import HarnessSplit
 from evaluator.models import Model, ModelOptions, train_split
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
 from evaluator.perceptual.score import Modality
-from evaluator.report import markdown_table
 from evaluator.submission import Coverage, is_string
 from evaluator.vqa.metrics import normalize_prediction, vqa_accuracy
 
@@ -178,10 +178,10 @@ class VQATask(Task):
         qtypes = metrics["per_question_type"]
         md = [f"# {self.name} evaluation: {title}", "",
               f"VQA accuracy (rule: {metrics['rule']}) on {cov['scored']:,} of {cov['expected']:,} questions.", "",
-              markdown_table(["", "Overall", *answer_types],
+              report_table(["", "Overall", *answer_types],
                              [["Accuracy", metrics["accuracy"], *(v["accuracy"] for v in answer_types.values())]]),
               "", "## Per question type", "",
-              markdown_table(["Question type", "Questions", "Accuracy"],
+              report_table(["Question type", "Questions", "Accuracy"],
                              [[t, v["questions"], v["accuracy"]] for t, v in qtypes.items()]),
               "", "![Accuracy per answer type](accuracy_by_answer_type.png)", ""]
         plot = FigureSpec(filename="accuracy_by_answer_type.png", title=f"{title}: {self.name} VQA accuracy",
