@@ -18,6 +18,7 @@ from evaluator.interop import load_submission
 from evaluator.models import ModelOptions
 from evaluator.prediction_record import metadata_path, read_record, record_markdown, record_summary, samples_path
 from evaluator.report import check_output_file, check_report_folder, intervals_figure, intervals_markdown, write_report
+from evaluator.request import ScoringRequest
 from evaluator.stats.bootstrap import intervals
 from evaluator.submission import match_ids
 
@@ -106,19 +107,17 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     return split, len(predictions)
 
 
-def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = None, report: Path | None = None,
-             allow_partial: bool = False, allow_extra: bool = False, assignments: list[str] | None = None,
-             by: str | None = None, bootstrap: int = 1000, seed: int = 0, hub_results: Path | None = None,
-             hub_dataset: str | None = None, fmt: str = "auto", harness_data: str | None = None) -> dict:
+def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None = None, by: str | None = None,
+             hub_results: Path | None = None, hub_dataset: str | None = None) -> dict:
     """Validate a prediction file against a split and compute the benchmark's metrics, with 95%
-    confidence intervals from `bootstrap` cluster resamples (evaluator.stats.bootstrap; 0: none) where the
+    confidence intervals from the request's cluster resamples (evaluator.stats.bootstrap; 0: none) where the
     benchmark declares its resampling; the record `vlbench predict` wrote beside the file (if any)
     says in the report how the predictions were made. `hub_results`: also the Hub's evaluation-results
     file for a model repo (evaluator.publish.hub_results), naming the benchmark's dataset repo `hub_dataset`
-    (default: DATA when it is a repo id). `harness_data`: the dataset an lmms-eval log without `doc`
-    was made on (evaluator.interop)."""
+    (default: DATA when it is a repo id). `by`: also score each value of this column."""
+    bench, data, bootstrap, seed = request.bench, request.data, request.resamples, request.seed
     task = get_task(bench)
-    options = task_options(task, list(assignments or []))
+    options = task_options(task, list(request.options))
     if report is not None:
         check_report_folder(report)
     if hub_results is not None and hub_dataset is None:
@@ -126,11 +125,12 @@ def evaluate(bench: str, data: str, predictions: Path, *, split: str | None = No
             raise ParamsError("--hub-results: pass --hub-dataset ORG/NAME, the Hub dataset repo of this benchmark "
                               f"(--data {data} is a local folder)")
         hub_dataset = data
-    folder, split, table = _open(task, data, split)
+    folder, split, table = _open(task, data, request.split)
     if by is not None:
         table = with_column(task, folder, split, table, by)
-    preds, converted = load_submission(task, predictions, fmt, task.ids(table), harness_data)
-    coverage = match_ids(predictions, preds, task.ids(table), task.id_field, allow_partial, allow_extra)
+    preds, converted = load_submission(task, predictions, request.fmt, task.ids(table), request.harness_data)
+    coverage = match_ids(predictions, preds, task.ids(table), task.id_field, request.allow_partial,
+                         request.allow_extra)
     record = read_record(predictions)
     metrics = {"benchmark": bench, "split": split, "predictions": Path(predictions).name,
                **({"input": converted} if converted else {}), **task.score(table, preds, coverage, options)}
@@ -281,22 +281,23 @@ def _model_notes(model: str, adapter) -> list[str]:
     return [f"{model}: {note}"] if note else []
 
 
-def perceptual_score(bench: str, data: str, model: str, options, *, split: str | None = None,
-                     model_options: ModelOptions = ModelOptions(), report: Path | None = None,
-                     assignments: list[str] | None = None, where: str | None = None, progress=None,
-                     bootstrap: int = 1000) -> dict | None:
-    """`vlbench perceptual`: the perceptual score of a model on a built split (Gat et al., NeurIPS 2021, Eq. 1-5).
+def perceptual_score(request: ScoringRequest, model: str, options, *, model_options: ModelOptions = ModelOptions(),
+                     report: Path | None = None, where: str | None = None, progress=None) -> dict | None:
+    """`vlbench perceptual`: the perceptual score of a model on a built split (Gat et al., NeurIPS 2021, Eq. 1-5);
+    `options` (evaluator.perceptual.score.PerceptualOptions) are the method's, the request's resamples and
+    seed give the intervals.
     Under a distributed launch every rank computes its rows; rank 0 returns the metrics and writes
     the report, the other ranks return None."""
     from evaluator.models.distributed import world_from_env
     from evaluator.perceptual import report as r
     from evaluator.perceptual import score as p
 
+    bench, data = request.bench, request.data
     task = get_task(bench)
-    score_options = task_options(task, list(assignments or []))
+    score_options = task_options(task, list(request.options))
     if report is not None:
         check_report_folder(report)
-    folder, split, table = _open(task, data, split)
+    folder, split, table = _open(task, data, request.split)
     table = _where(table, where)
     if options.by is not None:
         table = with_column(task, folder, split, table, options.by)
@@ -315,9 +316,9 @@ def perceptual_score(bench: str, data: str, model: str, options, *, split: str |
                "options": dataclasses.asdict(options), "world_size": world.size,
                "modalities": {m: list(c) for m, c in result.modalities.items()},
                "all": p.summarise(result), "notes": result.notes + _model_notes(model, adapter)}
-    clusters = task.clusters(table) if bootstrap else None
+    clusters = task.clusters(table) if request.resamples else None
     if clusters is not None:
-        metrics["intervals"] = intervals(p.resampling(result, *clusters), bootstrap, options.seed)
+        metrics["intervals"] = intervals(p.resampling(result, *clusters), request.resamples, request.seed)
     if options.by is not None:
         metrics["by"] = {"column": options.by, "groups": p.decompose(result, table.column(options.by).to_pylist())}
     metrics.update(task.perceptual_extras(table, train, result))  # benchmark-specific analyses (VQA: Table 2)

@@ -302,12 +302,13 @@ def evaluate(
 ):
     """Score a prediction file against a built split with the benchmark's metrics."""
     from core.jsonout import dumps
+    from evaluator.request import ScoringRequest
     from evaluator.run import evaluate as run_evaluate
 
-    metrics = run_evaluate(bench, data, predictions, split=split, report=report, allow_partial=allow_partial,
-                           allow_extra=allow_extra, assignments=assignments,
-                           by=by, bootstrap=bootstrap, seed=seed, hub_results=hub_results, hub_dataset=hub_dataset,
-                           fmt=fmt, harness_data=harness_data)
+    request = ScoringRequest(bench, data, split, allow_partial, allow_extra, tuple(assignments), fmt, harness_data,
+                             bootstrap, seed)
+    metrics = run_evaluate(request, predictions, report=report, by=by, hub_results=hub_results,
+                           hub_dataset=hub_dataset)
     headline = {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
     typer.echo(dumps({**headline, "coverage": metrics["coverage"]}, note_key="undefined", indent=2))
     if report is not None:
@@ -335,11 +336,12 @@ def compare(
                                                         "or a shortcut label of `vlbench shortcuts`)."),
 ):
     """Paired comparison of submissions on the same rows: differences, intervals and p-values."""
+    from evaluator.request import ScoringRequest
     from evaluator.stats.compare import compare_predictions
 
-    metrics = compare_predictions(bench, data, predictions, split=split, report=report, allow_partial=allow_partial,
-                                  allow_extra=allow_extra, assignments=assignments, resamples=bootstrap, seed=seed,
-                                  fmt=fmt, by=by, harness_data=harness_data)
+    request = ScoringRequest(bench, data, split, allow_partial, allow_extra, tuple(assignments), fmt, harness_data,
+                             bootstrap, seed)
+    metrics = compare_predictions(request, predictions, report=report, by=by)
     for c in metrics["comparisons"]:
         typer.echo(f"{c['b']} - {c['a']} ({metrics['rows']:,} rows, {c['clusters']:,} {c['unit']}s):")
         for path, r in c["metrics"].items():
@@ -366,9 +368,11 @@ def leaderboard(
 ):
     """Score every submission in a folder (a bad one is listed, never stops the others) into a static site."""
     from evaluator.publish.leaderboard import run_leaderboard
+    from evaluator.request import ScoringRequest
 
-    record = run_leaderboard(bench, data, submissions, out, split=split, assignments=assignments,
-                             resamples=bootstrap, seed=seed, overwrite=overwrite, harness_data=harness_data)
+    request = ScoringRequest(bench, data, split, options=tuple(assignments), harness_data=harness_data,
+                             resamples=bootstrap, seed=seed)
+    record = run_leaderboard(request, submissions, out, overwrite=overwrite)
     rows = record["submissions"]
     scored = sum(r["status"] == "scored" for r in rows)
     typer.echo(f"{bench}: {scored} of {len(rows)} submissions scored ({sum(r['cached'] for r in rows)} from the "
@@ -423,6 +427,7 @@ def perceptual(
     from core.progress import progress
     from evaluator.models import ModelOptions
     from evaluator.perceptual.score import PerceptualOptions
+    from evaluator.request import ScoringRequest
     from evaluator.run import perceptual_score
 
     options = PerceptualOptions(modalities=tuple(modalities), permutations=permutations, repeats=repeats, seed=seed,
@@ -432,9 +437,9 @@ def perceptual(
                                  max_new_tokens=max_new_tokens, prompt=prompt, min_pixels=min_pixels,
                                  max_pixels=max_pixels, loglik=loglik, videos=videos, frames=frames)
     with progress(desc="perceptual passes", unit="pass", leave=True) as bar:
-        metrics = perceptual_score(bench, data, model, options, split=split, model_options=model_options,
-                                   report=report, assignments=assignments,
-                                   where=where, progress=bar.update, bootstrap=bootstrap)
+        request = ScoringRequest(bench, data, split, options=tuple(assignments), resamples=bootstrap, seed=seed)
+        metrics = perceptual_score(request, model, options, model_options=model_options, report=report,
+                                   where=where, progress=bar.update)
     if metrics is None:  # a non-zero rank of a distributed launch
         return
     for metric, s in metrics["all"].items():

@@ -7,6 +7,7 @@ from pathlib import Path
 from builders.registry import BENCHMARKS
 from evaluator.models import ModelOptions
 from evaluator.perceptual.score import PerceptualOptions
+from evaluator.request import ScoringRequest
 from evaluator.run import evaluate, perceptual_score, predict
 from pipelines.build import run_build
 from pipelines.samples import write_samples
@@ -31,7 +32,7 @@ def run_demo(out: Path, echo=print) -> dict:
             predictions = out / "predictions" / f"{bench}-{name}.json"
             split, _ = predict(bench, str(dataset), spec, predictions, options=options)
             report = out / "reports" / f"{bench}-{name}"
-            metrics = evaluate(bench, str(dataset), predictions, split=split, report=report)
+            metrics = evaluate(ScoringRequest(bench, str(dataset), split), predictions, report=report)
             results[f"{bench}:{name}"] = metrics
             shown = "  ".join(f"{label} {_fmt(metrics[key])}" for label, key in headline)
             echo(f"  {spec:26s} {split:10s} {shown}   report: {report / 'report.md'}")
@@ -39,7 +40,8 @@ def run_demo(out: Path, echo=print) -> dict:
     # that one scores.
     for bench, spec, by in [(b.name, spec, by) for b in BENCHMARKS for spec, by in b.demo_perceptual]:
         report = out / "reports" / f"perceptual-{bench}-{spec.split(':', 1)[1]}"
-        metrics = perceptual_score(bench, str(out / bench), spec, PerceptualOptions(by=by), report=report)
+        metrics = perceptual_score(ScoringRequest(bench, str(out / bench)), spec, PerceptualOptions(by=by),
+                                   report=report)
         results[f"perceptual:{bench}:{spec}"] = metrics
         (metric, summary), = metrics["all"].items()
         shown = "  ".join(f"P_{m}/Z_D {_fmt(v['p_zd']['mean'])}" for m, v in summary["modalities"].items())

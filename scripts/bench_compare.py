@@ -30,6 +30,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import msgspec
 
+    from evaluator.request import ScoringRequest
     from evaluator.run import evaluate
     from evaluator.stats.compare import compare_predictions
     from pipelines.build import run_build
@@ -63,14 +64,16 @@ def main() -> int:
 
         predict("gqa-ood", str(warm / "gqa"), "baseline:random", warm / "a.json")
         predict("gqa-ood", str(warm / "gqa"), "baseline:random", warm / "b.json", options=ModelOptions(seed=1))
-        evaluate("gqa-ood", str(warm / "gqa"), warm / "a.json", bootstrap=0)
-        compare_predictions("gqa-ood", str(warm / "gqa"), [warm / "a.json", warm / "b.json"], resamples=10)
+        evaluate(ScoringRequest("gqa-ood", str(warm / "gqa"), resamples=0), warm / "a.json")
+        compare_predictions(ScoringRequest("gqa-ood", str(warm / "gqa"), resamples=10),
+                            [warm / "a.json", warm / "b.json"])
 
         start = time.perf_counter()
-        evaluate("gqa-ood", str(tmp / "gqa"), files[0], split="val", bootstrap=0)
+        evaluate(ScoringRequest("gqa-ood", str(tmp / "gqa"), "val", resamples=0), files[0])
         t_eval = time.perf_counter() - start
         start = time.perf_counter()
-        result = compare_predictions("gqa-ood", str(tmp / "gqa"), files, split="val", resamples=args.resamples)
+        request = ScoringRequest("gqa-ood", str(tmp / "gqa"), "val", resamples=args.resamples)
+        result = compare_predictions(request, files)
         t_compare = time.perf_counter() - start
     c = result["comparisons"][0]
     print(f"input: GQA-OOD val built from {args.questions:,} synthetic questions: {result['rows']:,} rows, "

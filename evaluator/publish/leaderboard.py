@@ -18,6 +18,7 @@ the shape of a user's file), unless --overwrite.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -35,7 +36,8 @@ from core.jsonout import dumps
 from evaluator.interop import TABLE_SUFFIXES
 from evaluator.prediction_record import metadata_path
 from evaluator.publish.site import write_site
-from evaluator.stats.bootstrap import DEFAULT_RESAMPLES, value_at
+from evaluator.request import ScoringRequest
+from evaluator.stats.bootstrap import value_at
 
 RECORD = "leaderboard.json"
 SITE_MARKER = ".vlbench-site.json"
@@ -217,7 +219,7 @@ def _intact(entry: Path) -> str | None:
     return None
 
 
-def _score(bench, folder: Path, submission: Submission, entry: Path, scoring: dict) -> bool:
+def _score(request: ScoringRequest, submission: Submission, entry: Path) -> bool:
     """Score one submission into ENTRY (result.json, report/, DONE). False when vlbench itself failed
     on it: that row is shown, but not cached, so that a fixed vlbench scores it."""
     from evaluator.run import evaluate
@@ -225,7 +227,7 @@ def _score(bench, folder: Path, submission: Submission, entry: Path, scoring: di
     entry.mkdir()
     cache = True
     try:
-        metrics = evaluate(bench, str(folder), submission.path, report=entry / "report", **scoring)
+        metrics = evaluate(request, submission.path, report=entry / "report")
         result = {"status": "scored", "metrics": metrics}
     except VlbenchError as exc:  # the file named as in --submissions, never by the maintainer's folder
         result = {"status": "invalid", "error": str(exc).replace(f"{submission.path.parent}{os.sep}", "")}
@@ -242,15 +244,15 @@ def _score(bench, folder: Path, submission: Submission, entry: Path, scoring: di
     return cache
 
 
-def run_leaderboard(bench: str, data: str, submissions: Path, out: Path, *, split: str | None = None,
-                    assignments: list[str] | None = None, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                    overwrite: bool = False, harness_data: str | None = None) -> dict:
-    """Score every submission (cached by file hash and dataset manifest) and write the site."""
+def run_leaderboard(request: ScoringRequest, submissions: Path, out: Path, *, overwrite: bool = False) -> dict:
+    """Score every submission (cached by file hash and dataset manifest) and write the site. Every
+    submission is scored whole: the request's allow_partial / allow_extra rules apply as `evaluate`'s."""
     from core.outdir import atomic_folder
     from evaluator.run import task_options
 
+    bench, data, split = request.bench, request.data, request.split
     benchmark = get_benchmark(bench)
-    task_options(get_task(bench), list(assignments or []))  # a bad --option is one error, not one per submission
+    task_options(get_task(bench), list(request.options))  # a bad --option is one error, not one per submission
     folder = resolve_data(data)
     found = submission_files(Path(submissions))
     if not found:
@@ -258,10 +260,9 @@ def run_leaderboard(bench: str, data: str, submissions: Path, out: Path, *, spli
     out = Path(out)
     protected = {"--data": folder, "--submissions": Path(submissions)}
     _check_site(out, protected, overwrite)
-    settings = {"benchmark": bench, "split": split, "options": sorted(assignments or []), "bootstrap": resamples,
-                "seed": seed, **({"harness_data": harness_data} if harness_data else {})}
-    scoring = {"split": split, "assignments": assignments, "bootstrap": resamples, "seed": seed,
-               "harness_data": harness_data}
+    settings = {"benchmark": bench, "split": split, "options": sorted(request.options), "bootstrap": request.resamples,
+                "seed": request.seed, **({"harness_data": request.harness_data} if request.harness_data else {})}
+    scoring = dataclasses.replace(request, data=str(folder))
     dataset, code = _dataset_digest(folder), _code_version()
     old_cache = out / CACHE if _is_site(out) else None
     rows, uncached = [], []
@@ -283,7 +284,7 @@ def run_leaderboard(bench: str, data: str, submissions: Path, out: Path, *, spli
                 else:
                     print(f"warning: cached result {old_cache / key} is damaged ({why}); scoring "
                           f"{submission.path.name} again", file=sys.stderr)
-            if not reused and not _score(bench, folder, submission, entry, scoring):
+            if not reused and not _score(scoring, submission, entry):
                 uncached.append(entry)
             result = json.loads((entry / "result.json").read_text())
             rows.append({"submission": submission.name, "file": submission.path.name, "page": submission.page,

@@ -13,19 +13,18 @@ from core.errors import ParamsError
 from core.markdown import report_table
 from evaluator.interop import load_submission
 from evaluator.report import ForestPlot, check_report_folder, write_report
+from evaluator.request import ScoringRequest
 from evaluator.run import _open, column_groups, task_options, with_column
 from evaluator.stats import bootstrap
 from evaluator.submission import Coverage, match_ids
 
 
-def compare_predictions(bench: str, data: str, predictions: list[Path], *, split: str | None = None,
-                        report: Path | None = None, allow_partial: bool = False, allow_extra: bool = False,
-                        assignments: list[str] | None = None, resamples: int = bootstrap.DEFAULT_RESAMPLES,
-                        seed: int = 0, fmt: str = "auto", by: str | None = None, harness_data: str | None = None,
-                        ) -> dict:
+def compare_predictions(request: ScoringRequest, predictions: list[Path], *, report: Path | None = None,
+                        by: str | None = None) -> dict:
     """Every submission after the first minus the first. With `allow_partial`, the rows every
     submission predicts are compared (a comparison is always on the same rows). `by`: also compare
     on the rows of each value of a column (a table column, or a shortcut label of `vlbench shortcuts`)."""
+    bench, resamples, seed = request.bench, request.resamples, request.seed
     if len(predictions) < 2:
         raise ParamsError("--predictions: give at least two files to compare")
     if resamples < 1:
@@ -34,17 +33,17 @@ def compare_predictions(bench: str, data: str, predictions: list[Path], *, split
     if len(set(map(str, predictions))) < len(predictions):
         raise ParamsError("--predictions: the same file is given twice")
     task = get_task(bench)
-    options = task_options(task, list(assignments or []))
+    options = task_options(task, list(request.options))
     if report is not None:
         check_report_folder(report)
-    folder, split, table = _open(task, data, split)
+    folder, split, table = _open(task, request.data, request.split)
     if by is not None:
         table = with_column(task, folder, split, table, by)
     ids = task.ids(table)
     loaded, inputs = [], []
     for path in predictions:
-        preds, converted = load_submission(task, path, fmt, ids, harness_data)
-        match_ids(path, preds, ids, task.id_field, allow_partial, allow_extra)
+        preds, converted = load_submission(task, path, request.fmt, ids, request.harness_data)
+        match_ids(path, preds, ids, task.id_field, request.allow_partial, request.allow_extra)
         loaded.append(preds)
         inputs.append(converted)
     common = [all(i in p for p in loaded) for i in ids]

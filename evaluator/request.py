@@ -1,0 +1,24 @@
+"""What every scoring command is asked, declared once: `evaluate`, `compare`, `perceptual` and
+`leaderboard` take a `ScoringRequest` (the benchmark and its built data, the split, the submission
+rules, scoring options, the submission format, and the resamples of the 95% intervals with their seed)
+beside what is their own (the files, a model, a report folder)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evaluator.stats.bootstrap import DEFAULT_RESAMPLES
+
+
+@dataclass(frozen=True)
+class ScoringRequest:
+    bench: str
+    data: str  # a built folder or a Hub dataset repo id
+    split: str | None = None  # None: the benchmark's evaluation split
+    allow_partial: bool = False  # score what is there when rows have no prediction
+    allow_extra: bool = False  # ignore predictions for ids outside the split
+    options: tuple[str, ...] = ()  # the task's scoring options, KEY=VALUE (`--option`)
+    fmt: str = "auto"  # the submission format (evaluator.interop)
+    harness_data: str | None = None  # the dataset an lmms-eval log without `doc` was made on
+    resamples: int = DEFAULT_RESAMPLES  # cluster-bootstrap resamples of the 95% intervals (0: none)
+    seed: int = 0  # of the resamples
