@@ -30,12 +30,12 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import msgspec
 
+    from builders.gqa_ood.samples import generate_split
     from evaluator.request import ScoringRequest
     from evaluator.run import evaluate
     from evaluator.stats.compare import compare_predictions
     from pipelines.build import run_build
     from pipelines.samples import write_samples
-    from pipelines.samples.gqa import generate_split
 
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-compare-") as tmp:
         tmp = Path(tmp)

@@ -51,10 +51,10 @@ def main() -> int:
     import torch
     from PIL import Image
 
+    from builders.vl_bias.samples import write_vl_bias
     from evaluator.models import ModelOptions
     from evaluator.models.mlm import load_masked_lm, pad_images
     from evaluator.vl_bias.attack import PGD, pgd_attack
-    from pipelines.samples.vl_bias import write_vl_bias
 
     torch.set_num_threads(torch.get_num_threads())
     with tempfile.TemporaryDirectory() as tmp:

@@ -75,7 +75,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import msgspec
 
-    from pipelines.samples.gqa import generate_split
+    from builders.gqa_ood.samples import generate_split
 
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-") as tmp:
         source = Path(tmp) / "src"

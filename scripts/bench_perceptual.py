@@ -40,12 +40,12 @@ def main() -> int:
     import torch
     from tiny_models import tiny_clip, tiny_vilt_vqa
 
+    from builders.vqa.samples import write_coco_images, write_vqa_v2
     from core.data import load_table
     from evaluator.models import ModelOptions
     from evaluator.perceptual.score import PerceptualOptions, perceptual, summarise
     from evaluator.vqa.task import vqa_v2_task
     from pipelines.build import run_build
-    from pipelines.samples.vqa import write_coco_images, write_vqa_v2
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     tmp = Path(tempfile.mkdtemp(prefix="bench-perceptual-"))

@@ -27,7 +27,7 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=1_538)
     parser.add_argument("--nli-model", default=None)
     parser.add_argument("--contexts", type=int, default=150,
-                        help="premise endings of the synthetic samples (pipelines/samples/pmr.py); more: rarer pairs")
+                        help="premise endings of the synthetic samples (builders/pmr/samples.py); more: rarer pairs")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -36,7 +36,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import msgspec
 
-    from pipelines.samples.pmr import generate_pmr
+    from builders.pmr.samples import generate_pmr
 
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-pmr-") as tmp:
         source = Path(tmp) / "val-ori.jsonl"

@@ -28,11 +28,11 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import msgspec
 
+    from builders.sources.vcr_samples import generate_vcr
     from core.data import load_table
     from evaluator.shortcuts.labels import ShortcutOptions, TokenCache, train_and_score
     from evaluator.vcr.task import VCRTask
     from pipelines.build import run_build
-    from pipelines.samples.vcr import generate_vcr
     from pipelines.tiny_models import write_tiny_text_encoder
 
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-shortcuts-") as tmp:

@@ -29,7 +29,7 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=26_534)
     parser.add_argument("--nli-model", default=None)
     parser.add_argument("--query-variation", type=float, default=0.97,
-                        help="share of synthetic questions made distinct (see pipelines/samples/vcr.py)")
+                        help="share of synthetic questions made distinct (see builders/sources/vcr_samples.py)")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -38,7 +38,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import msgspec
 
-    from pipelines.samples.vcr import generate_vcr
+    from builders.sources.vcr_samples import generate_vcr
 
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-vcr-") as tmp:
         source = Path(tmp) / "src"

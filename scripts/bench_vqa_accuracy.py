@@ -27,8 +27,8 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
+    from builders.vqa.samples import generate_vqa
     from evaluator.vqa.metrics import score_question, vqa_accuracy
-    from pipelines.samples.vqa import generate_vqa
 
     _, annotations = generate_vqa(args.questions, 11, "val2014", 0)
     answers = [[a["answer"] for a in ann["answers"]] for ann in annotations["annotations"]]

@@ -62,7 +62,7 @@ def main() -> int:
         return 0
 
     sys.path.insert(0, str(ROOT))
-    from pipelines.samples.vqa import write_vqa_v2
+    from builders.vqa.samples import write_vqa_v2
 
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-") as tmp:
         source = Path(tmp) / "src"

@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from builders.vl_bias.samples import write_vl_bias
 from evaluator.models import ModelOptions
 from evaluator.models.mlm import load_masked_lm, pad_images
 from evaluator.vl_bias import counterbias as cb
 from evaluator.vl_bias.attack import PGD, pgd_attack
-from pipelines.samples.vl_bias import write_vl_bias
 from pipelines.tiny_models import write_tiny_bert_mlm, write_tiny_vilt_mlm
 
 

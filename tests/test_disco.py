@@ -12,9 +12,9 @@ import pytest
 
 from builders.disco import reader as disco
 from builders.disco.builder import degrade
+from builders.disco.samples import write_disco
 from core.errors import SourceError
 from evaluator.disco.metrics import counting_metrics
-from pipelines.samples.disco import write_disco
 
 
 def test_counting_metrics_by_hand():

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from pipelines.samples.visdial import write_visdial
-from pipelines.samples.vqa import write_vqa_cp, write_vqa_v2
+from builders.visdial.samples import write_visdial
+from builders.vqa.samples import write_vqa_cp, write_vqa_v2
 
 
 def _outputs(folder):

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from builders.socialiq import reader as socialiq
+from builders.socialiq.samples import write_socialiq
 from core.errors import SourceError
 from evaluator.socialiq.metrics import binary_correct, pair_correct
-from pipelines.samples.socialiq import write_socialiq
 
 QA = """q1: Why is the man smiling?
 a1: He is happy.

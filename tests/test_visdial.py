@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from builders.visdial import reader as visdial
+from builders.visdial.samples import write_visdial
 from core.errors import SourceError
 from evaluator.visdial.metrics import gt_ranks, ndcg, retrieval_metrics, scores_to_ranks
-from pipelines.samples.visdial import write_visdial
 
 
 def test_retrieval_metrics_by_hand():

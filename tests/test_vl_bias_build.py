@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from builders.vl_bias.samples import write_vl_bias
 from builders.vl_bias.words import ACTIVITIES, OCCUPATIONS
-from pipelines.samples.vl_bias import write_vl_bias
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ import pytest
 
 from builders.vqa import reader as vqa
 from builders.vqa.cp import VQACPParams, regenerate
+from builders.vqa.samples import generate_vqa, write_vqa_v2
 from core.errors import SourceError
 from evaluator.vqa.metrics import normalize_answer, score_question, vqa_accuracy
-from pipelines.samples.vqa import generate_vqa, write_vqa_v2
 
 # -- the accuracy rule -------------------------------------------------------------------------------------------
 
