@@ -23,8 +23,6 @@ class Benchmark:
     no_task_reason: str = ""  # what to run instead when there is no task
     demo_build: tuple[str, ...] = ()  # `--param` overrides of the demo build (offline stand-ins)
     demo_models: tuple[str, ...] = ()  # model specs the demo predicts and evaluates
-    headline: tuple[tuple[str, str], ...] = ()  # (label, metrics key): printed by the demo, listed by leaderboards
-    lower_is_better: tuple[str, ...] = ()  # headline keys where lower is better (not a Hub leaderboard task)
     demo_perceptual: tuple[tuple[str, str | None], ...] = ()  # (model spec, --by column) for the demo
     legacy_json: bool = False  # the demo also writes the authors' file format
 
@@ -37,49 +35,39 @@ class Benchmark:
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("gqa-ood", "builders.gqa_ood.builder:GQAOODBuilder", "builders.gqa_ood.samples:write_gqa_samples",
               task="evaluator.gqa_ood.task:GQAOODTask", demo_models=("baseline:prior", "baseline:random"),
-              headline=(("acc-all", "acc_all"), ("acc-tail", "acc_tail"), ("acc-head", "acc_head")),
               legacy_json=True),
     # Offline demo: the packaged MiniLM stands in for the recipe's SBERT, no NLI filter.
     Benchmark("vcr-visor", "builders.vcr_visor.builder:VCRVisorBuilder",
               "builders.sources.vcr_samples:write_vcr_samples",
               task="evaluator.vcr_visor.task:VCRVisorTask",
-              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",),
-              headline=(("APQ", "apq"), ("HPQ", "hpq"), ("accuracy", "accuracy"))),
+              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
     Benchmark("vcr", "builders.vcr.builder:VCRBuilder", "builders.sources.vcr_samples:write_vcr_samples",
-              task="evaluator.vcr.task:VCRTask", demo_models=("baseline:random", "baseline:overlap"),
-              headline=(("Q->A", "q_a"), ("QA->R", "qa_r"), ("Q->AR", "q_ar"))),
+              task="evaluator.vcr.task:VCRTask", demo_models=("baseline:random", "baseline:overlap")),
     # COSIM-Q / COSIM-C (the VCR-Visor paper, App. C): the same offline stand-ins as vcr-visor.
     Benchmark("cosim-q", "builders.cosim.builder:CoSImQuestionPairsBuilder",
               "builders.cosim.samples:write_cosim_samples", task="evaluator.cosim.task:CoSImQuestionTask",
-              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",),
-              headline=(("APQ", "apq"), ("HPQ", "hpq"), ("accuracy", "accuracy"))),
+              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
     Benchmark("cosim-c", "builders.cosim.builder:CoSImChangePairsBuilder",
               "builders.cosim.samples:write_cosim_samples", task="evaluator.cosim.task:CoSImChangeTask",
-              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",),
-              headline=(("APQ", "apq"), ("HPQ", "hpq"), ("accuracy", "accuracy"))),
+              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
     Benchmark("pmr-p", "builders.pmr.builder:PMRPairsBuilder", "builders.pmr.samples:write_pmr_samples",
               task="evaluator.pmr.task:PMRPairsTask",
-              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",),
-              headline=(("APQ", "apq"), ("HPQ", "hpq"), ("accuracy", "accuracy"))),
+              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
     Benchmark("vqa-v2", "builders.vqa.v2:VQAv2Builder", "builders.vqa.samples:write_vqa_samples",
-              task="evaluator.vqa.task:vqa_v2_task", demo_models=("baseline:prior",),
-              headline=(("VQA accuracy", "accuracy"),)),
+              task="evaluator.vqa.task:vqa_v2_task", demo_models=("baseline:prior",)),
     # The demo re-splits the VQA v2 sample (the published VQA-CP files are imported by default).
     Benchmark("vqa-cp", "builders.vqa.cp:VQACPBuilder", "builders.vqa.samples:write_vqa_samples",
               task="evaluator.vqa.task:vqa_cp_task", demo_build=("mode=regenerate",), demo_models=("baseline:prior",),
-              headline=(("VQA accuracy", "accuracy"),), demo_perceptual=(("baseline:prior", "answer_type"),)),
+              demo_perceptual=(("baseline:prior", "answer_type"),)),
     Benchmark("socialiq", "builders.socialiq.builder:SocialIQBuilder",
               "builders.socialiq.samples:write_socialiq_samples",
               task="evaluator.socialiq.task:SocialIQTask",
               demo_models=("baseline:majority", "baseline:answer-sentiment"),
-              headline=(("accuracy", "accuracy"), ("A2", "a2")),
               demo_perceptual=(("baseline:answer-sentiment", None),)),
     Benchmark("visdial", "builders.visdial.builder:VisDialBuilder", "builders.visdial.samples:write_visdial_samples",
-              task="evaluator.visdial.task:VisDialTask", demo_models=("baseline:random",),
-              headline=(("MRR", "mrr"), ("R@10", "r@10"), ("NDCG", "ndcg"))),
+              task="evaluator.visdial.task:VisDialTask", demo_models=("baseline:random",)),
     Benchmark("disco", "builders.disco.builder:DiscoBuilder", "builders.disco.samples:write_disco_samples",
-              task="evaluator.disco.task:DiscoTask", demo_models=("baseline:mean",),
-              headline=(("1 - MAPE", "one_minus_mape"), ("MAE", "mae")), lower_is_better=("mae",)),
+              task="evaluator.disco.task:DiscoTask", demo_models=("baseline:mean",)),
     Benchmark("vl-bias", "builders.vl_bias.builder:VLBiasBuilder", "builders.vl_bias.samples:write_vl_bias_samples",
               no_task_reason="measure a model's social bias with `vlbench counterbias --data DIR --model SPEC`"),
 )

@@ -12,6 +12,7 @@ VLM is asked (`generative`, an `evaluator.models.ask.Ask`; `hf:` image-text-to-t
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar
 
 import pyarrow as pa
@@ -22,6 +23,17 @@ from evaluator.models import ModelOptions, as_model, hf_config, load_py_model, p
 from evaluator.models.ask import Ask
 from evaluator.models.generative import generative_only, is_generative
 from evaluator.submission import Coverage
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One headline metric: its label, its key in `score`'s dict, its direction. The demo prints the
+    headline metrics, leaderboards list them, and the Hub's eval.yaml makes a task of each one where
+    higher is better (a Hub leaderboard ranks descending)."""
+
+    label: str
+    key: str
+    higher_is_better: bool = True
 
 
 class Task(ABC):
@@ -41,6 +53,7 @@ class Task(ABC):
     feature_heads: ClassVar[bool] = False  # `features:<folder>` heads fitted on the train split
     generative: ClassVar[Ask | None] = None  # how a generative VLM is asked (None: it cannot answer)
     generative_reason: ClassVar[str] = "the benchmark declares no way to ask a generative model"
+    headline: ClassVar[tuple[Headline, ...]] = ()  # the metrics a reader looks at first
     # The majority-vote model of Gat et al., NeurIPS 2021, Eq. 4: a task that has one defines
     # `majority(self, train) -> model`; None (the default, and a task may say so explicitly): it has none.
     majority: ClassVar[Callable | None] = None

@@ -18,7 +18,7 @@ import pyarrow as pa
 from core.errors import ModelError, SubmissionError
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Task
+from evaluator.base import Headline, Task
 from evaluator.models import ModelOptions, hf_config
 from evaluator.models.ask import Ask
 from evaluator.submission import Coverage, is_score_list
@@ -79,6 +79,7 @@ class ChoiceLikelihood(Ask):
 class PairedTask(Task):
     """A benchmark of paired sub-questions: `choices` scores per sub-question, APQ / HPQ per pair,
     overall and per reasoning type when the benchmark has them (`types`)."""
+    headline = (Headline("APQ", "apq"), Headline("HPQ", "hpq"), Headline("accuracy", "accuracy"))
 
     title: ClassVar[str]  # the benchmark's name in reports
     choices: ClassVar[int]  # choices per sub-question

@@ -22,7 +22,8 @@ def run_demo(out: Path, echo=print) -> dict:
     options = ModelOptions(train_file=sources / "gqa" / "train_balanced_questions.json")
     results: dict = {}
     for benchmark in BENCHMARKS:
-        bench, models, headline = benchmark.name, benchmark.demo_models, benchmark.headline
+        bench, models = benchmark.name, benchmark.demo_models
+        headline = benchmark.load(benchmark.task)().headline if benchmark.task else ()
         dataset = out / bench
         run_build(bench, sources, dataset, assignments=list(benchmark.demo_build), legacy_json=benchmark.legacy_json)
         problems = verify(dataset).problems
@@ -34,7 +35,7 @@ def run_demo(out: Path, echo=print) -> dict:
             report = out / "reports" / f"{bench}-{name}"
             metrics = evaluate(ScoringRequest(bench, str(dataset), split), predictions, report=report)
             results[f"{bench}:{name}"] = metrics
-            shown = "  ".join(f"{label} {_fmt(metrics[key])}" for label, key in headline)
+            shown = "  ".join(f"{h.label} {_fmt(metrics[h.key])}" for h in headline)
             echo(f"  {spec:26s} {split:10s} {shown}   report: {report / 'report.md'}")
     # Perceptual scores of blind baselines (Gat et al., NeurIPS 2021): each reads one modality, so only
     # that one scores.

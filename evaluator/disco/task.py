@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Task
+from evaluator.base import Headline, Task
 from evaluator.disco.metrics import counting_errors, counting_metrics
 from evaluator.models import Model, ModelOptions, train_split
 from evaluator.models.ask import CLEANING, Ask, parse_count
@@ -53,6 +53,7 @@ class PeopleCount(Ask):
 
 
 class DiscoTask(Task):
+    headline = (Headline("1 - MAPE", "one_minus_mape"), Headline("MAE", "mae", higher_is_better=False))
     name = "disco"
     config = "default"
     default_split = "test"

@@ -10,7 +10,7 @@ import pyarrow as pa
 from builders.gqa_ood.rules import PUBLISHED_ALPHAS
 from core.errors import ModelError
 from core.markdown import report_table
-from evaluator.base import Task
+from evaluator.base import Headline, Task
 from evaluator.gqa_ood import metrics as m
 from evaluator.interop import HarnessSplit
 from evaluator.models import ModelOptions
@@ -32,6 +32,7 @@ class GqaAnswer(ShortAnswer):
 
 
 class GQAOODTask(Task):
+    headline = (Headline("acc-all", "acc_all"), Headline("acc-tail", "acc_tail"), Headline("acc-head", "acc_head"))
     name = "gqa-ood"
     config = "all"
     default_split = "testdev"

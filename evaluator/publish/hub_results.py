@@ -32,7 +32,10 @@ def task_id(key: str) -> str:
 
 def hub_tasks(benchmark) -> list[tuple[str, str, str]]:
     """(task id, metrics key, label) of each leaderboard of a benchmark."""
-    return [(task_id(key), key, label) for label, key in benchmark.headline if key not in benchmark.lower_is_better]
+    if benchmark.task is None:
+        return []
+    headline = benchmark.load(benchmark.task)().headline
+    return [(task_id(h.key), h.key, h.label) for h in headline if h.higher_is_better]
 
 
 def _dump(data) -> str:

@@ -304,9 +304,9 @@ def run_leaderboard(request: ScoringRequest, submissions: Path, out: Path, *, ov
 
 
 def _columns(benchmark, rows: list[dict]) -> list[str]:
-    """The headline metrics first (the registry's), then every other metric with an interval (the
+    """The headline metrics first (the task's), then every other metric with an interval (the
     benchmark's subsets), in the order of the first scored submission."""
-    head = [key for _, key in benchmark.headline]
+    head = [h.key for h in get_task(benchmark.name).headline]
     scored = [r["metrics"] for r in rows if r["status"] == "scored"]
     subsets = [p for p in (scored[0].get("intervals", {}).get("metrics", {}) if scored else {}) if p not in head]
     return head + subsets

@@ -17,6 +17,8 @@ import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from builders.registry import get_task
+
 TEMPLATES = Path(__file__).resolve().parent / "site_templates"
 ASSETS = ("site.css", "site.js")
 # `'self'` covers the site's own files (over http(s) and, in Chromium and Firefox, file:// too).
@@ -89,7 +91,7 @@ def write_site(site: Path, benchmark, folder: Path, record: dict, results: list[
     and the site's style sheet and script."""
     env = _environment()
     columns = record["columns"]
-    labels = {key: label for label, key in benchmark.headline}
+    labels = {h.key: h.label for h in get_task(benchmark.name).headline}
     rows, invalid = [], []
     for row, result in zip(record["submissions"], results):
         if row["status"] != "scored":

@@ -9,7 +9,7 @@ import pyarrow as pa
 from core.errors import SubmissionError
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Task
+from evaluator.base import Headline, Task
 from evaluator.models import Model, ModelOptions
 from evaluator.models.ask import Ask
 from evaluator.perceptual.score import Modality
@@ -70,6 +70,7 @@ class AnswerLikelihood(Ask):
 
 
 class SocialIQTask(Task):
+    headline = (Headline("accuracy", "accuracy"), Headline("A2", "a2"))
     name = "socialiq"
     config = "answers"
     default_split = "validation"

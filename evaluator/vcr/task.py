@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Task
+from evaluator.base import Headline, Task
 from evaluator.models import Model, ModelOptions, row_random
 from evaluator.models.ask import Ask
 from evaluator.perceptual.score import Modality
@@ -98,6 +98,7 @@ class AnswerThenRationale(Ask):
 
 
 class VCRTask(Task):
+    headline = (Headline("Q->A", "q_a"), Headline("QA->R", "qa_r"), Headline("Q->AR", "q_ar"))
     name = "vcr"
     config = "default"
     default_split = "val"

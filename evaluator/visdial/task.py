@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Task
+from evaluator.base import Headline, Task
 from evaluator.models import Model, ModelOptions, row_random
 from evaluator.models.ask import Ask
 from evaluator.perceptual.score import Modality
@@ -71,6 +71,7 @@ class OptionLikelihood(Ask):
 
 
 class VisDialTask(Task):
+    headline = (Headline("MRR", "mrr"), Headline("R@10", "r@10"), Headline("NDCG", "ndcg"))
     name = "visdial"
     config = "default"
     default_split = "val"

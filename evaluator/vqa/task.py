@@ -13,7 +13,7 @@ import pyarrow as pa
 from core.figures import FigureSpec
 from core.markdown import report_table
 from core.params import param
-from evaluator.base import Task
+from evaluator.base import Headline, Task
 from evaluator.interop import HarnessSplit
 from evaluator.models import Model, ModelOptions, train_split
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
@@ -78,6 +78,7 @@ class VqaAnswer(ShortAnswer):
 
 class VQATask(Task):
     """Shared by vqa-v2 (default split validation) and vqa-cp (default split test)."""
+    headline = (Headline("VQA accuracy", "accuracy"),)
 
     config = "default"
     id_field, value_field, id_type = "question_id", "answer", int
