@@ -127,7 +127,8 @@ def interrupts_held():
         yield
         return
     noted: list[int] = []
-    signals = (signal.SIGINT, signal.SIGTERM)
+    # a handler installed outside Python (getsignal: None) cannot be put back, so it is left in place
+    signals = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is not None]
     previous = {s: signal.signal(s, lambda signum, frame: noted.append(signum)) for s in signals}
     try:
         yield

@@ -305,8 +305,9 @@ def evaluate(
     from evaluator.request import ScoringRequest
     from evaluator.run import evaluate as run_evaluate
 
-    request = ScoringRequest(bench, data, split, allow_partial, allow_extra, tuple(assignments), fmt, harness_data,
-                             bootstrap, seed)
+    request = ScoringRequest(bench, data, split, allow_partial=allow_partial, allow_extra=allow_extra,
+                             options=tuple(assignments), fmt=fmt, harness_data=harness_data, resamples=bootstrap,
+                             seed=seed)
     metrics = run_evaluate(request, predictions, report=report, by=by, hub_results=hub_results,
                            hub_dataset=hub_dataset)
     headline = {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
@@ -339,8 +340,9 @@ def compare(
     from evaluator.request import ScoringRequest
     from evaluator.stats.compare import compare_predictions
 
-    request = ScoringRequest(bench, data, split, allow_partial, allow_extra, tuple(assignments), fmt, harness_data,
-                             bootstrap, seed)
+    request = ScoringRequest(bench, data, split, allow_partial=allow_partial, allow_extra=allow_extra,
+                             options=tuple(assignments), fmt=fmt, harness_data=harness_data, resamples=bootstrap,
+                             seed=seed)
     metrics = compare_predictions(request, predictions, report=report, by=by)
     for c in metrics["comparisons"]:
         typer.echo(f"{c['b']} - {c['a']} ({metrics['rows']:,} rows, {c['clusters']:,} {c['unit']}s):")

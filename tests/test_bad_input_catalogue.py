@@ -1054,7 +1054,7 @@ def test_a_malformed_eval_yaml(tasks, needle, built_gqa, cli, tmp_path):
 def test_a_negative_seed(command, built_gqa, cli, tmp_path):
     args = {"evaluate": ("--predictions", tmp_path / "p.json"), "predict": ("--model", "baseline:random", "--out",
                                                                             tmp_path / "p.json"),
-            "compare": (tmp_path / "a.json", tmp_path / "b.json"),
+            "compare": ("--predictions", tmp_path / "a.json", "--predictions", tmp_path / "b.json"),
             "leaderboard": ("--submissions", tmp_path, "--out", tmp_path / "site")}[command]
     code, _, stderr = cli(command, "gqa-ood", "--data", built_gqa, *args, "--seed", "-1")
     assert_one_error_line(code, stderr, ("--seed", "greater than or equal to 0"))

@@ -331,3 +331,22 @@ def test_a_table_with_two_prediction_columns_is_refused(suffix, built_sample, qu
         path.write_text("\n".join("\t".join(map(str, r)) for r in [header, *rows]) + "\n")
     code, _, err = cli("evaluate", "gqa-ood", "--data", built_sample, "--predictions", path, "--bootstrap", "0")
     assert_one_error_line(code, err, [path.name, "2 columns are named `prediction`"])
+
+
+def test_a_name_shaped_like_a_hashed_page_gets_its_own_folder(built_sample, alpha, cli, tmp_path):
+    """A hostile name's page folder is `s-` + a hash of its file name; a submission named exactly that
+    must not take (or collide with) the same folder."""
+    import hashlib
+
+    hostile = 'x" onmouseover="alert(1)'
+    hashed = "s-" + hashlib.sha256(f"{hostile}.json".encode()).hexdigest()[:16]
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _add(subs, alpha, hostile)
+    _add(subs, alpha, hashed)
+    code, _, err = _leaderboard(cli, built_sample, subs, tmp_path / "site")
+    assert code == 0, err
+    rows = json.loads((tmp_path / "site" / "leaderboard.json").read_text())["submissions"]
+    pages = {r["submission"]: r["page"] for r in rows}
+    assert pages[hostile] == hashed and pages[hashed] != hashed and len(set(pages.values())) == 2
+    assert all(r["status"] == "scored" for r in rows)

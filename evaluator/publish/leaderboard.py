@@ -32,6 +32,7 @@ from pathlib import Path
 from builders.registry import get_benchmark, get_task
 from core.data import resolve_data
 from core.errors import ParamsError, VlbenchError
+from core.hashing import sha256_file
 from core.jsonout import dumps
 from evaluator.interop import TABLE_SUFFIXES
 from evaluator.prediction_record import metadata_path
@@ -46,6 +47,7 @@ CACHE = "cache"
 DONE = "DONE"
 MAX_NAME = 200  # characters of a submission's file name: NAME.meta.json beside it must fit in 255 bytes
 _PAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+_HASHED_PAGE = re.compile(r"s-[0-9a-f]{16}")
 # OWASP, "CSV Injection": a cell starting with one of these is a formula to a spreadsheet
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -89,8 +91,10 @@ def _leaves(path: Path, root: Path) -> bool:
 
 
 def _page(name: str, file_name: str) -> str:
-    """The page's folder: the name itself when it is a plain file name, else a hash of the file name."""
-    if _PAGE.fullmatch(name) and name.strip("."):
+    """The page's folder: the name itself when it is a plain file name, else a hash of the file name.
+    A plain name shaped like a hashed page (`s-` and 16 hex digits) is hashed too, so that no two
+    submissions can be given one folder."""
+    if _PAGE.fullmatch(name) and name.strip(".") and not _HASHED_PAGE.fullmatch(name):
         return name
     return "s-" + hashlib.sha256(file_name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
@@ -172,10 +176,6 @@ def _dataset_digest(folder: Path) -> str:
         raise ParamsError(f"--data {folder}: no manifest.json (not a built vlbench folder)") from None
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _entry_files(entry: Path) -> dict[str, Path] | None:
     """Every file of a cache entry by its relative path (DONE left out); None when the entry holds
     anything but folders and regular files (a link is never followed into the site)."""
@@ -192,7 +192,7 @@ def _entry_files(entry: Path) -> dict[str, Path] | None:
 
 def _seal(entry: Path) -> None:
     """DONE: the sha256 of every file of a finished cache entry."""
-    sums = {rel: _sha256(path) for rel, path in sorted(_entry_files(entry).items())}
+    sums = {rel: sha256_file(path) for rel, path in sorted(_entry_files(entry).items())}
     (entry / DONE).write_text(json.dumps(sums, indent=1, sort_keys=True) + "\n")
 
 
@@ -208,7 +208,7 @@ def _intact(entry: Path) -> str | None:
             return "holds a link or a special file"
         if not isinstance(sums, dict) or set(sums) != set(files) or "result.json" not in files:
             return "its files are not the ones DONE lists"
-        changed = next((rel for rel, path in files.items() if _sha256(path) != sums[rel]), None)
+        changed = next((rel for rel, path in files.items() if sha256_file(path) != sums[rel]), None)
         if changed is not None:
             return f"{changed} does not match its checksum"
         result = json.loads((entry / "result.json").read_text())
