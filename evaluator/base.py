@@ -4,9 +4,10 @@ metrics and its models; `vlbench predict`, `evaluate` and `perceptual` call only
 Required: the class attributes below without a default, and `ids`, `predictions_file`,
 `per_sample`, `score`, `report`. Optional (defaults here): scoring options (`options_class`), the
 majority vote of the perceptual score (`majority`), where its training rows come from
-(`training_table`), benchmark-specific perceptual analyses (`perceptual_extras`), the model kinds it
-builds (`adapter`), whether `features:<folder>` heads apply (`feature_heads`), and how a generative
-VLM is asked (`generative`, an `evaluator.models.ask.Ask`; `hf:` image-text-to-text checkpoints).
+(`training_table`), benchmark-specific perceptual analyses (`perceptual_extras`), its model menu
+(`baselines`, `hf_families`: evaluator/models/menu.py), whether `features:<folder>` heads apply
+(`feature_heads`), and how a generative VLM is asked (`generative`, an `evaluator.models.ask.Ask`;
+`hf:` image-text-to-text checkpoints).
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ import pyarrow as pa
 
 from core.errors import ModelError
 from evaluator.interop import HarnessSplit
-from evaluator.models import ModelOptions, as_model, hf_config, load_py_model, parse_spec
 from evaluator.models.ask import Ask
 from evaluator.models.generative import generative_only, is_generative
+from evaluator.models.menu import Baseline, HfFamily, menu_entry
+from evaluator.models.model import as_model
+from evaluator.models.options import ModelOptions
+from evaluator.models.spec import hf_config, load_py_model, parse_spec
 from evaluator.submission import Coverage
 
 
@@ -45,13 +49,14 @@ class Task(ABC):
     id_type: ClassVar[type]
     value_check: ClassVar[Callable[[Any], bool]]  # wrap with staticmethod in the subclass
     value_desc: ClassVar[str]  # what value_check accepts, for error messages
-    models_help: ClassVar[str]  # the model specs this task takes, for --help and errors
     metric_labels: ClassVar[dict[str, str]]  # per-sample metric -> table label (perceptual report)
     layout: ClassVar[str]  # perceptual report layout: "by-subset" or "by-model"
     modalities: ClassVar[tuple] = ()  # perceptual-score modalities (evaluator.perceptual.score.Modality)
     options_class: ClassVar[type | None] = None  # scoring options set with `evaluate --option KEY=VALUE`
     feature_heads: ClassVar[bool] = False  # `features:<folder>` heads fitted on the train split
     generative: ClassVar[Ask | None] = None  # how a generative VLM is asked (None: it cannot answer)
+    baselines: ClassVar[tuple[Baseline, ...]] = ()  # the task's `baseline:<name>` models
+    hf_families: ClassVar[tuple[HfFamily, ...]] = ()  # the non-generative `hf:` checkpoints it loads
     generative_reason: ClassVar[str] = "the benchmark declares no way to ask a generative model"
     headline: ClassVar[tuple[Headline, ...]] = ()  # the metrics a reader looks at first
     # The majority-vote model of Gat et al., NeurIPS 2021, Eq. 4: a task that has one defines
@@ -123,15 +128,28 @@ class Task(ABC):
         return {}
 
     # -- models -------------------------------------------------------------------------------
+    @classmethod
+    def model_menu(cls) -> list[str]:
+        """The model specs this task takes, for --help and errors: its baselines and `hf:` families, a
+        generative VLM where it declares how to ask one, `features:` heads where it fits them, `py:`."""
+        return [*(menu_entry(f"baseline:{b.name}", b.note) for b in cls.baselines),
+                *(menu_entry(f"hf:<{f.label}>", f.note) for f in cls.hf_families),
+                *(["hf:<image-text-to-text VLM>"] if cls.generative is not None else []),
+                *(["features:<folder>"] if cls.feature_heads else []), "py:<module>:<factory>"]
+
+    @classmethod
+    def models_help(cls) -> str:
+        return ", ".join(cls.model_menu())
+
     def make_model(self, spec: str, options: ModelOptions):
-        """`py:` specs for every task, `features:` where `feature_heads`, the rest from `adapter`."""
+        """The Model of a spec, from the task's menu: `py:` for every task, `baseline:` and `hf:` as
+        declared, a generative `hf:` VLM where `generative` is set, `features:` where `feature_heads`."""
         kind, name = parse_spec(spec)
         if options.videos is not None and (self.generative is None or self.generative.video_column is None):
             raise ModelError(f"--videos: {self.name} rows have no videos to show a model")
-        if kind == "hf":
-            config = hf_config(name, options.revision)
-            if is_generative(config):
-                return self._generative_model(name, config, options)
+        config = hf_config(name, options.revision) if kind == "hf" else None
+        if config is not None and is_generative(config):
+            return self._generative_model(name, config, options)
         if options.videos is not None:
             raise ModelError(f"--videos: {spec} does not read videos (generative hf: models do)")
         given = generative_only(options)
@@ -143,10 +161,17 @@ class Task(ABC):
             from evaluator.models.features import feature_head
 
             return feature_head(name, self, options, spec)
-        model = self.adapter(kind, name, spec, options)
-        if model is None:
-            raise ModelError(f"--model {spec}: {self.name} predictions come from {self.models_help}")
-        return model
+        if kind == "baseline":
+            for baseline in self.baselines:
+                if baseline.name == name:
+                    return baseline.build(self, options, spec)
+        if config is not None:
+            for family in self.hf_families:
+                if family.accepts(config):
+                    return family.build(self, name, options)
+            raise ModelError(f"hf:{name}: a {config.model_type} model is none of {self.name}'s; {self.name} "
+                             f"predictions come from {self.models_help()}")
+        raise ModelError(f"--model {spec}: {self.name} predictions come from {self.models_help()}")
 
     def _generative_model(self, name: str, config, options: ModelOptions):
         """An image-text-to-text checkpoint, asked the way this benchmark declares (`generative`)."""
@@ -164,7 +189,3 @@ class Task(ABC):
         videos = None if options.videos is None else VideoFolder(options.videos)
         return GenerativeAdapter(lambda: GenerativeVLM(name, config, options, chat_template), self.generative, template,
                                  options, videos)
-
-    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
-        """The model of a `baseline:` or `hf:` spec, or None when this task has no such model."""
-        return None

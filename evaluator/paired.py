@@ -15,12 +15,13 @@ from typing import ClassVar
 import numpy as np
 import pyarrow as pa
 
-from core.errors import ModelError, SubmissionError
+from core.errors import SubmissionError
 from core.figures import FigureSpec
 from core.markdown import report_table
 from evaluator.base import Headline, Task
-from evaluator.models import ModelOptions, hf_config
 from evaluator.models.ask import Ask
+from evaluator.models.menu import Baseline, HfFamily, has_architecture, is_model_type
+from evaluator.models.options import ModelOptions
 from evaluator.submission import Coverage, is_score_list
 
 
@@ -76,6 +77,26 @@ class ChoiceLikelihood(Ask):
         return list(scores)
 
 
+def _random_scores(task: "PairedTask", options: ModelOptions, spec: str):
+    from evaluator.models.choice_scorers import RandomScores
+
+    return RandomScores(options.seed, task.choices)
+
+
+def _clip(task: "PairedTask", name: str, options: ModelOptions):
+    """A CLIP dual encoder scores each choice against the image (evaluator/models/clip.py)."""
+    from evaluator.models.clip import ClipChoiceScorer
+
+    return ClipChoiceScorer(name, options, task.choices, task.text_columns)
+
+
+def _cross_encoder(task: "PairedTask", name: str, options: ModelOptions):
+    """A text cross-encoder scores each (sub-question, choice) pair (evaluator/models/choice_scorers.py)."""
+    from evaluator.models.choice_scorers import CrossEncoderScorer
+
+    return CrossEncoderScorer(name, options, task.choices, task.text_columns)
+
+
 class PairedTask(Task):
     """A benchmark of paired sub-questions: `choices` scores per sub-question, APQ / HPQ per pair,
     overall and per reasoning type when the benchmark has them (`types`)."""
@@ -91,6 +112,10 @@ class PairedTask(Task):
     metric_labels = {"accuracy": "Acc"}
     layout = "by-modality"
     majority = None  # built from a validation split only: no training split for Z_D
+    baselines = (Baseline("random", _random_scores),)
+    hf_families = (HfFamily("CLIP dual encoder", is_model_type("clip"), _clip),
+                   HfFamily("sequence-classification cross-encoder", has_architecture("ForSequenceClassification"),
+                            _cross_encoder))
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -100,9 +125,6 @@ class PairedTask(Task):
 
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("id").to_pylist()
-
-    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
-        return choice_scorer(kind, name, options, self.choices, self.text_columns)
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"id": i, "scores": [float(s) for s in scores]} for i, scores in zip(self.ids(table), predictions)]
@@ -218,22 +240,3 @@ class PairedTask(Task):
                                                        *(metrics["by_type"][t][key] for t in types)]
                                   for name, key in names})
         return "\n".join(md), [plot]
-
-
-def choice_scorer(kind: str, name: str, options: ModelOptions, choices: int, text_columns: tuple[str, ...]):
-    """The scorer of a `baseline:` or `hf:` spec for sub-questions of `choices` choices, or None."""
-    from evaluator.models.choice_scorers import CrossEncoderScorer, RandomScores
-
-    if kind == "baseline" and name == "random":
-        return RandomScores(options.seed, choices)
-    if kind == "hf":
-        config = hf_config(name)
-        if config.model_type == "clip":
-            from evaluator.models.clip import ClipChoiceScorer
-
-            return ClipChoiceScorer(name, options, choices, text_columns)
-        if any(a.endswith("ForSequenceClassification") for a in (config.architectures or [])):
-            return CrossEncoderScorer(name, options, choices, text_columns)
-        raise ModelError(f"hf:{name}: a {config.model_type} model is neither a CLIP dual encoder nor a "
-                         "sequence-classification cross-encoder")
-    return None

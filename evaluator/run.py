@@ -15,7 +15,7 @@ from core.errors import ModelError, ParamsError, VlbenchError
 from core.outdir import write_atomically
 from core.params import apply_overrides
 from evaluator.interop import load_submission
-from evaluator.models import ModelOptions
+from evaluator.models.options import ModelOptions
 from evaluator.prediction_record import metadata_path, read_record, record_markdown, record_summary, samples_path
 from evaluator.report import check_output_file, check_report_folder, intervals_figure, intervals_markdown, write_report
 from evaluator.request import ScoringRequest

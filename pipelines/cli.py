@@ -9,6 +9,8 @@ from typing import Literal, Optional
 
 import typer
 
+from pipelines.model_flags import ModelMenuCommand, with_model_flags
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Regenerate bias-aware vision-and-language benchmarks, publish them, score models.")
 
@@ -191,84 +193,29 @@ HARNESS_DATA_OPTION = typer.Option(
     help="The lmms-eval task's dataset in lmms-lab's layout (a local parquet folder or a Hub dataset id): maps the "
          "doc_id of a log without `doc` (lmms-eval 0.7) to the benchmark's id, each row checked against the log.")
 
-# Generative-VLM flags of `predict` and `perceptual` (evaluator/models/generative.py), declared once.
-Dtype = Literal["auto", "float32", "bfloat16", "float16"]
-Loglik = Literal["sum", "mean"]
-DTYPE_OPTION = typer.Option("auto", "--dtype",
-                            help="Weights of generative hf: models (auto: bfloat16 on CUDA, float32 on CPU).")
-MAX_NEW_TOKENS_OPTION = typer.Option(16, "--max-new-tokens", min=1, help="Greedy answer length (generative).")
-PROMPT_OPTION = typer.Option(None, "--prompt", help="User prompt template with {field}s (generative; default: "
-                                                    "the benchmark's, see the README).")
-MIN_PIXELS_OPTION = typer.Option(None, "--min-pixels", min=1,
-                                 help="Image-size lower bound where the processor has one (Qwen2-VL).")
-MAX_PIXELS_OPTION = typer.Option(None, "--max-pixels", min=1,
-                                 help="Image-size upper bound where the processor has one (Qwen2-VL).")
-LOGLIK_OPTION = typer.Option("sum", "--loglik",
-                             help="A scored answer's log-likelihood: sum or per-token mean (generative).")
-VIDEOS_OPTION = typer.Option(None, "--videos", help="Video folder (<video_id>.mp4 ...): generative models see "
-                                                    "frames of each row's video (socialiq; needs vlbench[video]).")
-FRAMES_OPTION = typer.Option(8, "--frames", min=1, help="Frames per video with --videos, spread evenly.")
-
-
-@app.command()
+@app.command(cls=ModelMenuCommand)
+@with_model_flags
 def predict(
     bench: str = typer.Argument(..., help="Benchmark name."),
     data: str = DATA_OPTION,
-    model: str = typer.Option(..., "--model", help="baseline:<name>, py:<module>:<factory> or hf:<id>."),
+    model: str = typer.Option(..., "--model", help="A model spec (the menus below)."),
     out: Path = typer.Option(..., "--out", help="Prediction file to write (JSON)."),
     split: Optional[str] = typer.Option(None, "--split", metavar="SPLIT",
                                        help="Split to predict (default: the benchmark's evaluation split)."),
-    train_file: Optional[Path] = typer.Option(None, "--train-file", help="Training source for fitted baselines."),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of random baselines."),
-    device: str = typer.Option("auto", "--device", help="torch device for hf: models (auto: CUDA when present)."),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Batch size for hf: models."),
-    images: Optional[Path] = typer.Option(None, "--images", help="Image folder for models that read images."),
-    bf16: bool = typer.Option(False, "--bf16", help="Run hf: models in bfloat16 autocast."),
-    workers: int = typer.Option(0, "--workers", min=0, help="DataLoader workers decoding images."),
-    dtype: Dtype = DTYPE_OPTION,
-    max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
-    prompt: Optional[str] = PROMPT_OPTION,
-    min_pixels: Optional[int] = MIN_PIXELS_OPTION,
-    max_pixels: Optional[int] = MAX_PIXELS_OPTION,
-    loglik: Loglik = LOGLIK_OPTION,
-    videos: Optional[Path] = VIDEOS_OPTION,
-    frames: int = FRAMES_OPTION,
     log_samples: bool = typer.Option(False, "--log-samples",
                                      help="Also write OUT's .samples.jsonl: prompt, raw output, prediction per row."),
-    system_prompt: Optional[str] = typer.Option(None, "--system-prompt",
-                                                help="A system turn before every user turn (generative)."),
-    chat_template: Optional[Path] = typer.Option(None, "--chat-template", metavar="FILE",
-                                                 help="A Jinja chat template replacing the processor's (generative)."),
-    gen_kwargs: Optional[str] = typer.Option(
-        None, "--gen-kwargs", metavar="K=V,...",
-        help="Decoding arguments, e.g. temperature=0.2,top_p=0.9,num_beams=3 (generative; default: greedy)."),
-    stop: list[str] = typer.Option([], "--stop", metavar="TEXT",
-                                   help="A string that ends a generated answer (repeat; generative)."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Predict only this many rows (a smoke run)."),
     offset: int = typer.Option(0, "--offset", min=0, help="Start at this row of the split (with --limit)."),
-    revision: Optional[str] = typer.Option(None, "--revision",
-                                           help="Branch, tag or commit of a hub checkpoint (generative hf:)."),
-    attn_implementation: Optional[str] = typer.Option(
-        None, "--attn-implementation",
-        help="eager, sdpa, flash_attention_2, ... (generative; default: transformers')."),
-    device_map: Optional[str] = typer.Option(
-        None, "--device-map", help="auto: spread a model larger than one device over all of them (needs accelerate)."),
+    model_options=None,
 ):
     """Write a model's predictions for a built split in the benchmark's submission format, and beside
     them OUT's .meta.json (model, revision, dtype, prompt, generation settings, versions)."""
-    from evaluator.models import ModelOptions
-    from evaluator.models.generation import parse_gen_kwargs
     from evaluator.prediction_record import metadata_path
     from evaluator.run import predict as run_predict
 
-    options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size, images=images,
-                           bf16=bf16, workers=workers, dtype=dtype, max_new_tokens=max_new_tokens, prompt=prompt,
-                           min_pixels=min_pixels, max_pixels=max_pixels, loglik=loglik, videos=videos,
-                           frames=frames, system_prompt=system_prompt, chat_template=chat_template,
-                           gen_kwargs=parse_gen_kwargs(gen_kwargs), stop=tuple(stop), revision=revision,
-                           attn_implementation=attn_implementation, device_map=device_map)
-    done = run_predict(bench, data, model, out, split=split, options=options, log_samples=log_samples, limit=limit,
-                       offset=offset)
+    done = run_predict(bench, data, model, out, split=split, options=model_options, log_samples=log_samples,
+                       limit=limit, offset=offset)
     if done is None:  # a non-zero rank of a distributed launch
         return
     split, n = done
@@ -384,12 +331,12 @@ def leaderboard(
             typer.echo(f"  invalid: {r['error']}")
 
 
-@app.command()
+@app.command(cls=ModelMenuCommand)
+@with_model_flags
 def perceptual(
     bench: str = typer.Argument(..., help="Benchmark name."),
     data: str = DATA_OPTION,
-    model: str = typer.Option(..., "--model",
-                              help="baseline:<name>, hf:<id>, features:<folder> or py:<module>:<factory>."),
+    model: str = typer.Option(..., "--model", help="A model spec (the menus below)."),
     modalities: list[str] = typer.Option([], "--modalities", metavar="MODALITY",
                                          help="Modality to score (repeat; default: all)."),
     permutations: int = typer.Option(5, "--permutations", help="Draws per sample (Eq. 3)."),
@@ -407,37 +354,18 @@ def perceptual(
                                           help="Write metrics.json, report.md, plot, per-sample scores."),
     no_encoder_cache: bool = typer.Option(False, "--no-encoder-cache",
                                           help="Re-encode permuted inputs of late-fusion models."),
-    train_file: Optional[Path] = typer.Option(None, "--train-file",
-                                              help="Training source (gqa-ood: GQA train questions)."),
-    device: str = typer.Option("auto", "--device", help="torch device (auto: this rank's GPU, else CUDA, else CPU)."),
-    batch_size: int = typer.Option(32, "--batch-size", min=1, help="Inference batch size."),
-    bf16: bool = typer.Option(False, "--bf16", help="Run hf: models in bfloat16 autocast."),
-    workers: int = typer.Option(0, "--workers", min=0, help="DataLoader workers decoding images."),
-    images: Optional[Path] = typer.Option(None, "--images", help="Image folder for models that read images."),
     assignments: list[str] = typer.Option([], "--option", metavar="KEY=VALUE",
                                          help="Scoring option (repeat; e.g. rule=pre-2021 for VQA)."),
-    dtype: Dtype = DTYPE_OPTION,
-    max_new_tokens: int = MAX_NEW_TOKENS_OPTION,
-    prompt: Optional[str] = PROMPT_OPTION,
-    min_pixels: Optional[int] = MIN_PIXELS_OPTION,
-    max_pixels: Optional[int] = MAX_PIXELS_OPTION,
-    loglik: Loglik = LOGLIK_OPTION,
-    videos: Optional[Path] = VIDEOS_OPTION,
-    frames: int = FRAMES_OPTION,
+    model_options=None,
 ):
     """Perceptual score of a model towards each modality (Gat et al., NeurIPS 2021, Eq. 1-5), with normalisations."""
     from core.progress import progress
-    from evaluator.models import ModelOptions
     from evaluator.perceptual.score import PerceptualOptions
     from evaluator.request import ScoringRequest
     from evaluator.run import perceptual_score
 
     options = PerceptualOptions(modalities=tuple(modalities), permutations=permutations, repeats=repeats, seed=seed,
                                 sampling=sampling, by=by, encoder_cache=not no_encoder_cache)
-    model_options = ModelOptions(train_file=train_file, seed=seed, device=device, batch_size=batch_size,
-                                 images=images, bf16=bf16, workers=workers, dtype=dtype,
-                                 max_new_tokens=max_new_tokens, prompt=prompt, min_pixels=min_pixels,
-                                 max_pixels=max_pixels, loglik=loglik, videos=videos, frames=frames)
     with progress(desc="perceptual passes", unit="pass", leave=True) as bar:
         request = ScoringRequest(bench, data, split, options=tuple(assignments), resamples=bootstrap, seed=seed)
         metrics = perceptual_score(request, model, options, model_options=model_options, report=report,
@@ -529,7 +457,7 @@ def counterbias(
 ):
     """CounterBias (Zhang, Wang, Sang, ACM MM 2022): social bias of a masked-LM vision-language model on VL-Bias."""
     from core.progress import progress
-    from evaluator.models import ModelOptions
+    from evaluator.models.options import ModelOptions
     from evaluator.vl_bias.attack import PGD
     from evaluator.vl_bias.counterbias import MEASURES
     from evaluator.vl_bias.run import CounterBiasOptions, run_counterbias

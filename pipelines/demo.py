@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builders.registry import BENCHMARKS
-from evaluator.models import ModelOptions
+from evaluator.models.options import ModelOptions
 from evaluator.perceptual.score import PerceptualOptions
 from evaluator.request import ScoringRequest
 from evaluator.run import evaluate, perceptual_score, predict

@@ -59,7 +59,7 @@ def main() -> int:
         warm = tmp / "warm"
         write_samples(warm / "src")
         run_build("gqa-ood", warm / "src", warm / "gqa", use_cache=False)
-        from evaluator.models import ModelOptions
+        from evaluator.models.options import ModelOptions
         from evaluator.run import predict
 
         predict("gqa-ood", str(warm / "gqa"), "baseline:random", warm / "a.json")

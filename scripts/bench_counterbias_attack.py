@@ -52,8 +52,8 @@ def main() -> int:
     from PIL import Image
 
     from builders.vl_bias.samples import write_vl_bias
-    from evaluator.models import ModelOptions
     from evaluator.models.mlm import load_masked_lm, pad_images
+    from evaluator.models.options import ModelOptions
     from evaluator.vl_bias.attack import PGD, pgd_attack
 
     torch.set_num_threads(torch.get_num_threads())

@@ -62,8 +62,9 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
-    from evaluator.models import ModelOptions, hf_config
     from evaluator.models.generative import GenerativeVLM, Turn
+    from evaluator.models.options import ModelOptions
+    from evaluator.models.spec import hf_config
     from evaluator.visdial.metrics import scores_to_ranks
     from pipelines.tiny_models import write_tiny_llava
 
@@ -147,7 +148,7 @@ def against_a_plain_loop(tmp: Path, model: str, rounds: int, batch: int = 16) ->
 
     from builders.registry import get_task
     from core.data import load_table
-    from evaluator.models import ModelOptions
+    from evaluator.models.options import ModelOptions
     from pipelines.build import run_build
     from pipelines.samples import write_samples
 

@@ -42,7 +42,7 @@ def main() -> int:
 
     from builders.vqa.samples import write_coco_images, write_vqa_v2
     from core.data import load_table
-    from evaluator.models import ModelOptions
+    from evaluator.models.options import ModelOptions
     from evaluator.perceptual.score import PerceptualOptions, perceptual, summarise
     from evaluator.vqa.task import vqa_v2_task
     from pipelines.build import run_build

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from builders.vl_bias.samples import write_vl_bias
-from evaluator.models import ModelOptions
 from evaluator.models.mlm import load_masked_lm, pad_images
+from evaluator.models.options import ModelOptions
 from evaluator.vl_bias import counterbias as cb
 from evaluator.vl_bias.attack import PGD, pgd_attack
 from pipelines.tiny_models import write_tiny_bert_mlm, write_tiny_vilt_mlm

@@ -115,8 +115,9 @@ def test_limit_offset_and_evaluate_with_allow_partial(yes_model, images, built_s
 
 
 def test_system_prompt_and_chat_template_reach_the_prompt(yes_model, tmp_path):
-    from evaluator.models import ModelOptions, hf_config
     from evaluator.models.generative import GenerativeVLM, Turn, read_chat_template
+    from evaluator.models.options import ModelOptions
+    from evaluator.models.spec import hf_config
 
     turn = Turn("Is it red?", ())
     options = ModelOptions(system_prompt="Answer tersely.")

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from evaluator.models import ModelOptions, hf_config
 from evaluator.models.ask import clean_answer, parse_count
 from evaluator.models.generative import GenerativeVLM, Turn
+from evaluator.models.options import ModelOptions
+from evaluator.models.spec import hf_config
 from pipelines.build import run_build
 from pipelines.tiny_models import write_tiny_llava, write_tiny_qwen2_vl
 

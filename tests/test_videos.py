@@ -126,8 +126,8 @@ def test_socialiq_with_videos_end_to_end(cli, socialiq, tmp_path):
 def test_frames_of_one_video_are_decoded_once_and_shown_in_order(socialiq, monkeypatch):
     """Rows are asked video by video; every row of a video gets the same frames, in frame order."""
     import evaluator.models.ask as ask_module
-    from evaluator.models import ModelOptions
     from evaluator.models.ask import GenerativeAdapter
+    from evaluator.models.options import ModelOptions
     from evaluator.socialiq.task import SocialIQTask
 
     decoded, shown = [], []
@@ -164,7 +164,7 @@ def test_videos_where_a_benchmark_has_none_or_a_model_reads_none_is_one_line(cli
     assert code == 2 and err.strip() == f"error: --videos {tmp_path / 'absent'}: not a folder"
     assert not (tmp_path / "p.json").exists()
     from builders.registry import get_task
-    from evaluator.models import ModelOptions
+    from evaluator.models.options import ModelOptions
 
     with pytest.raises(ModelError, match=r"^--videos: disco rows have no videos to show a model$"):
         get_task("disco").make_model(f"hf:{socialiq['model']}", ModelOptions(videos=socialiq["videos"]))

@@ -12,7 +12,6 @@ CHANGE_PROMPT = "Imagine this change to the scene: {change}\n{question}"
 class CoSImPairsTask(PairedTask):
     choices = 4
     text_columns = ("change", "question")
-    models_help = "hf:<CLIP dual encoder>, hf:<sequence-classification cross-encoder>, baseline:random"
     # The image, the question, the counterfactual change and the four choices; the label stays.
     modalities = (Modality("image", ("img_fn",)), Modality("question", ("question",)),
                   Modality("change", ("change",)), Modality("choices", ("choices", "rewritten")))

@@ -10,8 +10,9 @@ from core.figures import FigureSpec
 from core.markdown import report_table
 from evaluator.base import Headline, Task
 from evaluator.disco.metrics import counting_errors, counting_metrics
-from evaluator.models import Model, ModelOptions, train_split
 from evaluator.models.ask import CLEANING, Ask, parse_count
+from evaluator.models.menu import Baseline, on_train_split
+from evaluator.models.model import Model
 from evaluator.perceptual.score import Modality
 from evaluator.submission import Coverage, is_finite_number
 
@@ -59,7 +60,8 @@ class DiscoTask(Task):
     default_split = "test"
     id_field, value_field, id_type = "id", "count", str
     value_check, value_desc = staticmethod(is_finite_number), "finite numbers"
-    models_help = "baseline:mean (train-split mean count), features:<folder>, py:<module>:<factory>"
+    baselines = tuple(Baseline(name, on_train_split(TrainMeanCount), "the train split's mean count")
+                      for name in ("mean", "majority"))
     feature_heads = True
     # Gat et al., NeurIPS 2021, §4.4 / Table 5: image and audio. An image's content is named by the row id (the same
     # image_id has a high- and a low-quality version); the audio clip is named by image_id.
@@ -72,11 +74,6 @@ class DiscoTask(Task):
 
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("id").to_pylist()
-
-    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
-        if kind == "baseline" and name in ("mean", "majority"):
-            return TrainMeanCount(train_split(options, self.config, spec))
-        return None
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"id": i, "count": float(c)} for i, c in zip(self.ids(table), predictions)]

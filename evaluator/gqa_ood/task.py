@@ -12,10 +12,12 @@ from core.errors import ModelError
 from core.markdown import report_table
 from evaluator.base import Headline, Task
 from evaluator.gqa_ood import metrics as m
+from evaluator.gqa_ood.baselines import MostFrequentAnswer, QuestionPrior, RandomGroupAnswer
 from evaluator.interop import HarnessSplit
-from evaluator.models import ModelOptions
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
-from evaluator.models.baselines import MostFrequentAnswer, QuestionPrior, RandomGroupAnswer
+from evaluator.models.hf_vqa import vilt_vqa
+from evaluator.models.menu import Baseline
+from evaluator.models.options import ModelOptions
 from evaluator.perceptual.score import Modality
 from evaluator.report import LinePlot
 from evaluator.submission import Coverage, is_string
@@ -31,6 +33,14 @@ class GqaAnswer(ShortAnswer):
         return clean_answer(output).lower()
 
 
+def train_file(options: ModelOptions) -> Path:
+    """baseline:prior's training questions (the GQA-OOD paper, §4: the question prior of GQA's training set)."""
+    if options.train_file is None:
+        raise ModelError("baseline:prior is fitted on GQA training questions: pass --train-file "
+                         "train_balanced_questions.json")
+    return options.train_file
+
+
 class GQAOODTask(Task):
     headline = (Headline("acc-all", "acc_all"), Headline("acc-tail", "acc_tail"), Headline("acc-head", "acc_head"))
     name = "gqa-ood"
@@ -38,8 +48,10 @@ class GQAOODTask(Task):
     default_split = "testdev"
     id_field, value_field, id_type = "questionId", "prediction", str
     value_check, value_desc = staticmethod(is_string), "strings"
-    models_help = ("baseline:prior (needs --train-file), baseline:random, hf:<ViltForQuestionAnswering> "
-                   "or hf:<image-text-to-text VLM> (need --images), py:<module>:<factory>")
+    baselines = (Baseline("prior", lambda task, options, spec: QuestionPrior(train_file(options)),
+                          "needs --train-file"),
+                 Baseline("random", lambda task, options, spec: RandomGroupAnswer(options.seed)))
+    hf_families = (vilt_vqa("imageId"),)
     # Image and question; the question's program, types and groups are read off the question.
     modalities = (Modality("image", ("imageId",)), Modality("question", ("question", "semantic", "types", "groups")))
     metric_labels = {"accuracy": "Acc"}
@@ -60,20 +72,6 @@ class GQAOODTask(Task):
 
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("question_id").to_pylist()
-
-    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
-        if kind == "baseline" and name == "prior":
-            if options.train_file is None:
-                raise ModelError("baseline:prior is fitted on GQA training questions: pass --train-file "
-                                 "train_balanced_questions.json")
-            return QuestionPrior(options.train_file)
-        if kind == "baseline" and name == "random":
-            return RandomGroupAnswer(options.seed)
-        if kind == "hf":
-            from evaluator.models.hf_vqa import load_vqa_model
-
-            return load_vqa_model(name, options, None, image_key="imageId")
-        return None
 
     def predictions_file(self, table: pa.Table, predictions: list[str]) -> list[dict]:
         return [{"questionId": q, "prediction": p} for q, p in zip(self.ids(table), predictions)]

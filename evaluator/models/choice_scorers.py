@@ -18,7 +18,8 @@ import pyarrow as pa
 
 from builders.model_files import load_pretrained
 from builders.nlp import torch_device
-from evaluator.models import Model, ModelOptions, row_random
+from evaluator.models.model import Model, row_random
+from evaluator.models.options import ModelOptions
 
 
 class RandomScores(Model):

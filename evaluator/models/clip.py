@@ -17,8 +17,9 @@ import pyarrow as pa
 
 from builders.model_files import load_pretrained
 from evaluator.images import ImageFolder, image_sources, open_image
-from evaluator.models import LateFusion, ModelOptions
 from evaluator.models.inference import Runner
+from evaluator.models.model import LateFusion
+from evaluator.models.options import ModelOptions
 
 CANDIDATES = 50  # VQA answer candidates: the most frequent training answers
 

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core.errors import ModelError
-from evaluator.models import LateFusion, ModelOptions
+from evaluator.models.model import LateFusion
+from evaluator.models.options import ModelOptions
 
 MAX_CLASSES = 3129  # the answer vocabulary size of the common VQA heads
 STEPS, LEARNING_RATE, WEIGHT_DECAY = 300, 0.05, 1e-4
@@ -28,7 +29,7 @@ STEPS, LEARNING_RATE, WEIGHT_DECAY = 300, 0.05, 1e-4
 
 def feature_head(folder: str, task, options: ModelOptions, spec: str) -> "FeatureHead":
     """`features:<folder>` for a task: the head is fitted on the dataset's train split."""
-    from evaluator.models import train_split
+    from evaluator.models.menu import train_split
 
     return FeatureHead(folder, task, train_split(options, task.config, spec), options)
 

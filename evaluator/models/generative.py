@@ -22,7 +22,7 @@ from pathlib import Path
 from builders.model_files import load_pretrained
 from core.errors import ModelError
 from evaluator.images import open_image
-from evaluator.models import ModelOptions
+from evaluator.models.options import ModelOptions
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ATTENTION = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")

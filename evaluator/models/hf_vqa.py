@@ -6,10 +6,11 @@ from __future__ import annotations
 import pyarrow as pa
 
 from builders.model_files import load_pretrained
-from core.errors import ModelError
 from evaluator.images import ImageFolder, image_sources, open_image
-from evaluator.models import Model, ModelOptions, hf_config
 from evaluator.models.inference import Runner
+from evaluator.models.menu import HfFamily, has_architecture, is_model_type, train_split
+from evaluator.models.model import Model
+from evaluator.models.options import ModelOptions
 
 
 class ViltVQA(Model):
@@ -47,17 +48,18 @@ class ViltVQA(Model):
                 for i in batch]
 
 
-def load_vqa_model(path: str, options: ModelOptions, train, image_key: str = "image_id"):
-    """`train` returns the training split (CLIP's answer candidates), or is None where there is none."""
-    config = hf_config(path)
-    if config.model_type == "vilt" and "ViltForQuestionAnswering" in (config.architectures or []):
-        return ViltVQA(path, options, image_key)
-    if config.model_type == "clip":
-        if train is None:
-            raise ModelError(f"hf:{path}: a CLIP scorer takes its answer candidates from a training split; "
-                             "this benchmark has none")
+def vilt_vqa(image_key: str) -> HfFamily:
+    """ViltForQuestionAnswering checkpoints, reading a row's image by `image_key`."""
+    return HfFamily("ViltForQuestionAnswering", has_architecture("ViltForQuestionAnswering", "vilt"),
+                    lambda task, name, options: ViltVQA(name, options, image_key), "needs --images")
+
+
+def clip_answers(image_key: str) -> HfFamily:
+    """CLIP dual encoders, zero-shot: the answer candidates are the train split's answers (clip.py)."""
+
+    def build(task, name: str, options: ModelOptions):
         from evaluator.models.clip import ClipAnswerScorer
 
-        return ClipAnswerScorer(path, options, train(), image_key)
-    raise ModelError(f"hf:{path}: a {config.model_type} model is neither a ViltForQuestionAnswering "
-                     "checkpoint nor a CLIP dual encoder")
+        return ClipAnswerScorer(name, options, train_split(options, task.config, f"hf:{name}"), image_key)
+
+    return HfFamily("CLIP dual encoder", is_model_type("clip"), build, "answers from the train split; needs --images")

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Callable
 
 from builders.nlp import torch_device
-from evaluator.models import ModelOptions
 from evaluator.models.distributed import local_device
+from evaluator.models.options import ModelOptions
 
 
 class _Items:

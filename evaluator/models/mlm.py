@@ -17,8 +17,9 @@ import numpy as np
 
 from builders.model_files import load_pretrained
 from core.errors import ModelError
-from evaluator.models import ModelOptions, hf_config, load_py_model, parse_spec
 from evaluator.models.inference import Runner
+from evaluator.models.options import ModelOptions
+from evaluator.models.spec import hf_config, load_py_model, parse_spec
 
 MASK = "[MASK]"
 

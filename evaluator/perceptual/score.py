@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 
 from core.errors import ModelError, ParamsError
-from evaluator.models import input_columns, is_late_fusion
 from evaluator.models.distributed import World, single_process
+from evaluator.models.model import input_columns, is_late_fusion
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ class PMRPairsTask(PairedTask):
     title = "PMR-P"
     choices = 4
     text_columns = ("premise",)
-    models_help = "hf:<CLIP dual encoder>, hf:<sequence-classification cross-encoder>, baseline:random"
     # The image (file names), the premise and the four actions; the label stays.
     modalities = (Modality("image", ("img_fn", "metadata_fn")), Modality("premise", ("premise",)),
                   Modality("choices", ("choices", "rewritten")))

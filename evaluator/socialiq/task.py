@@ -10,8 +10,9 @@ from core.errors import SubmissionError
 from core.figures import FigureSpec
 from core.markdown import report_table
 from evaluator.base import Headline, Task
-from evaluator.models import Model, ModelOptions
 from evaluator.models.ask import Ask
+from evaluator.models.menu import Baseline
+from evaluator.models.model import Model
 from evaluator.perceptual.score import Modality
 from evaluator.socialiq.metrics import binary_correct, pair_correct
 from evaluator.submission import Coverage, is_finite_number
@@ -76,7 +77,9 @@ class SocialIQTask(Task):
     default_split = "validation"
     id_field, value_field, id_type = "id", "score", str
     value_check, value_desc = staticmethod(is_finite_number), "finite numbers"
-    models_help = "baseline:answer-sentiment, baseline:majority, features:<folder>, py:<module>:<factory>"
+    baselines = (Baseline("answer-sentiment", lambda task, options, spec: AnswerSentiment(),
+                          "blind: the answer's VADER sentiment"),
+                 Baseline("majority", lambda task, options, spec: MajorityLabel(), "every answer called correct"))
     feature_heads = True
     # Gat et al., NeurIPS 2021, §4.2 / Table 3: video, question and answer; the label stays with its sample.
     modalities = (Modality("video", ("video_id",)), Modality("question", ("question",)),
@@ -88,13 +91,6 @@ class SocialIQTask(Task):
 
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("id").to_pylist()
-
-    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
-        if kind == "baseline" and name == "answer-sentiment":
-            return AnswerSentiment()
-        if kind == "baseline" and name == "majority":
-            return MajorityLabel()
-        return None
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"id": i, "score": float(s)} for i, s in zip(self.ids(table), predictions)]

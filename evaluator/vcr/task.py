@@ -11,8 +11,9 @@ import pyarrow as pa
 from core.figures import FigureSpec
 from core.markdown import report_table
 from evaluator.base import Headline, Task
-from evaluator.models import Model, ModelOptions, row_random
 from evaluator.models.ask import Ask
+from evaluator.models.menu import Baseline
+from evaluator.models.model import Model, row_random
 from evaluator.perceptual.score import Modality
 from evaluator.submission import Coverage, is_score_list
 from evaluator.vcr.metrics import vcr_correct
@@ -104,7 +105,10 @@ class VCRTask(Task):
     default_split = "val"
     id_field, value_field, id_type = "annot_id", ("answer_scores", "rationale_scores"), str
     value_check, value_desc = staticmethod(is_score_list(4)), "lists of 4 finite numbers"
-    models_help = "baseline:random, baseline:length, baseline:overlap, py:<module>:<factory>"
+    baselines = (Baseline("random", lambda task, options, spec: RandomScores(options.seed)),
+                 *(Baseline(name, lambda task, options, spec, name=name: BlindTextScorer(name), note)
+                   for name, note in (("length", "blind: a choice's word count"),
+                                      ("overlap", "blind: a choice's word overlap with the query"))))
     # The image (file names), the question, and the answer and rationale choices; the labels stay.
     modalities = (Modality("image", ("img_fn", "metadata_fn")), Modality("question", ("question",)),
                   Modality("choices", ("answer_choices", "rationale_choices")))
@@ -114,13 +118,6 @@ class VCRTask(Task):
 
     def ids(self, table: pa.Table) -> list[str]:
         return table.column("annot_id").to_pylist()
-
-    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
-        if kind == "baseline" and name == "random":
-            return RandomScores(options.seed)
-        if kind == "baseline" and name in ("length", "overlap"):
-            return BlindTextScorer(name)
-        return None
 
     def choice_questions(self, table: pa.Table):
         """Q->A: the question and the four answers; QA->R: the question and the correct answer, and

@@ -12,7 +12,6 @@ class VCRVisorTask(PairedTask):
     title = "VCR-Visor"
     choices = 2
     types = ("causal", "temporal", "explanatory")
-    models_help = "hf:<CLIP dual encoder>, hf:<sequence-classification cross-encoder>, baseline:random"
     # Image (file names, or the embedded image of a build with --images), query, and the two
     # responses; the label (which response is right) stays with its sample.
     modalities = (Modality("image", ("img_fn", "metadata_fn", "image")), Modality("query", ("query",)),

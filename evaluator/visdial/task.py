@@ -9,8 +9,9 @@ import pyarrow as pa
 from core.figures import FigureSpec
 from core.markdown import report_table
 from evaluator.base import Headline, Task
-from evaluator.models import Model, ModelOptions, row_random
 from evaluator.models.ask import Ask
+from evaluator.models.menu import Baseline, on_train_split
+from evaluator.models.model import Model, row_random
 from evaluator.perceptual.score import Modality
 from evaluator.submission import Coverage, is_rank_permutation
 from evaluator.visdial import metrics as m
@@ -77,7 +78,9 @@ class VisDialTask(Task):
     default_split = "val"
     id_field, value_field, id_type = ("image_id", "round_id"), "ranks", int
     value_check, value_desc = staticmethod(is_rank_permutation(OPTIONS)), "permutations of 1..100"
-    models_help = "baseline:random, baseline:majority, py:<module>:<factory> (predict(table) -> ranks per row)"
+    baselines = (Baseline("random", lambda task, options, spec: RandomRanks(options.seed)),
+                 Baseline("majority", on_train_split(AnswerFrequencyRanks),
+                          "options ranked by train-split answer frequency"))
     # Gat et al., NeurIPS 2021, §4.3 / Table 4: image, question, caption and dialog history; options and labels stay.
     modalities = (Modality("image", ("image_id",)), Modality("question", ("question",)),
                   Modality("caption", ("caption",)), Modality("history", ("history",)))
@@ -87,15 +90,6 @@ class VisDialTask(Task):
 
     def ids(self, table: pa.Table) -> list[tuple[int, int]]:
         return list(zip(table.column("image_id").to_pylist(), table.column("round_id").to_pylist()))
-
-    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
-        if kind == "baseline" and name == "random":
-            return RandomRanks(options.seed)
-        if kind == "baseline" and name == "majority":
-            from evaluator.models import train_split
-
-            return AnswerFrequencyRanks(train_split(options, self.config, spec))
-        return None
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
         return [{"image_id": i, "round_id": r, "ranks": [int(x) for x in ranks]}

@@ -20,8 +20,8 @@ from builders.vl_bias.words import TARGETS
 from core.data import load_table, pick_split, resolve_data
 from core.errors import ModelError, ParamsError
 from evaluator.images import open_image
-from evaluator.models import ModelOptions
 from evaluator.models.mlm import load_masked_lm, pad_images
+from evaluator.models.options import ModelOptions
 from evaluator.vl_bias import counterbias as cb
 from evaluator.vl_bias.attack import PGD, CounterfactualCache, pgd_attack
 from evaluator.vl_bias.report import metrics_of, templates_present, write_counterbias_report

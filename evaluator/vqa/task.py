@@ -15,8 +15,10 @@ from core.markdown import report_table
 from core.params import param
 from evaluator.base import Headline, Task
 from evaluator.interop import HarnessSplit
-from evaluator.models import Model, ModelOptions, train_split
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
+from evaluator.models.hf_vqa import clip_answers, vilt_vqa
+from evaluator.models.menu import Baseline, on_train_split
+from evaluator.models.model import Model
 from evaluator.perceptual.score import Modality
 from evaluator.submission import Coverage, is_string
 from evaluator.vqa.metrics import normalize_prediction, vqa_accuracy
@@ -85,9 +87,10 @@ class VQATask(Task):
     value_check, value_desc = staticmethod(is_string), "strings"
     options_class = VQAOptions
     feature_heads = True
-    models_help = ("baseline:prior, baseline:majority (fitted on the dataset's train split), "
-                   "hf:<ViltForQuestionAnswering>, hf:<CLIP dual encoder>, hf:<image-text-to-text VLM>, "
-                   "features:<folder>, py:<module>:<factory>")
+    baselines = (Baseline("prior", on_train_split(TrainPrior, per_type=True),
+                          "the question type's most frequent train answer"),
+                 Baseline("majority", on_train_split(TrainPrior, per_type=False), "the most frequent train answer"))
+    hf_families = (vilt_vqa("image_id"), clip_answers("image_id"))
     # Gat et al., NeurIPS 2021, §4.1: image and question; the question type is read off the question, so
     # it moves with it.
     modalities = (Modality("image", ("image_id", "coco_split")), Modality("question", ("question", "question_type")))
@@ -100,15 +103,6 @@ class VQATask(Task):
 
     def ids(self, table: pa.Table) -> list[int]:
         return table.column("question_id").to_pylist()
-
-    def adapter(self, kind: str, name: str, spec: str, options: ModelOptions):
-        if kind == "baseline" and name in ("prior", "majority"):
-            return TrainPrior(train_split(options, self.config, spec), per_type=name == "prior")
-        if kind == "hf":
-            from evaluator.models.hf_vqa import load_vqa_model
-
-            return load_vqa_model(name, options, lambda: train_split(options, self.config, spec))
-        return None
 
     def per_sample(self, table: pa.Table, predictions: list[str], options: VQAOptions | None = None) -> dict:
         options = options or VQAOptions()

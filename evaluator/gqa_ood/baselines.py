@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from builders.gqa_ood import reader as gqa
-from evaluator.models import Model
+from evaluator.models.model import Model
 
 
 def _most_frequent(counter: Counter) -> str:

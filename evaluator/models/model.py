@@ -1,0 +1,76 @@
+"""The model contract: every adapter is a `Model` (see evaluator/models/__init__.py)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+
+class Model(ABC):
+    """A task model (see the module docstring)."""
+
+    input_columns: tuple[str, ...] | None = None
+    samples: list[dict] | None = None
+
+    @abstractmethod
+    def predict(self, table) -> list:
+        """One prediction per row of the table, in the task's prediction format."""
+
+    def metadata(self) -> dict:
+        """What the prediction record says about the model beyond its spec (nothing by default)."""
+        return {}
+
+
+class PyModel(Model):
+    """The object a `py:` factory returned: its `predict`, and its `input_columns` when it declares them."""
+
+    def __init__(self, model):
+        self.model = model
+        columns = getattr(model, "input_columns", None)  # the one place a user's object is probed
+        self.input_columns = None if columns is None else tuple(columns)
+
+    def predict(self, table) -> list:
+        return self.model.predict(table)
+
+
+def as_model(model) -> Model:
+    """A `py:` factory's object as a Model (a Model already stays as it is)."""
+    return model if isinstance(model, Model) else PyModel(model)
+
+
+class LateFusion(Model):
+    """Base of late-fusion adapters: `predict` encodes every modality of the rows and fuses."""
+
+    encoders: dict[str, tuple[str, ...]] = {}
+
+    @property
+    def input_columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c for cols in self.encoders.values() for c in cols))
+
+    def encode(self, name: str, table):
+        raise NotImplementedError
+
+    def fuse(self, encodings: dict, table) -> list:
+        raise NotImplementedError
+
+    def predict(self, table) -> list:
+        return self.fuse({name: self.encode(name, table) for name in self.encoders}, table)
+
+
+def is_late_fusion(model) -> bool:
+    return isinstance(model, LateFusion)
+
+
+def input_columns(model: Model, table) -> tuple[str, ...]:
+    """The columns a model reads: its declaration, else every column of the table."""
+    return tuple(table.column_names) if model.input_columns is None else tuple(model.input_columns)
+
+
+def row_random(seed: int, ids: list, size: int):
+    """Uniform [0, 1) values per row, seeded by (seed, row id): a random baseline's prediction for a row
+    does not depend on which other rows are predicted with it (sharding, subsets, order)."""
+    import zlib
+
+    import numpy as np
+
+    return np.stack([np.random.default_rng([seed, zlib.crc32(str(i).encode())]).random(size) for i in ids]) \
+        if ids else np.zeros((0, size))

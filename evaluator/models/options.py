@@ -1,0 +1,36 @@
+"""The options every model factory receives (`vlbench predict` and `perceptual` set them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """What `vlbench predict` passes to a task's model factory."""
+
+    train_file: Path | None = None
+    seed: int = 0
+    device: str = "auto"
+    batch_size: int = 32
+    images: Path | None = None
+    data: Path | None = None  # the built folder being predicted (fitted baselines read its train split)
+    bf16: bool = False  # autocast to bfloat16 (CUDA, or CPU where supported)
+    workers: int = 0  # DataLoader workers decoding images
+    # Generative VLMs (evaluator/models/generative.py):
+    dtype: str = "auto"  # weights' dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16, float16
+    max_new_tokens: int = 16  # greedy generation length (short answers, counts)
+    prompt: str | None = None  # user prompt template with {field}s; None: the benchmark's default
+    min_pixels: int | None = None  # image-size bounds, where the processor has them (Qwen2-VL family)
+    max_pixels: int | None = None
+    loglik: str = "sum"  # a scored continuation's log-likelihood: sum of token log-probs, or mean
+    videos: Path | None = None  # video folder: the model sees `frames` frames of a row's video (Social-IQ)
+    frames: int = 8  # frames per video, spread evenly from the first to the last (evaluator/videos.py)
+    system_prompt: str | None = None  # a system turn before every user turn
+    chat_template: Path | None = None  # a Jinja chat template replacing the processor's
+    gen_kwargs: tuple = ()  # (name, value) decoding arguments (evaluator/models/generation.py)
+    stop: tuple[str, ...] = ()  # strings that end a generated answer
+    revision: str | None = None  # a hub checkpoint's branch, tag or commit
+    attn_implementation: str | None = None  # eager, sdpa, flash_attention_2...: transformers' choice when None
+    device_map: str | None = None  # auto, balanced, sequential: spread a model over the devices (accelerate)

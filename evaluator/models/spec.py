@@ -1,0 +1,63 @@
+"""Model specs: the one parser of `baseline:`, `py:`, `hf:` and `features:` specs, an `hf:` spec's
+config (read once, before any weight), and a `py:` factory's object."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+from core.errors import ModelError
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    kind, sep, name = spec.partition(":")
+    if not sep or kind not in ("baseline", "py", "hf", "features") or not name:
+        raise ModelError(f"--model {spec}: expected baseline:<name>, py:<module>:<factory>, hf:<hub id or path> "
+                         "or features:<folder>")
+    return kind, name
+
+
+def hf_config(name: str, revision: str | None = None):
+    """The transformers config of an `hf:` spec; a missing, non-model or unknown checkpoint, or a
+    folder vlbench will not load (builders.model_files: pickle weights, its own code, a damaged
+    safetensors header), is a one-line ModelError, before any weight is read."""
+    from transformers import AutoConfig
+
+    from builders.model_files import load_kwargs
+
+    local = Path(name).expanduser()
+    if not local.exists() and (name.startswith((".", "/", "~")) or ("/" in name and local.parent.is_dir())):
+        raise ModelError(f"hf:{name}: no such model folder (and not a hub model id ORG/NAME)")
+    load_kwargs(name, f"hf:{name}")
+    if revision is not None and local.exists():
+        raise ModelError(f"--revision {revision}: hf:{name} is a local folder; a revision names a hub checkpoint's "
+                         "branch, tag or commit")
+    try:
+        return AutoConfig.from_pretrained(name, **({"revision": revision} if revision else {}))
+    except (OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"hf:{name}: cannot load ({reason})") from None
+
+
+def load_py_model(target: str, method: str = "predict", signature: str = "predict(table)"):
+    """`module:factory` -> factory(); the object must have the callable `method` (a task model's
+    `predict(table) -> list`, CounterBias's `score(queries, ids)`)."""
+    module, sep, factory = target.partition(":")
+    if not sep:
+        raise ModelError(f"--model py:{target}: expected py:<module>:<factory>")
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:  # `python -m` would find a module in the current folder; so does vlbench
+        sys.path.insert(0, cwd)
+    try:
+        model = getattr(importlib.import_module(module), factory)()
+    except (ImportError, AttributeError) as exc:
+        raise ModelError(f"--model py:{target}: {exc}") from None
+    finally:
+        if added:
+            sys.path.remove(cwd)
+    if not callable(getattr(model, method, None)):
+        raise ModelError(f"--model py:{target}: the factory's object has no {signature} method")
+    return model

@@ -1,0 +1,92 @@
+"""The command-line flags of a model (`evaluator.models.options.ModelOptions`), declared once: every
+command that runs a model (`predict`, `perceptual`) takes them through `@with_model_flags`, and its
+`--help` ends with each benchmark's model menu (read from the tasks when help is asked for)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from pathlib import Path
+from typing import Literal, Optional
+
+import typer
+from typer.core import TyperCommand
+
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+Loglik = Literal["sum", "mean"]
+
+# ModelOptions field -> (annotation, typer option). `--seed` is the command's own (it seeds more than
+# the model) and reaches ModelOptions.seed from there.
+MODEL_FLAGS: dict[str, tuple[object, object]] = {
+    "train_file": (Optional[Path], typer.Option(
+        None, "--train-file", help="Training source of fitted baselines and the majority vote (gqa-ood: GQA's "
+                                   "train_balanced_questions.json).")),
+    "device": (str, typer.Option("auto", "--device", help="torch device for hf: models (auto: this rank's GPU under "
+                                                          "a distributed launch, else CUDA when present, else CPU).")),
+    "batch_size": (int, typer.Option(32, "--batch-size", min=1, help="Batch size for hf: models.")),
+    "images": (Optional[Path], typer.Option(None, "--images", help="Image folder for models that read images.")),
+    "bf16": (bool, typer.Option(False, "--bf16", help="Run hf: models in bfloat16 autocast.")),
+    "workers": (int, typer.Option(0, "--workers", min=0, help="DataLoader workers decoding images.")),
+    "dtype": (Dtype, typer.Option("auto", "--dtype",
+                                  help="Weights of generative hf: models (auto: bfloat16 on CUDA, float32 on CPU).")),
+    "max_new_tokens": (int, typer.Option(16, "--max-new-tokens", min=1, help="Greedy answer length (generative).")),
+    "prompt": (Optional[str], typer.Option(None, "--prompt", help="User prompt template with {field}s (generative; "
+                                                                  "default: the benchmark's, see the README).")),
+    "min_pixels": (Optional[int], typer.Option(None, "--min-pixels", min=1,
+                                               help="Image-size lower bound where the processor has one (Qwen2-VL).")),
+    "max_pixels": (Optional[int], typer.Option(None, "--max-pixels", min=1,
+                                               help="Image-size upper bound where the processor has one (Qwen2-VL).")),
+    "loglik": (Loglik, typer.Option("sum", "--loglik",
+                                    help="A scored answer's log-likelihood: sum or per-token mean (generative).")),
+    "videos": (Optional[Path], typer.Option(None, "--videos", help="Video folder (<video_id>.mp4 ...): generative "
+                                            "models see frames of each row's video (socialiq; needs vlbench[video]).")),
+    "frames": (int, typer.Option(8, "--frames", min=1, help="Frames per video with --videos, spread evenly.")),
+    "system_prompt": (Optional[str], typer.Option(None, "--system-prompt",
+                                                  help="A system turn before every user turn (generative).")),
+    "chat_template": (Optional[Path], typer.Option(
+        None, "--chat-template", metavar="FILE", help="A Jinja chat template replacing the processor's (generative).")),
+    "gen_kwargs": (Optional[str], typer.Option(
+        None, "--gen-kwargs", metavar="K=V,...",
+        help="Decoding arguments, e.g. temperature=0.2,top_p=0.9,num_beams=3 (generative; default: greedy).")),
+    "stop": (list[str], typer.Option([], "--stop", metavar="TEXT",
+                                     help="A string that ends a generated answer (repeat; generative).")),
+    "revision": (Optional[str], typer.Option(None, "--revision",
+                                             help="Branch, tag or commit of a hub checkpoint (generative hf:).")),
+    "attn_implementation": (Optional[str], typer.Option(
+        None, "--attn-implementation", help="eager, sdpa, flash_attention_2, ... (generative; default: transformers')."
+    )),
+    "device_map": (Optional[str], typer.Option(
+        None, "--device-map", help="auto: spread a model larger than one device over all of them (needs accelerate).")),
+}
+
+
+def with_model_flags(command):
+    """Give `command` every model flag and call it with `model_options=ModelOptions(...)` built from
+    them (and from the command's own `--seed`)."""
+    signature = inspect.signature(command)
+    own = [p for p in signature.parameters.values() if p.name != "model_options"]
+    flags = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
+             for name, (annotation, option) in MODEL_FLAGS.items()]
+
+    @functools.wraps(command)
+    def run(**kwargs):
+        from evaluator.models.generation import parse_gen_kwargs
+        from evaluator.models.options import ModelOptions
+
+        values = {name: kwargs.pop(name) for name in MODEL_FLAGS}
+        values.update(gen_kwargs=parse_gen_kwargs(values["gen_kwargs"]), stop=tuple(values["stop"]))
+        return command(**kwargs, model_options=ModelOptions(seed=kwargs.get("seed", 0), **values))
+
+    run.__signature__ = signature.replace(parameters=[*own, *flags])
+    return run
+
+
+class ModelMenuCommand(TyperCommand):
+    """A command whose help ends with the model specs each benchmark takes (its Task's menu)."""
+
+    def format_epilog(self, ctx, formatter) -> None:
+        super().format_epilog(ctx, formatter)
+        from builders.registry import BENCHMARKS, get_task
+
+        with formatter.section("Models per benchmark (--model)"):
+            formatter.write_dl([(b.name, get_task(b.name).models_help()) for b in BENCHMARKS if b.task is not None])
