@@ -180,7 +180,7 @@ class Task(ABC):
                              f"{self.generative_reason}")
         from evaluator.models.ask import GenerativeAdapter, prompt_template
         from evaluator.models.generative import GenerativeVLM, read_chat_template
-        from evaluator.videos import VideoFolder
+        from evaluator.models.videos import VideoFolder
 
         # Checked before the weights are loaded: the prompt and chat templates and the video folder here,
         # the rows' image and video files by the adapter, which loads the model on its first predict.

@@ -16,8 +16,14 @@ from core.outdir import write_atomically
 from core.params import apply_overrides
 from evaluator.interop import load_submission
 from evaluator.models.options import ModelOptions
-from evaluator.prediction_record import metadata_path, read_record, record_markdown, record_summary, samples_path
-from evaluator.report import check_output_file, check_report_folder, intervals_figure, intervals_markdown, write_report
+from evaluator.models.prediction_record import metadata_path, read_record, record_markdown, record_summary, samples_path
+from evaluator.publish.report import (
+    check_output_file,
+    check_report_folder,
+    intervals_figure,
+    intervals_markdown,
+    write_report,
+)
 from evaluator.request import ScoringRequest
 from evaluator.stats.bootstrap import intervals
 from evaluator.submission import match_ids

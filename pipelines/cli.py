@@ -211,7 +211,7 @@ def predict(
 ):
     """Write a model's predictions for a built split in the benchmark's submission format, and beside
     them OUT's .meta.json (model, revision, dtype, prompt, generation settings, versions)."""
-    from evaluator.prediction_record import metadata_path
+    from evaluator.models.prediction_record import metadata_path
     from evaluator.run import predict as run_predict
 
     done = run_predict(bench, data, model, out, split=split, options=model_options, log_samples=log_samples,

@@ -8,7 +8,7 @@ build goes on. It runs at the build's own CPU priority: the build waits for its 
 and a helper at a lower priority is starved on a busy machine, so the build would stall behind it
 (`scripts/bench_gqa_ood_build.py` measures the build beside two CPU-bound processes).
 It sends back PNG bytes: the files are written
-by the build, into its staging folder. `evaluator.report.draw_bars` draws in both places, so the bytes
+by the build, into its staging folder. `evaluator.publish.report.draw_bars` draws in both places, so the bytes
 are the same. When the helper cannot be started or fails, the figures are drawn in this process, so a
 failure surfaces with its real error.
 

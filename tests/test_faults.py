@@ -264,7 +264,7 @@ def test_source_changed_during_build_is_an_error(gqa_source, tmp_path, monkeypat
 
 def test_metrics_json_never_holds_nan(tmp_path):
     from core.jsonout import dumps
-    from evaluator.report import write_report
+    from evaluator.publish.report import write_report
 
     write_report(tmp_path / "r", {"mae": float("nan"), "by": {"x": float("inf"), "y": 1.0}}, "# r\n", [])
     metrics = json.loads((tmp_path / "r" / "metrics.json").read_text(), parse_constant=lambda c: 1 / 0)
@@ -290,7 +290,7 @@ def test_dead_processes_leftovers_of_other_outs_are_cleaned_too(gqa_source, tmp_
 
 def test_image_keys_from_data_stay_inside_the_images_folder(tmp_path):
     from core.errors import SourceError
-    from evaluator.images import ImageFolder
+    from evaluator.models.images import ImageFolder
 
     (tmp_path / "imgs").mkdir()
     (tmp_path / "secret.jpg").write_bytes(b"x")

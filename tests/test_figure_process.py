@@ -52,7 +52,7 @@ def test_no_helper_when_not_worth_it():
 
 
 @pytest.mark.slow
-def test_a_build_drawing_in_the_helper_equals_one_drawing_here(sample_sources, built_sample, tmp_path, monkeypatch):
+def test_a_build_drawing_in_the_helper_equals_one_drawing_here(sample_sources, built, tmp_path, monkeypatch):
     started = []
     original = FigureProcess.__init__
 
@@ -65,11 +65,11 @@ def test_a_build_drawing_in_the_helper_equals_one_drawing_here(sample_sources, b
     out = tmp_path / "helper"
     run_build("gqa-ood", sample_sources, out, legacy_json=True)
     assert started == [True]
-    figures = sorted(p.relative_to(built_sample) for p in (built_sample / "figures").iterdir())
+    figures = sorted(p.relative_to(built("gqa-ood")) for p in (built("gqa-ood") / "figures").iterdir())
     assert figures
     for rel in figures:
-        assert (out / rel).read_bytes() == (built_sample / rel).read_bytes(), rel
-    assert (out / "README.md").read_bytes() == (built_sample / "README.md").read_bytes()
+        assert (out / rel).read_bytes() == (built("gqa-ood") / rel).read_bytes(), rel
+    assert (out / "README.md").read_bytes() == (built("gqa-ood") / "README.md").read_bytes()
 
 
 @pytest.mark.parametrize("input_bytes", [HELPER_MIN_INPUT_BYTES, 10 * HELPER_MIN_INPUT_BYTES])

@@ -25,19 +25,19 @@ def yes_model(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def images(built_sample, tmp_path_factory) -> Path:
+def images(built, tmp_path_factory) -> Path:
     """A plain image for every GQA-OOD test-dev image id (the GQA sample has no image files)."""
     from PIL import Image
 
     folder = tmp_path_factory.mktemp("gqa-images")
-    table = pq.read_table(built_sample / "all" / "testdev-00000-of-00001.parquet", columns=["imageId"])
+    table = pq.read_table(built("gqa-ood") / "all" / "testdev-00000-of-00001.parquet", columns=["imageId"])
     for image_id in set(table.column(0).to_pylist()):
         Image.new("RGB", (24, 24), (200, 30, 30)).save(folder / f"{image_id}.jpg")
     return folder
 
 
-def _predict(cli, built_sample, model, images, out, *extra):
-    code, _, err = cli("predict", "gqa-ood", "--data", built_sample, "--model", f"hf:{model}", "--images", images,
+def _predict(cli, data, model, images, out, *extra):
+    code, _, err = cli("predict", "gqa-ood", "--data", data, "--model", f"hf:{model}", "--images", images,
                        "--out", out, "--batch-size", "4", *extra)
     return code, err
 
@@ -78,39 +78,39 @@ def test_sampling_follows_lmms_evals_rule():
     assert Generation(stop=("\n", "ASSISTANT")).cut("Yes ASSISTANT: more\nand") == "Yes "
 
 
-def test_greedy_default_and_the_record(yes_model, images, built_sample, cli, tmp_path):
+def test_greedy_default_and_the_record(yes_model, images, built, cli, tmp_path):
     out = tmp_path / "p.json"
-    code, err = _predict(cli, built_sample, yes_model, images, out, "--limit", "6")
+    code, err = _predict(cli, built("gqa-ood"), yes_model, images, out, "--limit", "6")
     assert code == 0, err
     assert [p["prediction"] for p in json.loads(out.read_text())] == ["yes"] * 6  # "Yes", in GQA's lower case
     assert _meta(out)["asked"]["generation"] == {"greedy": True, "max_new_tokens": 16, "do_sample": False}
 
 
-def test_stop_strings_cut_the_answer(yes_model, images, built_sample, cli, tmp_path):
+def test_stop_strings_cut_the_answer(yes_model, images, built, cli, tmp_path):
     out = tmp_path / "p.json"
-    code, err = _predict(cli, built_sample, yes_model, images, out, "--limit", "4", "--stop", "s", "--log-samples")
+    code, err = _predict(cli, built("gqa-ood"), yes_model, images, out, "--limit", "4", "--stop", "s", "--log-samples")
     assert code == 0, err
     samples = [json.loads(line) for line in (tmp_path / "p.samples.jsonl").read_text().splitlines()]
     assert {s["output"] for s in samples} == {"Ye"}  # "Yes" cut before its "s"
     assert _meta(out)["asked"]["generation"]["stop"] == ["s"]
 
 
-def test_limit_offset_and_evaluate_with_allow_partial(yes_model, images, built_sample, cli, tmp_path):
+def test_limit_offset_and_evaluate_with_allow_partial(yes_model, images, built, cli, tmp_path):
     out = tmp_path / "p.json"
-    code, err = _predict(cli, built_sample, yes_model, images, out, "--limit", "5", "--offset", "3")
+    code, err = _predict(cli, built("gqa-ood"), yes_model, images, out, "--limit", "5", "--offset", "3")
     assert code == 0, err
-    ids = pq.read_table(built_sample / "all" / "testdev-00000-of-00001.parquet",
+    ids = pq.read_table(built("gqa-ood") / "all" / "testdev-00000-of-00001.parquet",
                         columns=["question_id"]).column(0).to_pylist()
     assert [p["questionId"] for p in json.loads(out.read_text())] == ids[3:8]
     meta = _meta(out)
     assert meta["rows"] == 5 and (meta["options"]["limit"], meta["options"]["offset"]) == (5, 3)
-    code, _, err = cli("evaluate", "gqa-ood", "--data", built_sample, "--predictions", out, "--bootstrap", "0")
+    code, _, err = cli("evaluate", "gqa-ood", "--data", built("gqa-ood"), "--predictions", out, "--bootstrap", "0")
     assert_one_error_line(code, err, ["have no prediction", "--allow-partial"])
-    code, stdout, err = cli("evaluate", "gqa-ood", "--data", built_sample, "--predictions", out, "--bootstrap", "0",
+    code, stdout, err = cli("evaluate", "gqa-ood", "--data", built("gqa-ood"), "--predictions", out, "--bootstrap", "0",
                             "--allow-partial", "--report", tmp_path / "r")
     assert code == 0 and json.loads((tmp_path / "r" / "metrics.json").read_text())["coverage"]["scored"] == 5
     assert "- Rows: 5 from row 3 (--limit / --offset)" in (tmp_path / "r" / "report.md").read_text()
-    code, err = _predict(cli, built_sample, yes_model, images, tmp_path / "q.json", "--offset", str(len(ids)))
+    code, err = _predict(cli, built("gqa-ood"), yes_model, images, tmp_path / "q.json", "--offset", str(len(ids)))
     assert_one_error_line(code, err, ["--offset", f"has {len(ids):,} rows"])
 
 
@@ -132,12 +132,12 @@ def test_system_prompt_and_chat_template_reach_the_prompt(yes_model, tmp_path):
     assert vlm.prompt_text(turn) == "<<user>>Is it red?<<assistant>>"
 
 
-def test_record_of_the_loading_options(yes_model, images, built_sample, cli, tmp_path):
+def test_record_of_the_loading_options(yes_model, images, built, cli, tmp_path):
     template = tmp_path / "chat.jinja"
     template.write_text("{% for m in messages %}{{ m['role'] }}: {% for c in m['content'] %}{% if c['type'] == "
                         "'image' %}<image>{% else %}{{ c['text'] }}{% endif %}{% endfor %}\n{% endfor %}ASSISTANT:")
     out = tmp_path / "p.json"
-    code, err = _predict(cli, built_sample, yes_model, images, out, "--limit", "3", "--system-prompt", "Be brief.",
+    code, err = _predict(cli, built("gqa-ood"), yes_model, images, out, "--limit", "3", "--system-prompt", "Be brief.",
                          "--chat-template", template, "--attn-implementation", "eager", "--device-map", "auto",
                          "--gen-kwargs", "num_beams=2")
     assert code == 0, err
@@ -148,11 +148,11 @@ def test_record_of_the_loading_options(yes_model, images, built_sample, cli, tmp
     assert [p["prediction"] for p in json.loads(out.read_text())] == ["yes"] * 3
 
 
-def test_sampling_is_seeded(yes_model, images, built_sample, cli, tmp_path):
+def test_sampling_is_seeded(yes_model, images, built, cli, tmp_path):
     runs = []
     for k in range(2):
         out = tmp_path / f"p{k}.json"
-        code, err = _predict(cli, built_sample, yes_model, images, out, "--limit", "4", "--gen-kwargs",
+        code, err = _predict(cli, built("gqa-ood"), yes_model, images, out, "--limit", "4", "--gen-kwargs",
                              "temperature=1.5,top_k=5", "--seed", "7", "--log-samples")
         assert code == 0, err
         runs.append((tmp_path / f"p{k}.samples.jsonl").read_text())
@@ -168,17 +168,17 @@ def test_sampling_is_seeded(yes_model, images, built_sample, cli, tmp_path):
     (("--chat-template", "BROKEN"), "not a Jinja template"),
     (("--gen-kwargs", "beams=2"), "--gen-kwargs beams: not a decoding argument"),
 ])
-def test_bad_controls_are_one_line(args, needle, yes_model, images, built_sample, cli, tmp_path):
+def test_bad_controls_are_one_line(args, needle, yes_model, images, built, cli, tmp_path):
     broken = tmp_path / "broken.jinja"
     broken.write_text("{% for m in messages %}")
     args = tuple(str(tmp_path / "missing.jinja") if a == "MISSING" else str(broken) if a == "BROKEN" else a
                  for a in args)
-    code, err = _predict(cli, built_sample, yes_model, images, tmp_path / "p.json", "--limit", "2", *args)
+    code, err = _predict(cli, built("gqa-ood"), yes_model, images, tmp_path / "p.json", "--limit", "2", *args)
     assert_one_error_line(code, err, [needle])
     assert not (tmp_path / "p.json").exists()
 
 
-def test_generative_controls_with_another_model_kind(built_sample, cli, tmp_path):
-    code, _, err = cli("predict", "gqa-ood", "--data", built_sample, "--model", "baseline:random", "--out",
+def test_generative_controls_with_another_model_kind(built, cli, tmp_path):
+    code, _, err = cli("predict", "gqa-ood", "--data", built("gqa-ood"), "--model", "baseline:random", "--out",
                        tmp_path / "p.json", "--system-prompt", "x")
     assert_one_error_line(code, err, ["--system-prompt: baseline:random is not a generative hf: model"])

@@ -103,17 +103,9 @@ def test_qwen2_vl_without_torchvision_loads_image_and_text_parts(tiny):
     assert vlm.describe()["image_size"] == {"shortest_edge": 4 * 28 * 28, "longest_edge": 8 * 28 * 28}
 
 
-@pytest.fixture(scope="module")
-def built(sample_sources, tmp_path_factory):
-    root = tmp_path_factory.mktemp("built-generative")
-    for bench in ("disco", "socialiq"):
-        run_build(bench, sample_sources, root / bench)
-    return root
-
-
 def test_disco_end_to_end_with_metadata_and_samples(cli, tiny, built, tmp_path):
     out = tmp_path / "disco.json"
-    code, stdout, err = cli("predict", "disco", "--data", built / "disco", "--model", f"hf:{tiny['llava']}",
+    code, stdout, err = cli("predict", "disco", "--data", built("disco"), "--model", f"hf:{tiny['llava']}",
                             "--out", out, "--max-new-tokens", "3", "--log-samples")
     assert code == 0, err
     meta = json.loads((tmp_path / "disco.meta.json").read_text())
@@ -128,7 +120,7 @@ def test_disco_end_to_end_with_metadata_and_samples(cli, tiny, built, tmp_path):
     assert [s["id"] for s in samples] == [p["id"] for p in predictions]
     assert all(s["prediction"] == (parse_count(s["output"]) or 0.0) for s in samples)
     assert meta["asked"]["unparsed_outputs"] == sum(parse_count(s["output"]) is None for s in samples)
-    code, stdout, err = cli("evaluate", "disco", "--data", built / "disco", "--predictions", out,
+    code, stdout, err = cli("evaluate", "disco", "--data", built("disco"), "--predictions", out,
                             "--report", tmp_path / "report")
     assert code == 0, err
     assert "one_minus_mape" in stdout
@@ -142,17 +134,17 @@ def test_disco_end_to_end_with_metadata_and_samples(cli, tiny, built, tmp_path):
     assert "- How answers were cleaned: first line of the output, trimmed, one trailing period removed; then" in section
     assert "- Note: image only: the audio is not read" in section
     record = json.loads((tmp_path / "report" / "metrics.json").read_text())["prediction_record"]
-    assert record["made_on"] == {"benchmark": "disco", "data": str(built / "disco"), "split": "test",
+    assert record["made_on"] == {"benchmark": "disco", "data": str(built("disco")), "split": "test",
                                  "rows": meta["rows"]}
     assert record["unparsed_outputs"] == meta["asked"]["unparsed_outputs"]
 
 
 def test_a_damaged_prediction_record_is_one_line(cli, built, tmp_path):
     out = tmp_path / "p.json"
-    code, _, err = cli("predict", "disco", "--data", built / "disco", "--model", "baseline:mean", "--out", out)
+    code, _, err = cli("predict", "disco", "--data", built("disco"), "--model", "baseline:mean", "--out", out)
     assert code == 0, err
     (tmp_path / "p.meta.json").write_text("{not json")
-    code, _, err = cli("evaluate", "disco", "--data", built / "disco", "--predictions", out)
+    code, _, err = cli("evaluate", "disco", "--data", built("disco"), "--predictions", out)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert err.startswith(f"error: {tmp_path / 'p.meta.json'}: not a readable prediction record")
 
@@ -160,7 +152,7 @@ def test_a_damaged_prediction_record_is_one_line(cli, built, tmp_path):
 @pytest.mark.slow
 def test_socialiq_answer_scores_are_log_likelihoods(cli, tiny, built, tmp_path):
     out = tmp_path / "siq.json"
-    code, _, err = cli("predict", "socialiq", "--data", built / "socialiq", "--model", f"hf:{tiny['qwen2-vl']}",
+    code, _, err = cli("predict", "socialiq", "--data", built("socialiq"), "--model", f"hf:{tiny['qwen2-vl']}",
                        "--out", out, "--log-samples")
     assert code == 0, err
     samples = [json.loads(line) for line in (tmp_path / "siq.samples.jsonl").read_text().splitlines()]
@@ -170,7 +162,7 @@ def test_socialiq_answer_scores_are_log_likelihoods(cli, tiny, built, tmp_path):
 
 
 def test_bad_prompt_field_is_one_line_before_loading(cli, tiny, built, tmp_path):
-    code, _, err = cli("predict", "disco", "--data", built / "disco", "--model", f"hf:{tiny['llava']}",
+    code, _, err = cli("predict", "disco", "--data", built("disco"), "--model", f"hf:{tiny['llava']}",
                        "--out", tmp_path / "p.json", "--prompt", "Count {people}")
     assert code == 2
     assert err.strip() == "error: --prompt: unknown field {people} for disco (fields: none)"
@@ -181,14 +173,14 @@ def test_a_checkpoint_that_is_not_a_vlm_is_one_line(cli, tiny, built, tmp_path):
     from pipelines.tiny_models import write_tiny_bert_mlm
 
     bert = write_tiny_bert_mlm(tmp_path / "bert")
-    code, _, err = cli("predict", "socialiq", "--data", built / "socialiq", "--model", f"hf:{bert}",
+    code, _, err = cli("predict", "socialiq", "--data", built("socialiq"), "--model", f"hf:{bert}",
                        "--out", tmp_path / "p.json")
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "socialiq predictions come from" in err
 
 
 def test_log_samples_needs_a_generative_model(cli, built, tmp_path):
-    code, _, err = cli("predict", "socialiq", "--data", built / "socialiq", "--model", "baseline:majority",
+    code, _, err = cli("predict", "socialiq", "--data", built("socialiq"), "--model", "baseline:majority",
                        "--out", tmp_path / "p.json", "--log-samples")
     assert code == 2 and "--log-samples" in err and len(err.strip().splitlines()) == 1
 
@@ -288,7 +280,7 @@ def test_two_gloo_processes_predict_what_one_does(tiny, built, tmp_path):
     files = {}
     for processes in (1, 2):
         out = tmp_path / f"p{processes}.json"
-        done = torchrun(["predict", "disco", "--data", built / "disco", "--model", f"hf:{tiny['llava']}", "--out", out,
+        done = torchrun(["predict", "disco", "--data", built("disco"), "--model", f"hf:{tiny['llava']}", "--out", out,
                          "--max-new-tokens", 3, "--batch-size", 3, "--log-samples"], processes)
         assert done.returncode == 0, done.stderr[-3000:]
         meta = json.loads((tmp_path / f"p{processes}.meta.json").read_text())
@@ -298,7 +290,7 @@ def test_two_gloo_processes_predict_what_one_does(tiny, built, tmp_path):
 
 
 @pytest.mark.parametrize("images", ["missing-folder", "missing-file"])
-def test_bad_images_fail_before_any_weight_is_read(images, tiny, built_sample, cli, tmp_path,
+def test_bad_images_fail_before_any_weight_is_read(images, tiny, built, cli, tmp_path,
                                                    monkeypatch):
     """The adapter finds every image of the rows before it loads the model: GenerativeVLM (which
     reads the weights) is never constructed when --images is missing or lacks a row's file."""
@@ -311,7 +303,7 @@ def test_bad_images_fail_before_any_weight_is_read(images, tiny, built_sample, c
     if images == "missing-file":
         folder.mkdir()
         (folder / "n000001.jpg").write_bytes(b"not the row's image")
-    code, _, err = cli("predict", "gqa-ood", "--data", built_sample, "--model", f"hf:{tiny['llava']}", "--out",
+    code, _, err = cli("predict", "gqa-ood", "--data", built("gqa-ood"), "--model", f"hf:{tiny['llava']}", "--out",
                        tmp_path / "p.json", "--images", folder)
     needle = "no such folder" if images == "missing-folder" else "no image file for image"
     assert code == 2 and err.startswith("error: ") and needle in err and len(err.strip().splitlines()) == 1

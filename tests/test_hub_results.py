@@ -44,11 +44,8 @@ def check_entries(path, dataset_id, task_ids):
 
 @pytest.mark.slow  # two builds, predictions and evaluations end to end
 @pytest.mark.parametrize("bench,model", [("gqa-ood", "baseline:random"), ("disco", "baseline:mean")])
-def test_built_folder_and_model_results_follow_the_hub_schema(bench, model, sample_sources, cli, tmp_path):
-    from pipelines.build import run_build
-
-    data = tmp_path / bench
-    run_build(bench, sample_sources, data)
+def test_built_folder_and_model_results_follow_the_hub_schema(bench, model, built, cli, tmp_path):
+    data = built(bench)
     spec = check_eval_yaml(data)
     manifest = json.loads((data / "manifest.json").read_text())
     assert "eval.yaml" in {o["path"] for o in manifest["outputs"]}  # verified and pushed like any output
@@ -69,8 +66,8 @@ def test_built_folder_and_model_results_follow_the_hub_schema(bench, model, samp
     assert code == 0, err
 
 
-def test_hub_results_bad_usage_is_one_line(built_sample, cli, tmp_path):
-    data = built_sample
+def test_hub_results_bad_usage_is_one_line(built, cli, tmp_path):
+    data = built("gqa-ood")
     cli("predict", "gqa-ood", "--data", data, "--model", "baseline:random", "--out", tmp_path / "p.json")
     code, _, err = cli("evaluate", "gqa-ood", "--data", data, "--predictions", tmp_path / "p.json", "--hub-results",
                        tmp_path / "repo")

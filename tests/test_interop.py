@@ -13,8 +13,8 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def gqa(built_sample):
-    return built_sample
+def gqa(built):
+    return built("gqa-ood")
 
 
 @pytest.fixture(scope="module")
@@ -96,11 +96,8 @@ def test_vlmevalkit_tables_score_as_the_same_submission(gqa, gqa_rows, cli, tmp_
 
 
 @pytest.mark.slow  # a build and two evaluations end to end
-def test_lmms_eval_vqav2_val_logs(sample_sources, cli, tmp_path):
-    from pipelines.build import run_build
-
-    data = tmp_path / "vqa-v2"
-    run_build("vqa-v2", sample_sources, data)
+def test_lmms_eval_vqav2_val_logs(built, cli, tmp_path):
+    data = built("vqa-v2")
     table = pq.read_table(data / "default" / "validation-00000-of-00001.parquet",
                           columns=["question_id", "multiple_choice_answer"]).to_pylist()
     rows = [(r["question_id"], r["multiple_choice_answer"] if k % 2 else "blue") for k, r in enumerate(table)]
@@ -113,9 +110,7 @@ def test_lmms_eval_vqav2_val_logs(sample_sources, cli, tmp_path):
         _score(cli, tmp_path, data, golden, bench="vqa-v2")["accuracy"]
 
 
-def test_bad_harness_input_is_one_line(gqa, cli, tmp_path, sample_sources):
-    from pipelines.build import run_build
-
+def test_bad_harness_input_is_one_line(gqa, cli, tmp_path, built):
     broken = tmp_path / "samples_gqa.jsonl"
     broken.write_text('{"doc_id": 0, "doc": {"question": "?"}, "filtered_resps": ["yes"]}\n{not json\n')
     code, _, err = cli("evaluate", "gqa-ood", "--data", gqa, "--predictions", broken)
@@ -123,7 +118,6 @@ def test_bad_harness_input_is_one_line(gqa, cli, tmp_path, sample_sources):
     broken.write_text('{"doc_id": 0, "doc": {"question": "?"}, "filtered_resps": ["yes"]}\n')
     code, _, err = cli("evaluate", "gqa-ood", "--data", gqa, "--predictions", broken)
     assert code == 2 and "sample 0 (doc_id 0) has no doc field id" in err
-    socialiq = tmp_path / "socialiq"
-    run_build("socialiq", sample_sources, socialiq)
+    socialiq = built("socialiq")
     code, _, err = cli("evaluate", "socialiq", "--data", socialiq, "--predictions", broken, "--format", "lmms-eval")
     assert code == 2 and "socialiq has no lmms-eval counterpart" in err

@@ -16,8 +16,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture(scope="module")
-def gqa(built_sample):
-    return built_sample
+def gqa(built):
+    return built("gqa-ood")
 
 
 @pytest.fixture

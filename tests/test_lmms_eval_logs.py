@@ -33,12 +33,8 @@ def harness(sample_sources, tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def vqa_built(sample_sources, tmp_path_factory) -> Path:
-    from pipelines.build import run_build
-
-    out = tmp_path_factory.mktemp("vqa-built") / "vqa-v2"
-    run_build("vqa-v2", sample_sources, out)
-    return out
+def vqa_built(built) -> Path:
+    return built("vqa-v2")
 
 
 def _samples(path: Path) -> list[dict]:
@@ -97,11 +93,11 @@ def test_vqav2_log_per_question_is_lmms_evals(vqa_built, harness):
     assert {predictions[i] for i in ours} == {"yes"}  # "Yes" as the official evaluation expects it
 
 
-def test_gqa_testdev_log_scores_lmms_evals_number_on_gqa_ood(built_sample, harness, cli, tmp_path):
+def test_gqa_testdev_log_scores_lmms_evals_number_on_gqa_ood(built, harness, cli, tmp_path):
     """GQA-OOD keeps a subset of test-dev: on it, acc-all is lmms-eval's mean over the same questions."""
-    metrics = _evaluate(cli, tmp_path, "gqa-ood", built_sample, GQA_LOG, harness["gqa"])
+    metrics = _evaluate(cli, tmp_path, "gqa-ood", built("gqa-ood"), GQA_LOG, harness["gqa"])
     ids = pq.read_table(harness["gqa"] / GQA_QUESTIONS, columns=["id"]).column(0).to_pylist()
-    table = pq.read_table(built_sample / "all" / "testdev-00000-of-00001.parquet", columns=["question_id"])
+    table = pq.read_table(built("gqa-ood") / "all" / "testdev-00000-of-00001.parquet", columns=["question_id"])
     kept = set(table.column(0).to_pylist())
     theirs = [s["exact_match"] for s in _samples(GQA_LOG) if ids[s["doc_id"]] in kept]
     assert len(theirs) == len(kept) == metrics["coverage"]["scored"]
@@ -132,12 +128,12 @@ def test_a_harness_dataset_in_another_order_is_refused(vqa_built, harness, cli, 
     assert not (tmp_path / "r").exists()
 
 
-def test_a_gqa_target_that_is_not_the_rows_answer_is_refused(built_sample, harness, cli, tmp_path):
+def test_a_gqa_target_that_is_not_the_rows_answer_is_refused(built, harness, cli, tmp_path):
     samples = _samples(GQA_LOG)
     samples[5]["target"] = "not the answer"
     log = tmp_path / "gqa.samples.jsonl"
     log.write_text("".join(json.dumps(s) + "\n" for s in samples))
-    code, _, err = cli("evaluate", "gqa-ood", "--data", built_sample, "--predictions", log, "--harness-data",
+    code, _, err = cli("evaluate", "gqa-ood", "--data", built("gqa-ood"), "--predictions", log, "--harness-data",
                        harness["gqa"], "--bootstrap", "0")
     assert_one_error_line(code, err, ["sample 5 (doc_id 5): target 'not the answer' is not row 5's answer"])
 

@@ -142,10 +142,10 @@ def test_build_model_params_are_checked_before_the_build_reads(param, folder, ne
     assert not (tmp_path / "out").exists()
 
 
-def test_hf_specs_are_checked_before_loading(built_sample, safe_model, cli, tmp_path):
+def test_hf_specs_are_checked_before_loading(built, safe_model, cli, tmp_path):
     for kind in ("pickle-only", "auto-map", "header-2**62"):
         folder = _hostile(kind, safe_model, tmp_path)
-        code, _, err = cli("predict", "gqa-ood", "--data", built_sample, "--model", f"hf:{folder}", "--out",
+        code, _, err = cli("predict", "gqa-ood", "--data", built("gqa-ood"), "--model", f"hf:{folder}", "--out",
                            tmp_path / "p.json")
         assert_one_error_line(code, err, [f"hf:{folder}", HOSTILE[kind][1]])
         assert not (tmp_path / "p.json").exists()

@@ -15,17 +15,6 @@ from tiny_models import tiny_clip, tiny_vilt_vqa
 
 
 @pytest.fixture(scope="session")
-def built(sample_sources, tmp_path_factory) -> dict[str, Path]:
-    from pipelines.build import run_build
-
-    out = tmp_path_factory.mktemp("perceptual-built")
-    plan = {"vqa-v2": [], "vqa-cp": ["mode=regenerate"], "socialiq": [], "disco": [], "visdial": []}
-    for bench, assignments in plan.items():
-        run_build(bench, sample_sources, out / bench, assignments=assignments)
-    return {bench: out / bench for bench in plan}
-
-
-@pytest.fixture(scope="session")
 def models(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny-models")
     answers = ["yes", "no", "2", "1", "3", "white", "red", "blue", "dog", "kitchen", "tennis", "pizza"]
@@ -45,7 +34,7 @@ def _same_per_sample(a: Path, b: Path) -> bool:
 @pytest.mark.slow
 def test_tiny_vilt_end_to_end_with_report(cli, built, models, sample_sources, tmp_path):
     report = tmp_path / "vilt"
-    code, out, err = cli("perceptual", "vqa-v2", "--data", built["vqa-v2"], "--model", f"hf:{models['vilt']}",
+    code, out, err = cli("perceptual", "vqa-v2", "--data", built("vqa-v2"), "--model", f"hf:{models['vilt']}",
                          "--images", sample_sources / "coco", "--permutations", 2, "--repeats", 2,
                          "--by", "answer_type", "--report", report)
     assert code == 0, err
@@ -71,7 +60,7 @@ def test_bf16_and_dataloader_workers(cli, built, models, sample_sources, tmp_pat
     """bf16 autocast runs; images decoded by a DataLoader worker give the same answers as in-process."""
     runs = {}
     for name, flags in (("plain", []), ("workers", ["--workers", 1]), ("bf16", ["--bf16"])):
-        code, _, err = cli("predict", "vqa-v2", "--data", built["vqa-v2"], "--model", f"hf:{models['vilt']}",
+        code, _, err = cli("predict", "vqa-v2", "--data", built("vqa-v2"), "--model", f"hf:{models['vilt']}",
                            "--images", sample_sources / "coco", "--batch-size", 64, "--out", tmp_path / f"{name}.json",
                            *flags)
         assert code == 0, err
@@ -87,7 +76,7 @@ def test_clip_encoder_cache_gives_identical_scores(cli, built, models, sample_so
     """The late-fusion CLIP scorer: permuting cached embeddings equals re-encoding permuted inputs."""
     runs = {}
     for name, flags in (("cached", []), ("plain", ["--no-encoder-cache"])):
-        code, _, err = cli("perceptual", "vqa-cp", "--data", built["vqa-cp"], "--model", f"hf:{models['clip']}",
+        code, _, err = cli("perceptual", "vqa-cp", "--data", built("vqa-cp"), "--model", f"hf:{models['clip']}",
                            "--images", sample_sources / "coco", "--permutations", 1, "--repeats", 1,
                            "--report", tmp_path / name, *flags)
         assert code == 0, err
@@ -110,11 +99,11 @@ def test_feature_head_reads_only_its_feature_files(cli, built, tmp_path):
 
     analyzer = SentimentIntensityAnalyzer()
     answers = sorted({a for split in ("train", "validation")
-                      for a in load_table(built["socialiq"], "answers", split).column("answer").to_pylist()})
+                      for a in load_table(built("socialiq"), "answers", split).column("answer").to_pylist()})
     rng = np.random.default_rng(0)
     _write_features(tmp_path / "feats" / "answer.parquet", answers,
                     [[analyzer.polarity_scores(a)["compound"], float(rng.normal())] for a in answers])
-    code, out, err = cli("perceptual", "socialiq", "--data", built["socialiq"], "--model",
+    code, out, err = cli("perceptual", "socialiq", "--data", built("socialiq"), "--model",
                          f"features:{tmp_path / 'feats'}", "--report", tmp_path / "r")
     assert code == 0, err
     s = _metrics(tmp_path / "r")["all"]["accuracy"]
@@ -129,14 +118,14 @@ def test_feature_head_regression_on_disco(cli, built, tmp_path):
     ignores the (noise) audio features; the decomposition by quality gives Table 5's rows."""
     from core.data import load_table
 
-    rows = [load_table(built["disco"], "default", s) for s in ("train", "val", "test")]
+    rows = [load_table(built("disco"), "default", s) for s in ("train", "val", "test")]
     ids = [i for t in rows for i in t.column("id").to_pylist()]
     counts = [c for t in rows for c in t.column("count").to_pylist()]
     rng = np.random.default_rng(1)
     _write_features(tmp_path / "f" / "image.parquet", ids, [[c + float(rng.normal(0, 0.5))] for c in counts])
     image_ids = sorted({i for t in rows for i in t.column("image_id").to_pylist()})
     _write_features(tmp_path / "f" / "audio.parquet", image_ids, [[float(rng.normal())] for _ in image_ids])
-    code, _, err = cli("perceptual", "disco", "--data", built["disco"], "--model", f"features:{tmp_path / 'f'}",
+    code, _, err = cli("perceptual", "disco", "--data", built("disco"), "--model", f"features:{tmp_path / 'f'}",
                        "--by", "quality", "--report", tmp_path / "r")
     assert code == 0, err
     metrics = _metrics(tmp_path / "r")
@@ -147,7 +136,7 @@ def test_feature_head_regression_on_disco(cli, built, tmp_path):
 
 
 def test_bad_input_is_one_line_exit_2(cli, built, tmp_path):
-    data = built["socialiq"]
+    data = built("socialiq")
     cases = [
         (("socialiq", "--modalities", "audio"), "--modalities audio: socialiq has modalities video, question, answer"),
         (("vl-bias",), "measure a model's social bias with `vlbench counterbias"),
@@ -167,7 +156,7 @@ def test_bad_input_is_one_line_exit_2(cli, built, tmp_path):
 
 def test_features_missing_a_key_names_file_and_key(cli, built, tmp_path):
     _write_features(tmp_path / "f" / "answer.parquet", ["only this answer"], [[1.0]])
-    code, _, err = cli("perceptual", "socialiq", "--data", built["socialiq"], "--model", f"features:{tmp_path / 'f'}")
+    code, _, err = cli("perceptual", "socialiq", "--data", built("socialiq"), "--model", f"features:{tmp_path / 'f'}")
     assert code == 2 and "answer.parquet: no features for answer '" in err
 
 
@@ -183,7 +172,7 @@ def test_two_gloo_processes_give_the_numbers_of_one(built, models, sample_source
         runs = {}
         for processes in (1, 2):
             report = tmp_path / f"{name}-{processes}"
-            done = torchrun(["perceptual", bench, "--data", built[bench], "--permutations", 2, "--repeats", 2,
+            done = torchrun(["perceptual", bench, "--data", built(bench), "--permutations", 2, "--repeats", 2,
                               "--report", report, *extra], processes)
             assert done.returncode == 0, done.stderr[-3000:]
             runs[processes] = _metrics(report)

@@ -10,12 +10,12 @@ import random
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from helpers import offline_params
 
 from builders.nlp import PACKAGED_MINILM, resolve_model_path
 from builders.pmr.builder import pmr_items
 from pipelines.build import run_build
 
-OFFLINE = [f"sbert_model={PACKAGED_MINILM}", "nli_model=none"]
 PARQUET = "default/val-00000-of-00001.parquet"
 
 # The sample of github.com/2030NLP/PMR's README (Data Format), as one JSON line.
@@ -46,10 +46,8 @@ def test_the_readme_sample_is_read_and_rendered(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def sample_build(sample_sources, tmp_path_factory):
-    out = tmp_path_factory.mktemp("pmr-p") / "pmr-p"
-    run_build("pmr-p", sample_sources, out, assignments=OFFLINE)
-    return out
+def sample_build(built):
+    return built("pmr-p")
 
 
 def _rows(folder):
@@ -125,7 +123,7 @@ def test_build_is_identical_whatever_the_order_of_the_lines(sample_sources, samp
     lines = (sample_sources / "pmr" / "val-ori.jsonl").read_text().splitlines()
     random.Random(3).shuffle(lines)
     (tmp_path / "val-ori.jsonl").write_text("\n".join(lines) + "\n")
-    run_build("pmr-p", tmp_path / "val-ori.jsonl", tmp_path / "shuffled", assignments=OFFLINE)
+    run_build("pmr-p", tmp_path / "val-ori.jsonl", tmp_path / "shuffled", assignments=offline_params("pmr-p"))
     assert (tmp_path / "shuffled" / PARQUET).read_bytes() == (sample_build / PARQUET).read_bytes()
 
 

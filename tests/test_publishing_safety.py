@@ -28,12 +28,12 @@ REMOTE = "http://127.0.0.1:9"  # nothing listens there; the browser test fails o
 
 
 @pytest.fixture(scope="module")
-def alpha(built_sample, tmp_path_factory):
+def alpha(built, tmp_path_factory):
     """A scored submission with its prediction record (baseline:random, seed 0)."""
     from evaluator.run import predict
 
     folder = tmp_path_factory.mktemp("alpha")
-    predict("gqa-ood", str(built_sample), "baseline:random", folder / "alpha.json")
+    predict("gqa-ood", str(built("gqa-ood")), "baseline:random", folder / "alpha.json")
     return folder / "alpha.json"
 
 
@@ -58,13 +58,13 @@ HOSTILE_CARD = (f"\n\nHostile summary ![badge]({REMOTE}/badge.svg) [js](javascri
 
 
 @pytest.fixture(scope="module")
-def hostile_site(built_sample, alpha, tmp_path_factory):
+def hostile_site(built, alpha, tmp_path_factory):
     """A site built from hostile names, a hostile prediction record and a hostile dataset card."""
     from pipelines.cli import main
 
     root = tmp_path_factory.mktemp("hostile")
     data = root / "data"
-    shutil.copytree(built_sample, data)
+    shutil.copytree(built("gqa-ood"), data)
     card = (data / "README.md").read_text()
     head, body = card.split("\n---\n", 1)
     (data / "README.md").write_text(head + "\n---\n" + HOSTILE_CARD + body)
@@ -169,7 +169,7 @@ def test_hostile_site_in_headless_chromium(hostile_site, tmp_path):
     assert (tmp_path / "hostile.png").stat().st_size > 5_000
 
 
-def test_a_users_folder_shaped_like_a_site_is_not_replaced(built_sample, alpha, cli, tmp_path):
+def test_a_users_folder_shaped_like_a_site_is_not_replaced(built, alpha, cli, tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
     _add(subs, alpha, "alpha")
@@ -177,39 +177,39 @@ def test_a_users_folder_shaped_like_a_site_is_not_replaced(built_sample, alpha, 
     mine.mkdir()
     (mine / "leaderboard.json").write_text(json.dumps({"benchmark": "gqa-ood", "submissions": []}))
     (mine / "thesis.tex").write_text("\\documentclass{article}")
-    code, _, err = _leaderboard(cli, built_sample, subs, mine)
+    code, _, err = _leaderboard(cli, built("gqa-ood"), subs, mine)
     assert_one_error_line(code, err, ["--out", "not written by `vlbench leaderboard`"])
     assert (mine / "thesis.tex").read_text() == "\\documentclass{article}"
     # a site this command wrote is proven by its marker and replaced without --overwrite
     site = tmp_path / "site"
-    assert _leaderboard(cli, built_sample, subs, site)[0] == 0 and (site / ".vlbench-site.json").is_file()
-    assert _leaderboard(cli, built_sample, subs, site)[0] == 0
+    assert _leaderboard(cli, built("gqa-ood"), subs, site)[0] == 0 and (site / ".vlbench-site.json").is_file()
+    assert _leaderboard(cli, built("gqa-ood"), subs, site)[0] == 0
 
 
-def test_an_edited_cache_entry_is_scored_again(built_sample, alpha, cli, tmp_path):
+def test_an_edited_cache_entry_is_scored_again(built, alpha, cli, tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
     _add(subs, alpha, "alpha")
     site = tmp_path / "site"
-    assert _leaderboard(cli, built_sample, subs, site)[0] == 0
+    assert _leaderboard(cli, built("gqa-ood"), subs, site)[0] == 0
     scored = json.loads((site / "leaderboard.json").read_text())["submissions"][0]["values"]["acc_all"]["value"]
     (result,) = site.glob("cache/*/result.json")
     edited = json.loads(result.read_text())
     edited["metrics"]["acc_all"] = 99.99
     result.write_text(json.dumps(edited))
-    code, _, err = _leaderboard(cli, built_sample, subs, site)
+    code, _, err = _leaderboard(cli, built("gqa-ood"), subs, site)
     assert code == 0 and "is damaged (result.json does not match its checksum); scoring alpha.json again" in err
     row = json.loads((site / "leaderboard.json").read_text())["submissions"][0]
     assert row["values"]["acc_all"]["value"] == scored != 99.99 and row["cached"] is False
     # a link planted in an entry is never followed into the site
     (entry,) = site.glob("cache/*/")
     (entry / "report" / "secret.png").symlink_to(tmp_path / "subs" / "alpha.json")
-    code, _, err = _leaderboard(cli, built_sample, subs, site)
+    code, _, err = _leaderboard(cli, built("gqa-ood"), subs, site)
     assert code == 0 and "holds a link or a special file" in err
     assert not (site / "submissions" / "alpha" / "secret.png").exists()
 
 
-def test_every_broken_submission_is_its_own_row(built_sample, alpha, cli, tmp_path):
+def test_every_broken_submission_is_its_own_row(built, alpha, cli, tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
     _add(subs, alpha, "alpha")
@@ -227,7 +227,7 @@ def test_every_broken_submission_is_its_own_row(built_sample, alpha, cli, tmp_pa
     (subs / "folder.json").mkdir()
     os.mkfifo(subs / "fifo.json")  # opening it would hang the run
     site = tmp_path / "site"
-    code, stdout, err = _leaderboard(cli, built_sample, subs, site)
+    code, stdout, err = _leaderboard(cli, built("gqa-ood"), subs, site)
     assert code == 0, err
     rows = {r["file"]: r for r in json.loads((site / "leaderboard.json").read_text())["submissions"]}
     assert rows.pop("alpha.json")["status"] == "scored"
@@ -248,20 +248,20 @@ def test_every_broken_submission_is_its_own_row(built_sample, alpha, cli, tmp_pa
     assert "1 of 12 submissions scored" in stdout and "Traceback" not in err
 
 
-def test_hub_results_never_write_through_a_link(built_sample, alpha, cli, tmp_path):
+def test_hub_results_never_write_through_a_link(built, alpha, cli, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     repo = tmp_path / "model-repo"
     repo.mkdir()
     (repo / ".eval_results").symlink_to(elsewhere)
-    code, _, err = cli("evaluate", "gqa-ood", "--data", built_sample, "--predictions", alpha, "--bootstrap", "0",
+    code, _, err = cli("evaluate", "gqa-ood", "--data", built("gqa-ood"), "--predictions", alpha, "--bootstrap", "0",
                        "--hub-results", repo, "--hub-dataset", "org/gqa-ood")
     assert_one_error_line(code, err, ["--hub-results", "symbolic link"])
     assert list(elsewhere.iterdir()) == []
     (repo / ".eval_results").unlink()
     (repo / ".eval_results").mkdir()
     (repo / ".eval_results" / "gqa_ood.yaml").symlink_to(elsewhere / "planted.yaml")
-    code, _, err = cli("evaluate", "gqa-ood", "--data", built_sample, "--predictions", alpha, "--bootstrap", "0",
+    code, _, err = cli("evaluate", "gqa-ood", "--data", built("gqa-ood"), "--predictions", alpha, "--bootstrap", "0",
                        "--hub-results", repo, "--hub-dataset", "org/gqa-ood")
     assert_one_error_line(code, err, ["symbolic link"])
     assert list(elsewhere.iterdir()) == []
@@ -299,29 +299,30 @@ def _with_saved_values(path: Path, values: dict[str, str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def question_ids(built_sample):
+def question_ids(built):
     import pyarrow.parquet as pq
 
-    table = pq.read_table(built_sample / "all" / "testdev-00000-of-00001.parquet", columns=["question_id", "answer"])
+    table = pq.read_table(built("gqa-ood") / "all" / "testdev-00000-of-00001.parquet",
+                          columns=["question_id", "answer"])
     return table.to_pylist()
 
 
-def test_xlsx_formulas_without_a_saved_value_are_refused(built_sample, question_ids, cli, tmp_path):
+def test_xlsx_formulas_without_a_saved_value_are_refused(built, question_ids, cli, tmp_path):
     rows = [[r["question_id"], r["answer"]] for r in question_ids]
     rows[1][1] = '=LOWER("YES")'
     book = _workbook(tmp_path / "m_GQA_TestDev_Balanced.xlsx", ["question_id", "prediction"], rows)
-    code, _, err = cli("evaluate", "gqa-ood", "--data", built_sample, "--predictions", book, "--bootstrap", "0")
+    code, _, err = cli("evaluate", "gqa-ood", "--data", built("gqa-ood"), "--predictions", book, "--bootstrap", "0")
     assert_one_error_line(code, err, [book.name, "cell B3 holds a formula with no saved value"])
     # with the value a spreadsheet saved, the value is the prediction
     _with_saved_values(book, {"B3": question_ids[1]["answer"]})
-    code, _, err = cli("evaluate", "gqa-ood", "--data", built_sample, "--predictions", book, "--bootstrap", "0",
+    code, _, err = cli("evaluate", "gqa-ood", "--data", built("gqa-ood"), "--predictions", book, "--bootstrap", "0",
                        "--report", tmp_path / "r")
     assert code == 0, err
     assert json.loads((tmp_path / "r" / "metrics.json").read_text())["acc_all"] == 100.0
 
 
 @pytest.mark.parametrize("suffix", [".xlsx", ".tsv"])
-def test_a_table_with_two_prediction_columns_is_refused(suffix, built_sample, question_ids, cli, tmp_path):
+def test_a_table_with_two_prediction_columns_is_refused(suffix, built, question_ids, cli, tmp_path):
     header = ["question_id", "prediction", "prediction"]
     rows = [[r["question_id"], r["answer"], "no"] for r in question_ids]
     path = tmp_path / f"m_GQA_TestDev_Balanced{suffix}"
@@ -329,11 +330,11 @@ def test_a_table_with_two_prediction_columns_is_refused(suffix, built_sample, qu
         _workbook(path, header, rows)
     else:
         path.write_text("\n".join("\t".join(map(str, r)) for r in [header, *rows]) + "\n")
-    code, _, err = cli("evaluate", "gqa-ood", "--data", built_sample, "--predictions", path, "--bootstrap", "0")
+    code, _, err = cli("evaluate", "gqa-ood", "--data", built("gqa-ood"), "--predictions", path, "--bootstrap", "0")
     assert_one_error_line(code, err, [path.name, "2 columns are named `prediction`"])
 
 
-def test_a_name_shaped_like_a_hashed_page_gets_its_own_folder(built_sample, alpha, cli, tmp_path):
+def test_a_name_shaped_like_a_hashed_page_gets_its_own_folder(built, alpha, cli, tmp_path):
     """A hostile name's page folder is `s-` + a hash of its file name; a submission named exactly that
     must not take (or collide with) the same folder."""
     import hashlib
@@ -344,7 +345,7 @@ def test_a_name_shaped_like_a_hashed_page_gets_its_own_folder(built_sample, alph
     subs.mkdir()
     _add(subs, alpha, hostile)
     _add(subs, alpha, hashed)
-    code, _, err = _leaderboard(cli, built_sample, subs, tmp_path / "site")
+    code, _, err = _leaderboard(cli, built("gqa-ood"), subs, tmp_path / "site")
     assert code == 0, err
     rows = json.loads((tmp_path / "site" / "leaderboard.json").read_text())["submissions"]
     pages = {r["submission"]: r["page"] for r in rows}

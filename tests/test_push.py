@@ -36,10 +36,10 @@ def _fake(monkeypatch, remote=()):
     return made
 
 
-def test_push_uploads_exactly_the_built_folder(built_sample, cli, monkeypatch):
+def test_push_uploads_exactly_the_built_folder(built, cli, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_secret_value")
     made = _fake(monkeypatch, remote=[".gitattributes", "all/val-00000-of-00002.parquet", "README.md"])
-    code, stdout, err = cli("push", built_sample, "--repo-id", "org/gqa-ood", "--private", "--revision", "v1")
+    code, stdout, err = cli("push", built("gqa-ood"), "--repo-id", "org/gqa-ood", "--private", "--revision", "v1")
     assert code == 0, err
     api = made[0]
     assert api.token == "hf_secret_value"
@@ -48,32 +48,32 @@ def test_push_uploads_exactly_the_built_folder(built_sample, cli, monkeypatch):
     assert names == ["create_repo", "create_branch", "create_commit"]
     assert api.calls[0][1] == {"repo_id": "org/gqa-ood", "repo_type": "dataset", "private": True, "exist_ok": True}
     commit = api.calls[2][1]
-    manifest = json.loads((built_sample / "manifest.json").read_text())
+    manifest = json.loads((built("gqa-ood") / "manifest.json").read_text())
     expected = sorted([o["path"] for o in manifest["outputs"]] + ["manifest.json"])
     added = [op.path_in_repo for op in commit["operations"] if type(op).__name__ == "CommitOperationAdd"]
     deleted = [op.path_in_repo for op in commit["operations"] if type(op).__name__ == "CommitOperationDelete"]
-    local = sorted(p.relative_to(built_sample).as_posix() for p in built_sample.rglob("*") if p.is_file())
+    local = sorted(p.relative_to(built("gqa-ood")).as_posix() for p in built("gqa-ood").rglob("*") if p.is_file())
     assert added == expected == local
     assert deleted == ["all/val-00000-of-00002.parquet"]  # a stale shard of an earlier push
     assert commit["commit_message"] == "Upload gqa-ood (testdev, val) built by vlbench"
     assert commit["revision"] == "v1" and commit["repo_type"] == "dataset"
 
 
-def test_push_without_token_is_one_clear_error(built_sample, cli, monkeypatch):
+def test_push_without_token_is_one_clear_error(built, cli, monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     made = _fake(monkeypatch)
-    code, _, err = cli("push", built_sample, "--repo-id", "org/gqa-ood")
+    code, _, err = cli("push", built("gqa-ood"), "--repo-id", "org/gqa-ood")
     assert code == 2
     assert err.strip() == "error: no Hugging Face token: set HF_TOKEN or run `hf auth login`"
     assert made == []
 
 
-def test_push_refuses_a_damaged_folder(built_sample, tmp_path, cli, monkeypatch):
+def test_push_refuses_a_damaged_folder(built, tmp_path, cli, monkeypatch):
     import shutil
 
     monkeypatch.setenv("HF_TOKEN", "hf_x")
     copy = tmp_path / "copy"
-    shutil.copytree(built_sample, copy)
+    shutil.copytree(built("gqa-ood"), copy)
     (copy / "README.md").write_text("edited")
     made = _fake(monkeypatch)
     code, _, err = cli("push", copy, "--repo-id", "org/x")

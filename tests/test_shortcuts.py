@@ -155,8 +155,8 @@ def test_vcr_labels_become_a_new_folder_version_and_decompose_a_submission(vcr_b
 
 
 @pytest.mark.slow
-def test_vcr_visor_takes_its_models_from_vcr_train(encoders, vcr_built, vcr_visor_built, cli, tmp_path):
-    visor = vcr_visor_built
+def test_vcr_visor_takes_its_models_from_vcr_train(encoders, vcr_built, built, cli, tmp_path):
+    visor = built("vcr-visor")
     code, _, err = cli("shortcuts", "vcr-visor", "--data", visor, "--out", tmp_path / "out")
     assert code == 2 and "no train split" in err and "--train" in err and len(err.strip().splitlines()) == 1
     code, stdout, err = cli("shortcuts", "vcr-visor", "--data", visor, "--out", tmp_path / "out", "--train",
@@ -168,10 +168,10 @@ def test_vcr_visor_takes_its_models_from_vcr_train(encoders, vcr_built, vcr_viso
 
 
 @pytest.mark.slow
-def test_vcr_visor_takes_its_vcr_items_labels_by_id(vcr_labelled, vcr_visor_built, cli, tmp_path):
+def test_vcr_visor_takes_its_vcr_items_labels_by_id(vcr_labelled, built, cli, tmp_path):
     """A sub-question takes the label of its VCR item: Q->A's for causal and temporal, QA->R's for
     explanatory (the kinds VCR-Visor draws them from, §3.1)."""
-    visor = vcr_visor_built
+    visor = built("vcr-visor")
     code, stdout, err = cli("shortcuts", "vcr-visor", "--data", visor, "--out", tmp_path / "out", "--labels-from",
                             vcr_labelled)
     assert code == 0, err
@@ -231,8 +231,8 @@ def test_socialiq_questions_are_labelled_by_their_a4_examples(encoders, sample_s
     assert sum(g["a2"] * g["pairs"] for g in groups) / metrics["pairs"] == pytest.approx(metrics["a2"], abs=1e-3)
 
 
-def test_bad_input_is_one_line(cli, built_sample, vcr_built, tmp_path):
-    gqa = built_sample
+def test_bad_input_is_one_line(cli, built, vcr_built, tmp_path):
+    gqa = built("gqa-ood")
     code, _, err = cli("shortcuts", "gqa-ood", "--data", gqa, "--out", tmp_path / "o")
     assert code == 2 and "no answer candidates" in err and len(err.strip().splitlines()) == 1
     code, _, err = cli("shortcuts", "vcr", "--data", vcr_built, "--out", tmp_path / "o", "--split", "train")

@@ -10,12 +10,11 @@ import zlib
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from helpers import offline_flags, offline_params
 from tiny_models import tiny_clip, tiny_sequence_classifier
 
 from builders.nlp import PACKAGED_MINILM
 from evaluator import paired as m
-
-OFFLINE = ["--param", f"sbert_model={PACKAGED_MINILM}", "--param", "nli_model=none"]
 
 
 def _rows(folder):
@@ -40,7 +39,7 @@ def reference_build(tmp_path_factory):
     src = tmp_path_factory.mktemp("vcr-src")
     shutil.copy(REFERENCE / "vcr" / "val_sample.jsonl", src / "val.jsonl")
     out = tmp_path_factory.mktemp("vcr-ref") / "out"
-    run_build("vcr-visor", src, out, assignments=[OFFLINE[1], OFFLINE[3]])
+    run_build("vcr-visor", src, out, assignments=offline_params("vcr-visor"))
     return out
 
 
@@ -106,7 +105,7 @@ def test_nli_filter_in_a_build(sample_sources, tmp_path, cli):
 def test_second_build_reuses_cached_embeddings(sample_sources, tmp_path):
     from pipelines.build import run_build
 
-    assignments = [OFFLINE[1], OFFLINE[3], "seed=5"]
+    assignments = [*offline_params("vcr-visor"), "seed=5"]
     run_build("vcr-visor", sample_sources, tmp_path / "a", assignments=assignments)
     # A new sampling seed: the mining stages are reused and every text comes from the cache.
     manifest = run_build("vcr-visor", sample_sources, tmp_path / "b", assignments=assignments[:2] + ["seed=6"])
@@ -165,8 +164,8 @@ def test_uniform_random_scores_approach_25_and_50():
     assert 48.0 < 100 * m.hpq(p[0::2], p[1::2]).mean() <= 50.0
 
 
-def test_text_only_scorer_gets_apq_zero_on_identical_queries(vcr_visor_built, tmp_path, cli):
-    pairs = _pairs(_rows(vcr_visor_built))
+def test_text_only_scorer_gets_apq_zero_on_identical_queries(built, tmp_path, cli):
+    pairs = _pairs(_rows(built("vcr-visor")))
     same = [s for s in pairs.values()
             if s[1]["query"] == s[2]["query"] and not any(s[1]["rewritten"] + s[2]["rewritten"])]
     assert len(same) >= 10
@@ -174,18 +173,20 @@ def test_text_only_scorer_gets_apq_zero_on_identical_queries(vcr_visor_built, tm
     entries = [{"id": s[k]["id"], "scores": [blind(s[k]["query"], c) for c in s[k]["choices"]]}
                for s in same for k in (1, 2)]
     (tmp_path / "p.json").write_text(json.dumps(entries))
-    code, stdout, err = cli("evaluate", "vcr-visor", "--data", vcr_visor_built, "--predictions", tmp_path / "p.json",
+    code, stdout, err = cli("evaluate", "vcr-visor", "--data", built("vcr-visor"), "--predictions", tmp_path / "p.json",
                             "--allow-partial")
     assert code == 0, err
     out = json.loads(stdout)
     assert out["apq"] == 0.0 and out["accuracy"] == pytest.approx(50.0)
 
 
-def test_evaluate_report_and_random_baseline(vcr_visor_built, tmp_path, cli):
+def test_evaluate_report_and_random_baseline(built, tmp_path, cli):
     preds = tmp_path / "random.json"
-    assert cli("predict", "vcr-visor", "--data", vcr_visor_built, "--model", "baseline:random", "--out", preds)[0] == 0
+    data = built("vcr-visor")
+    code, _, err = cli("predict", "vcr-visor", "--data", data, "--model", "baseline:random", "--out", preds)
+    assert code == 0, err
     report = tmp_path / "report"
-    code, stdout, err = cli("evaluate", "vcr-visor", "--data", vcr_visor_built, "--predictions", preds,
+    code, stdout, err = cli("evaluate", "vcr-visor", "--data", built("vcr-visor"), "--predictions", preds,
                             "--report", report)
     assert code == 0, err
     metrics = json.loads((report / "metrics.json").read_text())
@@ -201,11 +202,11 @@ def test_evaluate_report_and_random_baseline(vcr_visor_built, tmp_path, cli):
     (lambda e: [{**x, "scores": [float("nan"), 0.0]} if i == 0 else x for i, x in enumerate(e)], "finite"),
     (lambda e: e[1:], "have no prediction"),
 ])
-def test_bad_submissions(vcr_visor_built, tmp_path, cli, mutate, needle):
-    rows = _rows(vcr_visor_built)
+def test_bad_submissions(built, tmp_path, cli, mutate, needle):
+    rows = _rows(built("vcr-visor"))
     entries = mutate([{"id": r["id"], "scores": [0.1, 0.2]} for r in rows])
     (tmp_path / "p.json").write_text(json.dumps(entries))  # Python writes NaN as a bare NaN token
-    code, _, err = cli("evaluate", "vcr-visor", "--data", vcr_visor_built, "--predictions", tmp_path / "p.json")
+    code, _, err = cli("evaluate", "vcr-visor", "--data", built("vcr-visor"), "--predictions", tmp_path / "p.json")
     assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, err
 
 
@@ -219,7 +220,8 @@ def test_tiny_clip_and_cross_encoder_predict(sample_sources, tmp_path, cli):
         path.parent.mkdir(parents=True, exist_ok=True)
         Image.new("RGB", (48, 32), (len(path.name) * 7 % 255, 90, 160)).save(path)
     data = tmp_path / "data"
-    code, _, err = cli("build", "vcr-visor", "--source", sample_sources, "--out", data, "--images", images, *OFFLINE)
+    code, _, err = cli("build", "vcr-visor", "--source", sample_sources, "--out", data, "--images", images,
+                       *offline_flags("vcr-visor"))
     assert code == 0, err
     import datasets
 
@@ -235,9 +237,9 @@ def test_tiny_clip_and_cross_encoder_predict(sample_sources, tmp_path, cli):
         assert cli("evaluate", "vcr-visor", "--data", data, "--predictions", preds)[0] == 0
 
 
-def test_clip_without_images_is_one_clear_error(vcr_visor_built, tmp_path, cli):
+def test_clip_without_images_is_one_clear_error(built, tmp_path, cli):
     model = tiny_clip(tmp_path / "clip")
-    code, _, err = cli("predict", "vcr-visor", "--data", vcr_visor_built, "--model", f"hf:{model}",
+    code, _, err = cli("predict", "vcr-visor", "--data", built("vcr-visor"), "--model", f"hf:{model}",
                        "--out", tmp_path / "p")
     assert code == 2 and "pass --images DIR" in err
 
@@ -249,7 +251,8 @@ def _vcr_lines(reference_dir):
 def _build_lines(cli, tmp_path, lines, *extra):
     (tmp_path / "src").mkdir(exist_ok=True)
     (tmp_path / "src" / "val.jsonl").write_text("\n".join(lines) + "\n")
-    return cli("build", "vcr-visor", "--source", tmp_path / "src", "--out", tmp_path / "out", *OFFLINE, *extra)
+    return cli("build", "vcr-visor", "--source", tmp_path / "src", "--out", tmp_path / "out",
+               *offline_flags("vcr-visor"), *extra)
 
 
 def test_malformed_line_names_the_line(reference_dir, tmp_path, cli):

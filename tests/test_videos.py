@@ -1,4 +1,4 @@
-"""Video frames for generative models (evaluator/videos.py) and Social-IQ with `--videos DIR`: tiny
+"""Video frames for generative models (evaluator/models/videos.py) and Social-IQ with `--videos DIR`: tiny
 videos are written here with PyAV, each frame a flat grey of a known level, so the frames a model is
 shown can be identified."""
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from core.errors import ModelError
-from evaluator.videos import VideoFolder, frame_indices, read_frames
+from evaluator.models.videos import VideoFolder, frame_indices, read_frames
 from pipelines.build import run_build
 from pipelines.tiny_models import write_tiny_llava
 

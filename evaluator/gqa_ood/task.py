@@ -19,7 +19,7 @@ from evaluator.models.hf_vqa import vilt_vqa
 from evaluator.models.menu import Baseline
 from evaluator.models.options import ModelOptions
 from evaluator.perceptual.score import Modality
-from evaluator.report import LinePlot
+from evaluator.publish.report import LinePlot
 from evaluator.submission import Coverage, is_string
 
 

@@ -18,10 +18,10 @@ import pyarrow as pa
 
 from core.errors import ModelError
 from core.progress import progress
-from evaluator.images import ImageFolder, image_sources
+from evaluator.models.images import ImageFolder, image_sources
 from evaluator.models.model import Model
 from evaluator.models.options import ModelOptions
-from evaluator.videos import VideoFolder, read_frames
+from evaluator.models.videos import VideoFolder, read_frames
 
 SHORT_ANSWER_PROMPT = "{question}\nAnswer the question using a single word or phrase."
 CLEANING = "first line of the output, trimmed, one trailing period removed"

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from builders.model_files import load_pretrained
-from evaluator.images import ImageFolder, image_sources, open_image
+from evaluator.models.images import ImageFolder, image_sources, open_image
 from evaluator.models.inference import Runner
 from evaluator.models.model import LateFusion
 from evaluator.models.options import ModelOptions

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from builders.model_files import load_pretrained
 from core.errors import ModelError
-from evaluator.images import open_image
+from evaluator.models.images import open_image
 from evaluator.models.options import ModelOptions
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")

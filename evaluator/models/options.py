@@ -26,7 +26,7 @@ class ModelOptions:
     max_pixels: int | None = None
     loglik: str = "sum"  # a scored continuation's log-likelihood: sum of token log-probs, or mean
     videos: Path | None = None  # video folder: the model sees `frames` frames of a row's video (Social-IQ)
-    frames: int = 8  # frames per video, spread evenly from the first to the last (evaluator/videos.py)
+    frames: int = 8  # frames per video, spread evenly from the first to the last (evaluator/models/videos.py)
     system_prompt: str | None = None  # a system turn before every user turn
     chat_template: Path | None = None  # a Jinja chat template replacing the processor's
     gen_kwargs: tuple = ()  # (name, value) decoding arguments (evaluator/models/generation.py)

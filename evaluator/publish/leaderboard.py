@@ -35,7 +35,7 @@ from core.errors import ParamsError, VlbenchError
 from core.hashing import sha256_file
 from core.jsonout import dumps
 from evaluator.interop import TABLE_SUFFIXES
-from evaluator.prediction_record import metadata_path
+from evaluator.models.prediction_record import metadata_path
 from evaluator.publish.site import write_site
 from evaluator.request import ScoringRequest
 from evaluator.stats.bootstrap import value_at

@@ -12,7 +12,7 @@ from builders.registry import get_task
 from core.errors import ParamsError
 from core.markdown import report_table
 from evaluator.interop import load_submission
-from evaluator.report import ForestPlot, check_report_folder, write_report
+from evaluator.publish.report import ForestPlot, check_report_folder, write_report
 from evaluator.request import ScoringRequest
 from evaluator.run import _open, column_groups, task_options, with_column
 from evaluator.stats import bootstrap

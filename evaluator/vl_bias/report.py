@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from builders.vl_bias.words import TEMPLATES
 from core.figures import FigureSpec, plain
 from core.markdown import report_table
-from evaluator.report import intervals_markdown, write_report
+from evaluator.publish.report import intervals_markdown, write_report
 from evaluator.vl_bias import counterbias as cb
 
 PER_INSTANCE = ("id", "instance_id", "image_id", "template", "target", "target_type", "gender", "gender_class",

@@ -19,7 +19,7 @@ import pyarrow as pa
 from builders.vl_bias.words import TARGETS
 from core.data import load_table, pick_split, resolve_data
 from core.errors import ModelError, ParamsError
-from evaluator.images import open_image
+from evaluator.models.images import open_image
 from evaluator.models.mlm import load_masked_lm, pad_images
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias import counterbias as cb

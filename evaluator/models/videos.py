@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.errors import ModelError
-from evaluator.images import index_by_stem
+from evaluator.models.images import index_by_stem
 
 VIDEO_SUFFIXES = (".mp4", ".mkv", ".webm", ".avi", ".mov")
 
