@@ -3,6 +3,7 @@ card, finds its raw files, builds typed tables, and states the invariants `verif
 
 Required: the class attributes below without a default, and `locate_sources`, `build`,
 `check_invariants`. Optional (defaults here): `source_dir_for` (a raw format chosen by the params),
+`card_template_text` (the card template, read from data_cards/),
 `supports_images` (`build --images DIR` embeds images, passed to `build` as `images=`), and
 `published_blob_ids` (git blob ids of the published legacy files that `verify` compares with).
 """
@@ -25,11 +26,18 @@ class Builder(ABC):
     default_config: ClassVar[str]
     splits: ClassVar[tuple[str, ...]]
     source_dir: ClassVar[str]  # the raw sources' folder under a sources root (as sample-sources writes)
-    card_template: ClassVar[str]  # file name in data_cards/
+    card_template: ClassVar[str]  # file name in data_cards/ (`card_template_text` reads it)
     description: ClassVar[str]  # one line for `vlbench list`
     sources_help: ClassVar[str]  # the raw files it reads, for `vlbench list`
     supports_images: ClassVar[bool] = False
     published_blob_ids: ClassVar[dict[str, str]] = {}
+
+    def card_template_text(self) -> str:
+        """The card template: data_cards/<card_template>. A builder kept outside the project (a plug-in
+        registered with `builders.registry.register`) returns its own."""
+        from importlib import resources
+
+        return resources.files("data_cards").joinpath(self.card_template).read_text()
 
     def source_dir_for(self, params) -> str:
         """The raw sources' folder for these params (a builder that reads two formats overrides it)."""

@@ -1,8 +1,8 @@
 """Every benchmark, declared once. A `Benchmark` names (as "module:attribute" strings, imported on
 first use so that `vlbench --help` stays instant) its builder, its evaluation task, the writer of its
 sample sources and what `vlbench demo` runs on it; `vlbench list`, `build`, `predict`, `evaluate`,
-`perceptual`, `sample-sources`, `demo` and the tests all read this table. A new benchmark adds one
-entry here.
+`perceptual`, `sample-sources`, `demo` and the tests all read this table (through `benchmarks()`). A
+new benchmark adds one entry here; one kept elsewhere calls `register`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,17 @@ class Benchmark:
     samples: str  # "module:function" writing its raw sample sources (shared by benchmarks of one source)
     task: str | None = None  # "module:factory" of its evaluator.base.Task; None: measured another way
     no_task_reason: str = ""  # what to run instead when there is no task
-    demo_build: tuple[str, ...] = ()  # `--param` overrides of the demo build (offline stand-ins)
+    offline_build: tuple[str, ...] = ()  # `--param` stand-ins that build it offline (the packaged MiniLM...)
+    demo_build: tuple[str, ...] = ()  # further `--param` choices of the demo build
     demo_models: tuple[str, ...] = ()  # model specs the demo predicts and evaluates
+    demo_train_file: str | None = None  # their --train-file, under the sample sources' root
     demo_perceptual: tuple[tuple[str, str | None], ...] = ()  # (model spec, --by column) for the demo
     legacy_json: bool = False  # the demo also writes the authors' file format
+
+    @property
+    def demo_params(self) -> list[str]:
+        """The `--param` values of the demo build: the offline stand-ins, then the demo's choices."""
+        return [*self.offline_build, *self.demo_build]
 
     def load(self, ref: str):
         module, _, attribute = ref.partition(":")
@@ -35,24 +42,25 @@ class Benchmark:
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("gqa-ood", "builders.gqa_ood.builder:GQAOODBuilder", "builders.gqa_ood.samples:write_gqa_samples",
               task="evaluator.gqa_ood.task:GQAOODTask", demo_models=("baseline:prior", "baseline:random"),
+              demo_train_file="gqa/train_balanced_questions.json",
               legacy_json=True),
     # Offline demo: the packaged MiniLM stands in for the recipe's SBERT, no NLI filter.
     Benchmark("vcr-visor", "builders.vcr_visor.builder:VCRVisorBuilder",
               "builders.sources.vcr_samples:write_vcr_samples",
               task="evaluator.vcr_visor.task:VCRVisorTask",
-              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
+              offline_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
     Benchmark("vcr", "builders.vcr.builder:VCRBuilder", "builders.sources.vcr_samples:write_vcr_samples",
               task="evaluator.vcr.task:VCRTask", demo_models=("baseline:random", "baseline:overlap")),
     # COSIM-Q / COSIM-C (the VCR-Visor paper, App. C): the same offline stand-ins as vcr-visor.
     Benchmark("cosim-q", "builders.cosim.builder:CoSImQuestionPairsBuilder",
               "builders.cosim.samples:write_cosim_samples", task="evaluator.cosim.task:CoSImQuestionTask",
-              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
+              offline_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
     Benchmark("cosim-c", "builders.cosim.builder:CoSImChangePairsBuilder",
               "builders.cosim.samples:write_cosim_samples", task="evaluator.cosim.task:CoSImChangeTask",
-              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
+              offline_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
     Benchmark("pmr-p", "builders.pmr.builder:PMRPairsBuilder", "builders.pmr.samples:write_pmr_samples",
               task="evaluator.pmr.task:PMRPairsTask",
-              demo_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
+              offline_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
     Benchmark("vqa-v2", "builders.vqa.v2:VQAv2Builder", "builders.vqa.samples:write_vqa_samples",
               task="evaluator.vqa.task:vqa_v2_task", demo_models=("baseline:prior",)),
     # The demo re-splits the VQA v2 sample (the published VQA-CP files are imported by default).
@@ -72,6 +80,21 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               no_task_reason="measure a model's social bias with `vlbench counterbias --data DIR --model SPEC`"),
 )
 _BY_NAME = {b.name: b for b in BENCHMARKS}
+
+
+def benchmarks() -> tuple[Benchmark, ...]:
+    """Every registered benchmark, in registration order (the built-in ones, then `register`ed ones)."""
+    return BENCHMARKS
+
+
+def register(benchmark: Benchmark) -> None:
+    """Add a benchmark kept outside this package (a plug-in, a test's throwaway entry): every command
+    finds it by name from then on, as a built-in one."""
+    global BENCHMARKS
+    if benchmark.name in _BY_NAME:
+        raise ParamsError(f"benchmark '{benchmark.name}' is registered already")
+    BENCHMARKS = (*BENCHMARKS, benchmark)
+    _BY_NAME[benchmark.name] = benchmark
 
 
 def builder_names() -> list[str]:

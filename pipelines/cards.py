@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import string
-from importlib import resources
 
 import yaml
 
@@ -15,9 +14,9 @@ def _split_front_matter(text: str, fields: dict[str, str]) -> tuple[dict, str]:
     return yaml.safe_load(string.Template(header).substitute(fields)), body
 
 
-def render_card(template_name: str, fields: dict[str, str], features_of, splits: dict[str, dict[str, dict]],
+def render_card(template: str, fields: dict[str, str], features_of, splits: dict[str, dict[str, dict]],
                 default_config: str) -> str:
-    """Fill the template's ${placeholders} and prepend the YAML header that `load_dataset` reads.
+    """Fill the template text's ${placeholders} and prepend the YAML header that `load_dataset` reads.
 
     `features_of(config)` gives a config's Features; `splits` is {config: {split: {"num_examples",
     "num_bytes", "pattern"}}}.
@@ -27,7 +26,7 @@ def render_card(template_name: str, fields: dict[str, str], features_of, splits:
     from datasets.utils.metadata import MetadataConfigs
     from huggingface_hub import DatasetCardData
 
-    static, body = _split_front_matter(resources.files("data_cards").joinpath(template_name).read_text(), fields)
+    static, body = _split_front_matter(template, fields)
     card = DatasetCardData(**static)
     infos, configs = {}, {}
     for config, by_split in splits.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from builders.registry import BENCHMARKS
+from builders.registry import benchmarks
 from evaluator.models.options import ModelOptions
 from evaluator.perceptual.score import PerceptualOptions
 from evaluator.request import ScoringRequest
@@ -19,13 +19,14 @@ def run_demo(out: Path, echo=print) -> dict:
     sources = out / "sources"
     write_samples(sources)
     echo(f"sample sources: {sources}")
-    options = ModelOptions(train_file=sources / "gqa" / "train_balanced_questions.json")
     results: dict = {}
-    for benchmark in BENCHMARKS:
+    for benchmark in benchmarks():
         bench, models = benchmark.name, benchmark.demo_models
         headline = benchmark.load(benchmark.task)().headline if benchmark.task else ()
         dataset = out / bench
-        run_build(bench, sources, dataset, assignments=list(benchmark.demo_build), legacy_json=benchmark.legacy_json)
+        train_file = None if benchmark.demo_train_file is None else sources / benchmark.demo_train_file
+        options = ModelOptions(train_file=train_file)
+        run_build(bench, sources, dataset, assignments=benchmark.demo_params, legacy_json=benchmark.legacy_json)
         problems = verify(dataset).problems
         echo(f"{bench:10s} {dataset} (card: README.md; verify: {'ok' if not problems else problems[0]})")
         for spec in models:
@@ -39,7 +40,7 @@ def run_demo(out: Path, echo=print) -> dict:
             echo(f"  {spec:26s} {split:10s} {shown}   report: {report / 'report.md'}")
     # Perceptual scores of blind baselines (Gat et al., NeurIPS 2021): each reads one modality, so only
     # that one scores.
-    for bench, spec, by in [(b.name, spec, by) for b in BENCHMARKS for spec, by in b.demo_perceptual]:
+    for bench, spec, by in [(b.name, spec, by) for b in benchmarks() for spec, by in b.demo_perceptual]:
         report = out / "reports" / f"perceptual-{bench}-{spec.split(':', 1)[1]}"
         metrics = perceptual_score(ScoringRequest(bench, str(out / bench)), spec, PerceptualOptions(by=by),
                                    report=report)

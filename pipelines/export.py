@@ -89,7 +89,7 @@ def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json:
         splits, rows = tables_written()
         fields = {**result.card_fields, "figures": "\n\n".join(figure_links),
                   "build_command": manifest["command"]}
-        (folder / "README.md").write_text(render_card(builder.card_template, fields, result.features_of, splits,
+        (folder / "README.md").write_text(render_card(builder.card_template_text(), fields, result.features_of, splits,
                                                       builder.default_config))
         if hub is not None:
             (folder / EVAL_YAML).write_text(hub)

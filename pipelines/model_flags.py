@@ -86,7 +86,7 @@ class ModelMenuCommand(TyperCommand):
 
     def format_epilog(self, ctx, formatter) -> None:
         super().format_epilog(ctx, formatter)
-        from builders.registry import BENCHMARKS, get_task
+        from builders.registry import benchmarks, get_task
 
         with formatter.section("Models per benchmark (--model)"):
-            formatter.write_dl([(b.name, get_task(b.name).models_help()) for b in BENCHMARKS if b.task is not None])
+            formatter.write_dl([(b.name, get_task(b.name).models_help()) for b in benchmarks() if b.task is not None])

@@ -52,6 +52,12 @@ def builder_modules(module: str) -> list[Path]:
         for candidate in (base.with_suffix(".py"), base / "__init__.py"):
             if candidate.is_file():
                 return candidate
+        if name == module:  # a builder registered from outside the project (a plug-in): its own file
+            import importlib.util
+
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.origin and Path(spec.origin).is_file():
+                return Path(spec.origin)
         return None
 
     seen: dict[str, Path] = {}
@@ -80,7 +86,8 @@ def code_version(module: str) -> str:
     root = _package_root()
     digest = hashlib.sha256()
     for path in builder_modules(module):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+        name = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+        digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
 

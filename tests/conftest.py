@@ -39,13 +39,20 @@ def reference_dir() -> Path:
     return REFERENCE
 
 
-@pytest.fixture(scope="session")
-def sample_sources(tmp_path_factory) -> Path:
-    from pipelines.samples import write_samples
+def sample_sources_folder() -> Path:
+    """Every registered benchmark's sample sources, written once per session (also at collection time,
+    where test tables are derived from them); tests copy them before changing anything."""
+    root = _TMP / "sources"
+    if not root.is_dir():
+        from pipelines.samples import write_samples
 
-    root = tmp_path_factory.mktemp("sources")
-    write_samples(root)
+        write_samples(root)
     return root
+
+
+@pytest.fixture(scope="session")
+def sample_sources() -> Path:
+    return sample_sources_folder()
 
 
 @pytest.fixture(scope="session")
@@ -61,7 +68,7 @@ def built(sample_sources, tmp_path_factory):
     def build(bench: str) -> Path:
         if bench not in done:
             entry = get_benchmark(bench)
-            run_build(bench, sample_sources, root / bench, assignments=list(entry.demo_build),
+            run_build(bench, sample_sources, root / bench, assignments=entry.demo_params,
                       legacy_json=entry.legacy_json)
             done[bench] = root / bench
         return done[bench]

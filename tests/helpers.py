@@ -64,11 +64,11 @@ def assert_one_error_line(code: int, stderr: str, needles) -> str:
 
 
 def offline_params(bench: str) -> list[str]:
-    """The `--param` values a benchmark is built with offline: its registry entry's demo overrides (the
+    """The `--param` values a benchmark is built with offline: its registry entry's stand-ins (the
     packaged MiniLM for the pairing recipe's SBERT, no NLI model)."""
     from builders.registry import get_benchmark
 
-    return list(get_benchmark(bench).demo_build)
+    return list(get_benchmark(bench).offline_build)
 
 
 def offline_flags(bench: str) -> list[str]:

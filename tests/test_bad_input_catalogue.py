@@ -2,9 +2,10 @@
 
 Each case asserts what vlbench promises for bad input: exit code 2, exactly one `error:` line on
 stderr naming the file (and the record and field where there is one), no traceback, no OUT folder
-or staging folder left behind, and the source folder byte-for-byte untouched. Cases cover the eight
-source readers (generic damage to every raw file, and field-level damage per format), the six
-submission formats, builder parameters, and paths and environments.
+or staging folder left behind, and the source folder byte-for-byte untouched. Cases cover every
+registered benchmark's raw files (generic damage to each JSON file and to one file of each media kind,
+found through the builder's `locate_sources`) and field-level damage per format, every registered
+task's submission format, builder parameters, and paths and environments.
 """
 
 from __future__ import annotations
@@ -19,17 +20,12 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from helpers import assert_one_error_line
+from helpers import assert_one_error_line, offline_flags
 
-from builders.nlp import PACKAGED_MINILM
 from core.errors import VlbenchError
 
-SOURCE_DIRS = {"gqa-ood": "gqa", "vqa-v2": "vqa_v2", "vqa-cp": "vqa_cp", "visdial": "visdial",
-               "vcr-visor": "vcr", "socialiq": "socialiq", "disco": "disco", "vl-bias": "vl_bias",
-               "cosim-q": "cosim", "cosim-c": "cosim", "vcr": "vcr", "pmr-p": "pmr"}
-# Offline builds: the packaged MiniLM stands in for the recipe's SBERT, no NLI model.
-BUILD_ARGS = {bench: ("--param", f"sbert_model={PACKAGED_MINILM}", "--param", "nli_model=none")
-              for bench in ("vcr-visor", "cosim-q", "cosim-c", "pmr-p")}
+# Every table of this file that concerns all benchmarks is read off the registry and the bases: the
+# source folders, the offline build parameters, the raw files, the baselines, the submission fields.
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -88,32 +84,40 @@ def binary(path: Path) -> None:
 JSON_DAMAGE = [empty, truncated, non_utf8, folder_in_place, deeply_nested, json_null, json_empty_object, binary]
 MEDIA_DAMAGE = [empty, truncated, folder_in_place, binary]
 
-# (benchmark, file relative to its source folder, extra build args)
-JSON_FILES = [
-    ("gqa-ood", "testdev_balanced_questions.json", ()),
-    ("gqa-ood", "val_balanced_questions.json", ()),
-    ("vqa-v2", "v2_OpenEnded_mscoco_val2014_questions.json", ()),
-    ("vqa-v2", "v2_mscoco_val2014_annotations.json", ()),
-    ("vqa-v2", "v2_OpenEnded_mscoco_train2014_questions.json", ()),
-    ("vqa-v2", "v2_mscoco_train2014_annotations.json", ()),
-    ("vqa-cp", "vqacp_v2_test_questions.json", ()),
-    ("vqa-cp", "vqacp_v2_test_annotations.json", ()),
-    ("vqa-cp", "vqacp_v2_train_questions.json", ()),
-    ("vqa-cp", "vqacp_v2_train_annotations.json", ()),
-    ("visdial", "visdial_1.0_val.json", ()),
-    ("visdial", "visdial_1.0_train.json", ()),
-    ("visdial", "visdial_1.0_val_dense_annotations.json", ()),
-    ("vcr-visor", "val.jsonl", ()),  # the VCR reader, shared with vcr
-    ("pmr-p", "val-ori.jsonl", ()),
-    ("socialiq", "socialiq_std_folds.json", ()),
-    ("cosim-q", "val.json", ()),
-]
-MEDIA_FILES = [
-    ("disco", "density/train/0001.mat", ()),
-    ("disco", "auds/0013.wav", ()),
-    ("disco", "imgs/0017.jpg", ()),
-    ("vl-bias", "activity/cooking/man/{first}", ()),
-]
+JSON_SUFFIXES = (".json", ".jsonl")
+MEDIA_SUFFIXES = (".jpg", ".jpeg", ".png", ".wav", ".mat")
+
+
+def raw_files() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(benchmark, file relative to its source folder) of the registered benchmarks' sample files: every
+    JSON file, and the first file of each media kind. A file that several benchmarks read (one raw
+    format) is damaged once, under the first benchmark registered."""
+    from conftest import sample_sources_folder
+
+    from builders.registry import benchmarks, get_builder
+    from pipelines.build import source_folder
+
+    seen, json_files, media_files = set(), [], []
+    for entry in benchmarks():
+        builder = get_builder(entry.name)
+        params = builder.params_class()
+        folder = source_folder(builder, sample_sources_folder(), params)
+        located = builder.locate_sources(folder, [], params)
+        kinds = set()
+        for path in sorted({p for v in located.values() for p in (v if isinstance(v, tuple) else (v,))}):
+            rel = path.relative_to(folder).as_posix()
+            if (builder.source_dir, rel) in seen:
+                continue
+            seen.add((builder.source_dir, rel))
+            if path.suffix in JSON_SUFFIXES:
+                json_files.append((entry.name, rel))
+            elif path.suffix.lower() in MEDIA_SUFFIXES and path.suffix.lower() not in kinds:
+                kinds.add(path.suffix.lower())
+                media_files.append((entry.name, rel))
+    return json_files, media_files
+
+
+JSON_FILES, MEDIA_FILES = raw_files()
 
 
 @dataclass
@@ -126,26 +130,15 @@ class SourceCase:
 
 
 def _on(rel: str, damage) -> Callable[[Path], None]:
-    def mutate(root: Path) -> None:
-        if "{first}" in rel:
-            folder = root / rel.rsplit("/", 1)[0]
-            damage(sorted(folder.iterdir())[0])
-        else:
-            damage(root / rel)
-    return mutate
-
-
-def _damage_name(rel: str) -> str:
-    return rel.rsplit("/", 1)[-1] if "{first}" not in rel else rel.split("/")[-2]
+    return lambda root: damage(root / rel)
 
 
 # What the line must say beyond the file's name, where the damage has one clear name.
 DAMAGE_WORDS = {non_utf8: ("not UTF-8",), folder_in_place: ("is a folder",)}
 
-GENERIC = ([SourceCase(f"{b}:{rel}:{d.__name__}", b, _on(rel, d), (_damage_name(rel), *DAMAGE_WORDS.get(d, ())), a)
-            for b, rel, a in JSON_FILES for d in JSON_DAMAGE]
-           + [SourceCase(f"{b}:{rel}:{d.__name__}", b, _on(rel, d), (_damage_name(rel), *DAMAGE_WORDS.get(d, ())), a)
-              for b, rel, a in MEDIA_FILES for d in MEDIA_DAMAGE])
+GENERIC = [SourceCase(f"{b}:{rel}:{d.__name__}", b, _on(rel, d), (Path(rel).name, *DAMAGE_WORDS.get(d, ())))
+           for files, damages in ((JSON_FILES, JSON_DAMAGE), (MEDIA_FILES, MEDIA_DAMAGE))
+           for b, rel in files for d in damages]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -523,8 +516,11 @@ SOURCE_CASES = GENERIC + FIELD_CASES
 @pytest.fixture
 def source_copy(sample_sources, tmp_path):
     def copy(bench: str) -> Path:
-        dst = tmp_path / "src" / SOURCE_DIRS[bench]
-        shutil.copytree(sample_sources / SOURCE_DIRS[bench], dst)
+        from builders.registry import get_builder
+
+        source_dir = get_builder(bench).source_dir
+        dst = tmp_path / "src" / source_dir
+        shutil.copytree(sample_sources / source_dir, dst)
         return dst
     return copy
 
@@ -536,7 +532,7 @@ def test_bad_source(case: SourceCase, cli, source_copy, tmp_path):
     case.mutate(root)
     before = tree_digest(tmp_path / "src")
     out = tmp_path / "out"
-    code, _, stderr = cli("build", case.bench, "--source", root, "--out", out, *BUILD_ARGS.get(case.bench, ()),
+    code, _, stderr = cli("build", case.bench, "--source", root, "--out", out, *offline_flags(case.bench),
                           *case.args)
     assert_one_error_line(code, stderr, case.needles)
     assert not out.exists()
@@ -545,44 +541,53 @@ def test_bad_source(case: SourceCase, cli, source_copy, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Submissions: six formats (gqa-ood, VQA v2 / VQA-CP, vcr-visor, socialiq, visdial, disco)
+# Submissions: every registered task's format
 
-BASELINES = {"gqa-ood": "baseline:random", "vqa-v2": "baseline:prior", "vcr-visor": "baseline:random",
-             "socialiq": "baseline:majority", "visdial": "baseline:random", "disco": "baseline:mean"}
+def _tasks() -> dict:
+    from builders.registry import benchmarks, get_task
+
+    return {b.name: get_task(b.name) for b in benchmarks() if b.task is not None}
+
+
+def _fields(field) -> tuple[str, ...]:
+    return (field,) if isinstance(field, str) else tuple(field)
+
+
+TASKS = _tasks()
+VALUE_FIELDS = {f for task in TASKS.values() for f in _fields(task.value_field)}
 
 
 @pytest.fixture(scope="module")
-def scored(sample_sources, tmp_path_factory):
-    """{bench: (built folder, a valid prediction file's entries)} for the six submission formats,
-    each built and predicted the first time a test asks for it."""
-    return _Scored(sample_sources, tmp_path_factory.mktemp("scored"))
+def scored(built, sample_sources, tmp_path_factory):
+    """{bench: (built folder, the entries of its first demo model's predictions)}, each predicted the
+    first time a test asks for it."""
+    return _Scored(built, sample_sources, tmp_path_factory.mktemp("scored"))
 
 
 class _Scored(dict):
-    def __init__(self, sources, root):
+    def __init__(self, built, sources, root):
         super().__init__()
-        self.sources, self.root = sources, root
+        self.built, self.sources, self.root = built, sources, root
 
     def __missing__(self, bench):
+        from builders.registry import get_benchmark
+        from evaluator.models.options import ModelOptions
         from evaluator.run import predict
-        from pipelines.build import run_build
 
-        folder = self.root / bench
-        run_build(bench, self.sources, folder, assignments=list(BUILD_ARGS.get(bench, ()))[1::2])
+        entry, folder = get_benchmark(bench), self.built(bench)
+        train = None if entry.demo_train_file is None else self.sources / entry.demo_train_file
         predictions = self.root / f"{bench}.json"
-        predict(bench, str(folder), BASELINES[bench], predictions)
+        predict(bench, str(folder), entry.demo_models[0], predictions, options=ModelOptions(train_file=train))
         self[bench] = (folder, json.loads(predictions.read_text()))
         return self[bench]
 
 
 def _id_fields(entry: dict) -> list[str]:
-    value = {"gqa-ood": "prediction", "vqa-v2": "answer", "vcr-visor": "scores", "socialiq": "score",
-             "visdial": "ranks", "disco": "count"}
-    return [k for k in entry if k not in value.values()]
+    return [k for k in entry if k not in VALUE_FIELDS]
 
 
 def _value_field(entry: dict) -> str:
-    return next(k for k in entry if k in ("prediction", "answer", "scores", "score", "ranks", "count"))
+    return next(k for k in entry if k in VALUE_FIELDS)
 
 
 def _dump(entries) -> bytes:
@@ -634,7 +639,7 @@ SUBMISSION_DAMAGE = {
         e[0][_id_fields(e[0])[0]], str) else 2**62)}]),
     "missing-entry": lambda e: _dump(e[1:]),
 }
-SUBMISSION_CASES = [(b, name) for b in BASELINES for name in SUBMISSION_DAMAGE]
+SUBMISSION_CASES = [(b, name) for b in TASKS for name in SUBMISSION_DAMAGE]
 
 
 @pytest.mark.slow  # the whole matrix takes about 9 s; tests/test_evaluator.py keeps representative cases fast
@@ -650,7 +655,7 @@ def test_bad_submission(bench, damage, scored, cli, tmp_path):
 
 
 @pytest.mark.slow  # scores every benchmark's sample (the submission matrix's fixture)
-@pytest.mark.parametrize("bench", sorted(BASELINES))
+@pytest.mark.parametrize("bench", sorted(TASKS))
 def test_submission_with_no_overlap_is_refused_even_when_partial(bench, scored, cli, tmp_path):
     """--allow-partial with zero overlap used to print NaN scores: now an error naming the file."""
     folder, entries = scored[bench]
@@ -706,7 +711,7 @@ def test_bad_build_option(args, needle, cli, sample_sources, tmp_path):
     (tmp_path / "IMAGES_FILE").write_text("x")
     args = tuple(str(tmp_path / a) if a in ("IMAGES_FILE", "MISSING") else a for a in args)
     code, _, stderr = cli("build", "vcr-visor", "--source", sample_sources, "--out", tmp_path / "out",
-                          *BUILD_ARGS["vcr-visor"], *args)
+                          *offline_flags("vcr-visor"), *args)
     assert_one_error_line(code, stderr, (needle,))
     assert not (tmp_path / "out").exists()
 
@@ -784,7 +789,7 @@ def test_out_that_is_a_source_is_refused_even_with_overwrite(cli, sample_sources
 def test_out_that_is_the_images_folder_is_refused(cli, sample_sources, tmp_path):
     images = _mk(tmp_path / "images", {"x.jpg": "not used"})
     code, _, stderr = cli("build", "vcr-visor", "--source", sample_sources, "--out", images / "built",
-                          "--images", images, *BUILD_ARGS["vcr-visor"])
+                          "--images", images, *offline_flags("vcr-visor"))
     assert_one_error_line(code, stderr, ("--images",))
     assert sorted(p.name for p in images.iterdir()) == ["x.jpg"]
 

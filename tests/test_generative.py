@@ -14,7 +14,6 @@ from evaluator.models.ask import clean_answer, parse_count
 from evaluator.models.generative import GenerativeVLM, Turn
 from evaluator.models.options import ModelOptions
 from evaluator.models.spec import hf_config
-from pipelines.build import run_build
 from pipelines.tiny_models import write_tiny_llava, write_tiny_qwen2_vl
 
 
@@ -206,63 +205,101 @@ def _write_images(folder, names):
     return folder
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("bench", ["gqa-ood", "vqa-v2", "vqa-cp", "vcr", "vcr-visor", "cosim-q", "pmr-p", "visdial"])
-def test_every_benchmark_end_to_end_with_a_tiny_vlm(bench, cli, tiny, sample_sources, tmp_path):
-    from builders.registry import get_benchmark, get_task
+def _askable() -> list[str]:
+    """The registered benchmarks a generative VLM can be asked (their Task declares an `Ask`)."""
+    from builders.registry import benchmarks, get_task
+
+    return [b.name for b in benchmarks() if b.task is not None and get_task(b.name).generative is not None]
+
+
+@pytest.fixture(scope="module")
+def vlm_run(tiny, built, tmp_path_factory):
+    """vlm_run(bench): the tiny LLaVA's predictions, samples and split table on a benchmark, made once:
+    every image key of the rows gets a small image (a path-like key as is, any other as <key>.png, which
+    `--images` finds by stem)."""
+    from builders.registry import get_task
     from core.data import load_table, pick_split
+    from evaluator.run import predict
 
-    # The demo's build parameters (the packaged MiniLM for VCR-Visor: offline).
-    run_build(bench, sample_sources, tmp_path / bench, assignments=list(get_benchmark(bench).demo_build))
-    task = get_task(bench)
-    table = load_table(tmp_path / bench, task.config, pick_split(tmp_path / bench, task.config, None,
-                                                                 task.default_split))
-    column = {"gqa-ood": "imageId", "vcr": "img_fn", "vcr-visor": "img_fn", "cosim-q": "img_fn", "pmr-p": "img_fn",
-              "visdial": "image_id"}.get(bench)
-    names = {"gqa-ood": "{}.jpg", "vcr": "{}", "vcr-visor": "{}", "cosim-q": "{}", "pmr-p": "{}",
-             "visdial": "VisualDialog_val2018_{:0>12}.png"}.get(bench)
-    images = (sample_sources / "coco" if column is None else
-              _write_images(tmp_path / "img", {names.format(k) for k in table.column(column).to_pylist()}))
-    out = tmp_path / "p.json"
-    code, _, err = cli("predict", bench, "--data", tmp_path / bench, "--model", f"hf:{tiny['llava']}", "--out", out,
-                       "--images", images, "--max-new-tokens", "4", "--log-samples")
-    assert code == 0, err
-    predictions = json.loads(out.read_text())
-    samples = [json.loads(line) for line in (tmp_path / "p.samples.jsonl").read_text().splitlines()]
+    runs = {}
+
+    def run(bench: str):
+        if bench not in runs:
+            task, data, root = get_task(bench), built(bench), tmp_path_factory.mktemp(f"vlm-{bench}")
+            table = load_table(data, task.config, pick_split(data, task.config, None, task.default_split))
+            column = task.generative.image_column
+            keys = set() if column is None or "image" in table.column_names else \
+                {str(k) for k in table.column(column).to_pylist()}
+            images = _write_images(root / "img", {k if "/" in k or k.endswith(".jpg") else f"{k}.png" for k in keys})
+            out = root / "p.json"
+            predict(bench, str(data), f"hf:{tiny['llava']}", out, log_samples=True,
+                    options=ModelOptions(images=images, max_new_tokens=4))
+            samples = [json.loads(line) for line in (root / "p.samples.jsonl").read_text().splitlines()]
+            runs[bench] = (task, table, json.loads(out.read_text()), samples, root)
+        return runs[bench]
+
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bench", _askable())
+def test_every_askable_benchmark_end_to_end_with_a_tiny_vlm(bench, vlm_run, cli, built):
+    """One prediction and one logged sample per row, the prediction file being the task's view of the
+    samples' predictions; a generated answer is the Ask's reading of the output; the file scores."""
+    task, table, predictions, samples, root = vlm_run(bench)
     assert len(predictions) == len(samples) == table.num_rows
-    if bench in ("gqa-ood", "vqa-v2", "vqa-cp"):  # the prediction is the generated answer, cleaned and normalised
-        from builders.registry import get_task
-        from evaluator.vqa.metrics import normalize_prediction
-
-        field = "prediction" if bench == "gqa-ood" else "answer"
-        normal = (lambda a: a.lower()) if bench == "gqa-ood" else normalize_prediction  # GQA: lower case; VQA: official
-        assert [p[field] for p in predictions] == [normal(clean_answer(s["output"])) for s in samples]
-        assert get_task(bench).generative.cleaning in (tmp_path / "p.meta.json").read_text()
-    elif bench == "vcr":  # two prompts per item: the answers given the question, the rationales given Q + A
-        assert [(p["answer_scores"], p["rationale_scores"]) for p in predictions] == \
-            [tuple(s["loglik"]) for s in samples]
-        row = table.slice(0, 1).to_pylist()[0]
-        correct = row["answer_choices"][row["answer_label"]]
-        assert samples[0]["continuations"] == [row["answer_choices"], row["rationale_choices"]]
-        assert samples[0]["prompts"][1].count(f"{row['question']} {correct}") == 1
-    elif bench in ("vcr-visor", "cosim-q", "pmr-p"):  # the choices' log-likelihoods (two, four, four)
-        assert [p["scores"] for p in predictions] == [s["loglik"] for s in samples]
-        if bench == "cosim-q":  # the default prompt: the change, then the question
-            row = table.slice(0, 1).to_pylist()[0]
-            assert samples[0]["prompt"] == f"Imagine this change to the scene: {row['change']}\n{row['question']}"
-    else:  # visdial: ranks of the 100 options by log-likelihood (ties keep option order)
-        from evaluator.visdial.metrics import scores_to_ranks
-
-        assert [p["ranks"] for p in predictions] == scores_to_ranks(np.array([s["loglik"] for s in samples])).tolist()
-    code, _, err = cli("evaluate", bench, "--data", tmp_path / bench, "--predictions", out)
+    assert predictions == task.predictions_file(table, [s["prediction"] for s in samples])
+    if task.generative.mode == "generate":
+        assert all(s["prediction"] == (task.generative.combine([s["output"]]) or 0.0) for s in samples
+                   if "output" in s)
+    code, _, err = cli("evaluate", bench, "--data", built(bench), "--predictions", root / "p.json")
     assert code == 0, err
 
 
 @pytest.mark.slow
-def test_perceptual_score_of_a_tiny_vlm(cli, tiny, sample_sources, tmp_path):
-    run_build("vqa-v2", sample_sources, tmp_path / "vqa-v2")
+@pytest.mark.parametrize("bench", ["gqa-ood", "vqa-v2"])
+def test_a_generated_short_answer_is_cleaned_and_normalised(bench, vlm_run):
+    """GQA: cleaned and lower-cased (its answers are written so); VQA: cleaned and put through the
+    official normalisation. The cleaning is on the record."""
+    from evaluator.vqa.metrics import normalize_prediction
+
+    task, _, predictions, samples, root = vlm_run(bench)
+    field = task.value_field
+    normal = (lambda a: a.lower()) if bench == "gqa-ood" else normalize_prediction
+    assert [p[field] for p in predictions] == [normal(clean_answer(s["output"])) for s in samples]
+    assert task.generative.cleaning in (root / "p.meta.json").read_text()
+
+
+@pytest.mark.slow
+def test_vcr_asks_twice_per_item(vlm_run):
+    """The answers given the question, then the rationales given the question and the correct answer."""
+    _, table, predictions, samples, _ = vlm_run("vcr")
+    assert [(p["answer_scores"], p["rationale_scores"]) for p in predictions] == [tuple(s["loglik"]) for s in samples]
+    row = table.slice(0, 1).to_pylist()[0]
+    assert samples[0]["continuations"] == [row["answer_choices"], row["rationale_choices"]]
+    assert samples[0]["prompts"][1].count(f"{row['question']} {row['answer_choices'][row['answer_label']]}") == 1
+
+
+@pytest.mark.slow
+def test_cosim_default_prompt_puts_the_change_first(vlm_run):
+    _, table, _, samples, _ = vlm_run("cosim-q")
+    row = table.slice(0, 1).to_pylist()[0]
+    assert samples[0]["prompt"] == f"Imagine this change to the scene: {row['change']}\n{row['question']}"
+
+
+@pytest.mark.slow
+def test_visdial_ranks_options_by_log_likelihood(vlm_run):
+    """Ranks of the 100 options by log-likelihood (ties keep option order)."""
+    from evaluator.visdial.metrics import scores_to_ranks
+
+    _, _, predictions, samples, _ = vlm_run("visdial")
+    assert [p["ranks"] for p in predictions] == scores_to_ranks(np.array([s["loglik"] for s in samples])).tolist()
+
+
+@pytest.mark.slow
+def test_perceptual_score_of_a_tiny_vlm(cli, tiny, built, sample_sources, tmp_path):
     report = tmp_path / "report"
-    code, out, err = cli("perceptual", "vqa-v2", "--data", tmp_path / "vqa-v2", "--model", f"hf:{tiny['llava']}",
+    code, out, err = cli("perceptual", "vqa-v2", "--data", built("vqa-v2"), "--model", f"hf:{tiny['llava']}",
                          "--images", sample_sources / "coco", "--permutations", "1", "--repeats", "1",
                          "--max-new-tokens", "3", "--report", report)
     assert code == 0, err

@@ -102,10 +102,10 @@ def test_every_card_has_the_hub_templates_sections_and_citations():
     """The Hub's dataset card template: uses and out-of-scope uses, bias / risks / limitations, and a
     citation of the benchmark's paper and of its source dataset (one entry where the benchmark is the
     source dataset itself: VCR, VL-Bias), each with title, author and year or note."""
-    from builders.registry import BENCHMARKS, get_builder
+    from builders.registry import benchmarks, get_builder
 
     seen = set()
-    for benchmark in BENCHMARKS:
+    for benchmark in benchmarks():
         template = get_builder(benchmark.name).card_template
         if template in seen:
             continue

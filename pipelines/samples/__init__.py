@@ -7,14 +7,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from builders.registry import BENCHMARKS
+from builders.registry import benchmarks
 from core.errors import ParamsError
 
 
 def sample_writers() -> list:
     """The registry's sample writers, each once (vqa-v2 and vqa-cp share one): writer(root, scale)
     writes under ROOT/<source_dir>/ and returns the written paths."""
-    refs = sorted({bench.samples: bench for bench in BENCHMARKS}.items())
+    refs = sorted({bench.samples: bench for bench in benchmarks()}.items())
     return [bench.load(ref) for ref, bench in refs]
 
 
