@@ -36,9 +36,8 @@ def main() -> int:
     parser.add_argument("--permutations", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+    sys.path.insert(0, str(ROOT))
     import torch
-    from tiny_models import tiny_clip, tiny_vilt_vqa
 
     from builders.vqa.samples import write_coco_images, write_vqa_v2
     from core.data import load_table
@@ -46,6 +45,7 @@ def main() -> int:
     from evaluator.perceptual.score import PerceptualOptions, perceptual, summarise
     from evaluator.vqa.task import vqa_v2_task
     from pipelines.build import run_build
+    from pipelines.tiny_models import write_tiny_clip, write_tiny_vilt_vqa
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     tmp = Path(tempfile.mkdtemp(prefix="bench-perceptual-"))
@@ -60,7 +60,7 @@ def main() -> int:
     print(f"{table.num_rows:,} rows, {args.permutations} permutations x {args.repeats} repeats x "
           f"{len(task.modalities)} modalities -> {passes} passes")
 
-    vilt = task.make_model(f"hf:{tiny_vilt_vqa(tmp / 'vilt', ['yes', 'no', '2', 'white', 'dog'])}", options)
+    vilt = task.make_model(f"hf:{write_tiny_vilt_vqa(tmp / 'vilt', ['yes', 'no', '2', 'white', 'dog'])}", options)
     vilt.predict(table.slice(0, 64))  # warm-up: first-call costs left out of both sides
     plain = min(_timed(lambda: vilt.predict(table))[0] for _ in range(2))
     total, _ = _timed(lambda: perceptual(task, vilt, table, p, train=train))
@@ -69,7 +69,7 @@ def main() -> int:
     print(f"ViLT: plain pass {plain:.2f} s; perceptual {total:.2f} s = {ratio:.3f} x {passes} plain passes "
           f"(target <= {OVERHEAD_TARGET})")
 
-    clip = task.make_model(f"hf:{tiny_clip(tmp / 'clip')}", options)
+    clip = task.make_model(f"hf:{write_tiny_clip(tmp / 'clip')}", options)
     clip.predict(table.slice(0, 64))
     runs = {}
     for cache in (False, True):

@@ -13,18 +13,18 @@ from pathlib import Path
 
 import pytest
 from helpers import assert_one_error_line
-from tiny_models import tiny_sequence_classifier
 
 from builders.model_files import allow_pickle_weights, load_kwargs
 from builders.nlp import PACKAGED_MINILM, NLIClassifier, resolve_model_path
 from core.errors import ModelError
+from pipelines.tiny_models import write_tiny_sequence_classifier
 
 LABELS = {0: "contradiction", 1: "neutral", 2: "entailment"}
 
 
 @pytest.fixture(scope="module")
 def safe_model(tmp_path_factory) -> Path:
-    return tiny_sequence_classifier(tmp_path_factory.mktemp("safe") / "nli", LABELS, favour=2)
+    return write_tiny_sequence_classifier(tmp_path_factory.mktemp("safe") / "nli", LABELS, favour=2)
 
 
 def _pickle_only(safe: Path, folder: Path) -> Path:

@@ -11,14 +11,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from helpers import torchrun
-from tiny_models import tiny_clip, tiny_vilt_vqa
+
+from pipelines.tiny_models import write_tiny_clip, write_tiny_vilt_vqa
 
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny-models")
     answers = ["yes", "no", "2", "1", "3", "white", "red", "blue", "dog", "kitchen", "tennis", "pizza"]
-    return {"vilt": tiny_vilt_vqa(root / "vilt", answers), "clip": tiny_clip(root / "clip")}
+    return {"vilt": write_tiny_vilt_vqa(root / "vilt", answers), "clip": write_tiny_clip(root / "clip")}
 
 
 def _metrics(report: Path) -> dict:

@@ -11,10 +11,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from helpers import offline_flags, offline_params
-from tiny_models import tiny_clip, tiny_sequence_classifier
 
 from builders.nlp import PACKAGED_MINILM
 from evaluator import paired as m
+from pipelines.tiny_models import write_tiny_clip, write_tiny_sequence_classifier
 
 
 def _rows(folder):
@@ -77,8 +77,10 @@ def test_nli_labels_are_read_from_the_model_config(tmp_path):
     from builders.nlp import NLIClassifier
 
     # MNLI's order is 0 contradiction, 1 neutral, 2 entailment; this model puts entailment first.
-    shuffled = tiny_sequence_classifier(tmp_path / "a", {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"}, favour=0)
-    mnli = tiny_sequence_classifier(tmp_path / "b", {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"}, favour=0)
+    shuffled = write_tiny_sequence_classifier(tmp_path / "a", {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"},
+                                              favour=0)
+    mnli = write_tiny_sequence_classifier(tmp_path / "b", {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
+                                          favour=0)
     pairs = [("A man runs.", "A person runs."), ("It rains.", "It is sunny.")]
     assert NLIClassifier(str(shuffled)).classify(pairs) == ["entailment", "entailment"]
     assert NLIClassifier(str(mnli)).classify(pairs) == ["contradiction", "contradiction"]
@@ -86,7 +88,8 @@ def test_nli_labels_are_read_from_the_model_config(tmp_path):
 
 def test_nli_filter_in_a_build(sample_sources, tmp_path, cli):
     """An always-entailment model keeps every query pair and rejects every response pair."""
-    model = tiny_sequence_classifier(tmp_path / "nli", {0: "neutral", 1: "entailment", 2: "contradiction"}, favour=1)
+    model = write_tiny_sequence_classifier(tmp_path / "nli", {0: "neutral", 1: "entailment", 2: "contradiction"},
+                                           favour=1)
     out = tmp_path / "out"
     code, _, err = cli("build", "vcr-visor", "--source", sample_sources, "--out", out,
                        "--param", f"sbert_model={PACKAGED_MINILM}", "--param", f"nli_model={model}")
@@ -96,7 +99,7 @@ def test_nli_filter_in_a_build(sample_sources, tmp_path, cli):
     assert all(v["candidates"] > 0 and v["kept"] == 0 for k, v in mining.items() if k != "temporal")
     assert manifest["run"]["models"]["nli"]["computed"] > 0
     assert "filtered with the MNLI model" in (out / "README.md").read_text()
-    no_entail = tiny_sequence_classifier(tmp_path / "bad", {0: "yes", 1: "no"})
+    no_entail = write_tiny_sequence_classifier(tmp_path / "bad", {0: "yes", 1: "no"})
     code, _, err = cli("build", "vcr-visor", "--source", sample_sources, "--out", tmp_path / "o2",
                        "--param", f"sbert_model={PACKAGED_MINILM}", "--param", f"nli_model={no_entail}")
     assert code == 2 and "has no entailment label" in err and not (tmp_path / "o2").exists()
@@ -227,7 +230,7 @@ def test_tiny_clip_and_cross_encoder_predict(sample_sources, tmp_path, cli):
 
     row = datasets.load_dataset(str(data), "default", split="val")[0]
     assert row["image"].size == (48, 32)
-    for model in (tiny_clip(tmp_path / "clip"), tiny_sequence_classifier(tmp_path / "ce", {0: "LABEL_0"})):
+    for model in (write_tiny_clip(tmp_path / "clip"), write_tiny_sequence_classifier(tmp_path / "ce", {0: "LABEL_0"})):
         preds = tmp_path / f"{model.name}.json"
         code, _, err = cli("predict", "vcr-visor", "--data", data, "--model", f"hf:{model}", "--out", preds,
                            "--batch-size", 8)
@@ -238,7 +241,7 @@ def test_tiny_clip_and_cross_encoder_predict(sample_sources, tmp_path, cli):
 
 
 def test_clip_without_images_is_one_clear_error(built, tmp_path, cli):
-    model = tiny_clip(tmp_path / "clip")
+    model = write_tiny_clip(tmp_path / "clip")
     code, _, err = cli("predict", "vcr-visor", "--data", built("vcr-visor"), "--model", f"hf:{model}",
                        "--out", tmp_path / "p")
     assert code == 2 and "pass --images DIR" in err
@@ -303,7 +306,7 @@ def test_nli_inputs_built_from_cached_ids_equal_the_tokenizer_pair_encoding(tmp_
 
     from builders.nlp import NLIClassifier, pair_layout, pair_tensors, token_matrix, truncate_pairs
 
-    nli = NLIClassifier(str(tiny_sequence_classifier(tmp_path / "m", {0: "entailment", 1: "neutral"})))
+    nli = NLIClassifier(str(write_tiny_sequence_classifier(tmp_path / "m", {0: "entailment", 1: "neutral"})))
     nli._load()
     tok = nli._tokenizer
     layout = pair_layout(tok)
