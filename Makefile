@@ -32,11 +32,15 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-# Every bench runs even when one misses its target; the target fails if any did.
+# Every bench runs even when one misses its target; the target fails if any did. Each measure is
+# also appended to BENCH_RESULTS, and the run ends with their table (scripts/summarise_benches.py).
 BENCHES := $(sort $(wildcard scripts/bench_*.py))
+BENCH_RESULTS ?= bench_results.jsonl
 bench: $(STAMP)
-	@failed=""; for b in $(BENCHES); do echo "== $$b"; $(PY) $$b || failed="$$failed $$b"; done; \
+	@rm -f $(BENCH_RESULTS); failed=""; \
+	for b in $(BENCHES); do echo "== $$b"; VLBENCH_BENCH_RESULTS=$(BENCH_RESULTS) $(PY) $$b || failed="$$failed $$b"; done; \
+	echo; $(PY) scripts/summarise_benches.py $(BENCH_RESULTS); \
 	if [ -n "$$failed" ]; then echo "missed a target:$$failed"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT)
+	rm -rf $(VENV) $(DEMO_OUT) $(BENCH_RESULTS)

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import verdict
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_SECONDS = 10.0
 
@@ -83,8 +85,8 @@ def main() -> int:
           f"({t_compare / t_eval:.1f}x evaluate)")
     print("acc_all difference: {difference:+.2f} points, interval {interval}, p = {p_value}".format(
         **c["metrics"]["acc_all"]))
-    ok = t_compare <= TARGET_SECONDS
-    print(f"target: compare <= {TARGET_SECONDS:.0f} s  {'PASS' if ok else 'FAIL'}")
+    ok = verdict("compare of two submissions", t_compare, TARGET_SECONDS, " s",
+                 detail=f"{args.resamples:,} resamples and permutations, {result['rows']:,} rows")
     return 0 if ok else 1
 
 

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import verdict
+
 ROOT = Path(__file__).resolve().parents[1]
 BATCH_TARGET, PREFIX_TARGET, OUTSIDE_TARGET, PLAIN_TARGET = 3.0, 3.0, 0.15, 1.0
 
@@ -84,10 +86,9 @@ def main() -> int:
         ratio = t_single / t_batched
         same = batched == single
         print(f"1. generation, {args.samples} questions, 8 new tokens: one at a time {args.samples / t_single:.1f} "
-              f"samples/s, batches of 16 {args.samples / t_batched:.1f} samples/s: {ratio:.1f}x "
-              f"(target >= {BATCH_TARGET}x), identical answers: {same}  "
-              f"{'PASS' if ratio >= BATCH_TARGET and same else 'FAIL'}")
-        ok &= ratio >= BATCH_TARGET and same
+              f"samples/s, batches of 16 {args.samples / t_batched:.1f} samples/s, identical answers: {same}")
+        ok &= verdict("batched generation vs one at a time", ratio, BATCH_TARGET, "x", at_least=True, holds=same,
+                      detail=f"{args.samples / t_batched:.1f} samples/s")
 
         vlm = GenerativeVLM(tiny, hf_config(tiny), ModelOptions(batch_size=50))
         # 100 distinct options, as a VisDial round's are (equal options tie by construction in `score`)
@@ -102,9 +103,9 @@ def main() -> int:
         same = (scores_to_ranks(np.array(cached)) == scores_to_ranks(np.array(full))).all()
         gap = float(np.abs(np.array(cached) - np.array(full)).max())
         print(f"2. VisDial ranking, {args.rounds} rounds x 100 options: full sequences {t_full:.2f} s, cached "
-              f"prefix {t_cached:.2f} s: {ratio:.1f}x (target >= {PREFIX_TARGET}x), identical ranks: {bool(same)} "
-              f"(largest score difference {gap:.1e})  {'PASS' if ratio >= PREFIX_TARGET and same else 'FAIL'}")
-        ok &= ratio >= PREFIX_TARGET and bool(same)
+              f"prefix {t_cached:.2f} s, identical ranks: {bool(same)} (largest score difference {gap:.1e})")
+        ok &= verdict("VisDial ranking, cached prefix vs full sequences", ratio, PREFIX_TARGET, "x", at_least=True,
+                      holds=bool(same))
 
         larger = str(write_tiny_llava(Path(tmp) / "larger", hidden=256, layers=4, image_size=224))
         vlm = GenerativeVLM(larger, hf_config(larger), ModelOptions(batch_size=16))
@@ -132,9 +133,9 @@ def main() -> int:
         wall, _ = _timed(lambda: vlm.generate(gqa, 4))
         outside = 1 - forward["seconds"] / wall
         print(f"3. GQA-style prediction, {args.gqa} questions (hidden 256, 224 px): wall {wall:.2f} s, forward "
-              f"passes {forward['seconds']:.2f} s, outside them {100 * outside:.1f}% (target <= "
-              f"{100 * OUTSIDE_TARGET:.0f}%)  {'PASS' if outside <= OUTSIDE_TARGET else 'FAIL'}")
-        ok &= outside <= OUTSIDE_TARGET
+              f"passes {forward['seconds']:.2f} s")
+        ok &= verdict("GQA-style generation, share of wall outside forward passes", 100 * outside,
+                      100 * OUTSIDE_TARGET, "%")
         ok &= against_a_plain_loop(Path(tmp), tiny, args.plain_rounds)
     return 0 if ok else 1
 
@@ -193,9 +194,9 @@ def against_a_plain_loop(tmp: Path, model: str, rounds: int, batch: int = 16) ->
     t_plain, t_ours = statistics.median(times["plain"]), statistics.median(times["predict"])
     ratio, same = t_plain / t_ours, answers["plain"] == answers["predict"]
     print(f"4. predict against a plain transformers loop, {len(rows)} VQA v2 questions, batch {batch}: plain "
-          f"{len(rows) / t_plain:.1f} samples/s, predict {len(rows) / t_ours:.1f} samples/s: {ratio:.2f}x (target >= "
-          f"{PLAIN_TARGET}x), identical answers: {same}  {'PASS' if ratio >= PLAIN_TARGET and same else 'FAIL'}")
-    return ratio >= PLAIN_TARGET and same
+          f"{len(rows) / t_plain:.1f} samples/s, predict {len(rows) / t_ours:.1f} samples/s, identical answers: {same}")
+    return verdict("predict vs a plain transformers loop", ratio, PLAIN_TARGET, "x", at_least=True, holds=same,
+                   detail=f"{len(rows) / t_ours:.1f} samples/s")
 
 
 if __name__ == "__main__":

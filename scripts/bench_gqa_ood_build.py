@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import measure, report
+from benchlib import measure, report, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO, TARGET_RSS_MB = 0.5, 700
@@ -110,10 +110,8 @@ def main() -> int:
               f"{max(r['peak_rss_mb'] for r in json_runs):.0f} MB)")
         print(f"vlbench build (val):  {t_build:6.2f} s  (median of {args.repeats}; parquet + card + figures, "
               "no legacy files, cache off)")
-        print(f"ratio build/json.load: {ratio:.2f}  (target <= {TARGET_RATIO})  "
-              f"{'PASS' if ratio <= TARGET_RATIO else 'FAIL'}")
-        print(f"peak RSS of the build: {rss:.0f} MB  (target < {TARGET_RSS_MB} MB)  "
-              f"{'PASS' if rss < TARGET_RSS_MB else 'FAIL'}")
+        ok = verdict("GQA-OOD val build vs json.load of its file (in-process)", ratio, TARGET_RATIO, "x")
+        ok &= verdict("peak RSS of the GQA-OOD val build", rss, TARGET_RSS_MB, " MB")
         t_json_cold = statistics.median(wall for wall, _ in json_cold)
         t_build_cold = statistics.median(wall for wall, _ in build_cold)
         cpu_build_cold = statistics.median(cpu for _, cpu in build_cold)
@@ -123,8 +121,8 @@ def main() -> int:
               f"{', '.join(f'{wall:.2f}' for wall, _ in json_cold)})")
         print(f"whole process, vlbench build:  {t_build_cold:6.2f} s  (start to exit, median of {args.repeats}: "
               f"{', '.join(f'{wall:.2f}' for wall, _ in build_cold)})")
-        print(f"ratio whole process: {cold_ratio:.2f}  (target <= {TARGET_RATIO})  "
-              f"{'PASS' if cold_ratio <= TARGET_RATIO else 'FAIL'}")
+        ok &= verdict("GQA-OOD val build vs json.load, whole processes", cold_ratio, TARGET_RATIO, "x",
+                      detail=f"{t_build_cold:.2f} s vs {t_json_cold:.2f} s")
         # The build's CPU time (its figure helper included) over the cores it may use bounds its wall
         # time from below however well its work overlaps.
         floor = cpu_build_cold / cores
@@ -136,10 +134,9 @@ def main() -> int:
         for name, runs in zip(("json.load", "vlbench build"), loaded):
             print(f"beside {HOGS} CPU hogs, {name + ':':14s} {statistics.median(runs):6.2f} s  (start to exit, median "
                   f"of {args.loaded_repeats}: {', '.join(f'{wall:.2f}' for wall in runs)})")
-        print(f"ratio beside the hogs: {loaded_ratio:.2f}  (target <= {TARGET_LOADED_RATIO})  "
-              f"{'PASS' if loaded_ratio <= TARGET_LOADED_RATIO else 'FAIL'}")
-        return 0 if (max(ratio, cold_ratio) <= TARGET_RATIO and rss < TARGET_RSS_MB
-                     and loaded_ratio <= TARGET_LOADED_RATIO) else 1
+        ok &= verdict(f"the same beside {HOGS} CPU hogs", loaded_ratio, TARGET_LOADED_RATIO, "x",
+                      detail=f"{t_build_loaded:.2f} s vs {t_json_loaded:.2f} s")
+        return 0 if ok else 1
 
 
 def _beside_hogs(json_command: list[str], build_command, repeats: int) -> tuple[list[float], list[float]]:

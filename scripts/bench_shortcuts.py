@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import verdict
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_OUTSIDE_SHARE = 0.10
 
@@ -57,10 +59,10 @@ def main() -> int:
     print(f"wall {wall:.1f} s: training steps {seconds['train']:.1f} s, scoring steps {seconds['score']:.1f} s, "
           f"tokenization {seconds['tokenize']:.1f} s, batches and results {seconds['data']:.1f} s, "
           f"loading and the rest {wall - steps - seconds['tokenize'] - seconds['data']:.1f} s")
-    print(f"share outside training and scoring steps: {outside:.1%} (target <= {TARGET_OUTSIDE_SHARE:.0%})  "
-          f"{'PASS' if outside <= TARGET_OUTSIDE_SHARE else 'FAIL'}")
     print(f"accuracy of the run: {100 * correct.mean():.1f}%")
-    return 0 if outside <= TARGET_OUTSIDE_SHARE else 1
+    ok = verdict("shortcut labels, share of wall outside training and scoring steps", 100 * outside,
+                 100 * TARGET_OUTSIDE_SHARE, "%")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import measure, report
+from benchlib import measure, report, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 5.0
@@ -80,9 +80,9 @@ def main() -> int:
         print(f"vlbench build vqa-cp --param mode=regenerate: {built['seconds']:6.2f} s  "
               f"(peak RSS {built['peak_rss_mb']:.0f} MB); train {sizes['train']:,} / test {sizes['test']:,}, "
               f"concept coverage {100 * manifest['statistics']['concept_coverage']:.2f} %")
-        verdict = "PASS" if ratio <= TARGET_RATIO else "FAIL"
-        print(f"ratio build/json.load: {ratio:.2f}  (target <= {TARGET_RATIO})  {verdict}")
-        return 0 if ratio <= TARGET_RATIO else 1
+        ok = verdict("VQA-CP re-split build vs json.load of its 4 files", ratio, TARGET_RATIO, "x",
+                     detail=f"{built['seconds']:.1f} s, peak RSS {built['peak_rss_mb']:.0f} MB")
+        return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -1,13 +1,34 @@
 """Shared harness of the benchmark scripts: run one measurement in a fresh interpreter (so that one
-measurement's memory does not count against another's peak RSS) and read back its JSON line."""
+measurement's memory does not count against another's peak RSS) and read back its JSON line; print
+each measure against its target (`verdict`), which `make bench` gathers into one table
+(scripts/summarise_benches.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
 from pathlib import Path
+
+RESULTS_ENV = "VLBENCH_BENCH_RESULTS"  # a JSON-lines file every verdict is appended to (set by `make bench`)
+
+
+def verdict(measure: str, value: float, target: float, unit: str = "", *, at_least: bool = False,
+            holds: bool = True, detail: str = "") -> bool:
+    """Print one measure against its target, PASS or FAIL, and append it to $VLBENCH_BENCH_RESULTS when
+    set. `at_least`: the value must reach the target (a speed-up) instead of staying under it (a ratio
+    of times, a share, memory); `holds`: a side condition of the measure (identical outputs)."""
+    ok = (value >= target if at_least else value <= target) and holds
+    bound = f"{'>=' if at_least else '<='} {target:g}{unit}"
+    print(f"{measure}: {value:.3g}{unit} (target {bound}){'; ' + detail if detail else ''}  {'PASS' if ok else 'FAIL'}")
+    path = os.environ.get(RESULTS_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"bench": Path(sys.argv[0]).stem, "measure": measure, "value": round(value, 4),
+                                 "unit": unit, "target": bound, "passed": ok, "detail": detail}) + "\n")
+    return ok
 
 
 def report(seconds: float) -> None:
