@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -50,13 +51,24 @@ def fingerprint(model, extra: dict) -> str:
     return digest.hexdigest()
 
 
-class _MaskedLMBase:
-    """Shared text handling: the [MASK] placeholder becomes the tokenizer's mask token, exactly one per text."""
+class MaskedLM(ABC):
+    """A CounterBias model: `score(queries, ids)` gives full-vocabulary log-probabilities of the token
+    `ids` at each query's [MASK]; `word_ids` the first word piece of each word. `vision`: it reads
+    images (`VisionMaskedLM`), so Eq. 3's attack and the visual measures apply. `fingerprint` names the
+    weights and processor (the counterfactual cache's key), `bf16` whether it runs in bfloat16. Shared
+    text handling: the [MASK] placeholder becomes the tokenizer's mask token, exactly one per text."""
 
     vision = False
+    fingerprint: str
+    bf16 = False
 
     def __init__(self, options: ModelOptions):
         self.runner = Runner(options)
+        self.bf16 = options.bf16
+
+    @abstractmethod
+    def score(self, queries: list[tuple[str, object]], ids: list[int]) -> np.ndarray:
+        """(len(queries), len(ids)) log-probabilities at the mask of each (text, image or None) query."""
 
     def word_ids(self, words) -> dict[str, tuple[int, int]]:
         """word -> (id of its first word piece, number of pieces)."""
@@ -88,11 +100,27 @@ class _MaskedLMBase:
         return torch.log_softmax(logits[rows, mask_index].float(), dim=-1)[:, ids]
 
 
-class ViltMaskedLM(_MaskedLMBase):
-    """`ViltForMaskedLM`: one transformer over text tokens and image patches; the MLM head scores the
-    text positions."""
+class VisionMaskedLM(MaskedLM):
+    """A masked LM that reads an image: what the PGD attack (Eq. 3) and the blank image of Eq. 12 need."""
 
     vision = True
+
+    @abstractmethod
+    def image_tensor(self, image):
+        """A PIL image as the model sees it: (3, H, W) float32 in [0, 1] (the attack's pixel space)."""
+
+    @abstractmethod
+    def blank_image(self):
+        """V_none of Eq. 12."""
+
+    @abstractmethod
+    def log_probs_at_mask(self, pixels, pixel_mask, text: dict, ids):
+        """Differentiable (B, len(ids)) log-probabilities at the mask for pixels in [0, 1]."""
+
+
+class ViltMaskedLM(VisionMaskedLM):
+    """`ViltForMaskedLM`: one transformer over text tokens and image patches; the MLM head scores the
+    text positions."""
 
     def __init__(self, path: str, options: ModelOptions):
         import torch
@@ -107,7 +135,6 @@ class ViltMaskedLM(_MaskedLMBase):
         self.mean = torch.tensor(self.processor.image_mean, dtype=torch.float32).view(1, 3, 1, 1)
         self.std = torch.tensor(self.processor.image_std, dtype=torch.float32).view(1, 3, 1, 1)
         self.fingerprint = fingerprint(self.model, self.processor.to_dict())
-        self.bf16 = options.bf16
 
     def image_tensor(self, image):
         """A PIL image resized and rescaled by the model's processor: (3, H, W) float32 in [0, 1]."""
@@ -148,7 +175,7 @@ class ViltMaskedLM(_MaskedLMBase):
         return np.concatenate(batches) if batches else np.zeros((0, len(ids)))
 
 
-class TextMaskedLM(_MaskedLMBase):
+class TextMaskedLM(MaskedLM):
     """A text-only masked LM (`AutoModelForMaskedLM`): only Eq. 12-13's language-only bias applies."""
 
     def __init__(self, path: str, options: ModelOptions):
@@ -182,12 +209,13 @@ class TextMaskedLM(_MaskedLMBase):
 
 
 def load_masked_lm(spec: str, options: ModelOptions):
-    """`hf:` ViLT MLM or text masked LM, or `py:module:factory` returning an object with the same
-    methods (`score`, `word_ids`, `vision`, `fingerprint`, and for vision models `image_tensor`,
-    `blank_image`, `tokenize`, `log_probs_at_mask`)."""
+    """`hf:` ViLT MLM or text masked LM, or `py:module:factory` returning a `MaskedLM`."""
     kind, name = parse_spec(spec)
     if kind == "py":
-        return load_py_model(name, "score", "score(queries, ids)")
+        model = load_py_model(name, "score", "score(queries, ids)")
+        if not isinstance(model, MaskedLM):
+            raise ModelError(f"--model {spec}: the factory's object is not an evaluator.models.mlm.MaskedLM")
+        return model
     if kind != "hf":
         raise ModelError(f"--model {spec}: CounterBias measures a masked LM: hf:<hub id or path> or "
                          "py:<module>:<factory>")

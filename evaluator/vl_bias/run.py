@@ -107,7 +107,7 @@ def counterfactuals(model, images: dict[str, tuple[bytes, object]], targets: dic
     """V_cf per image id (Eq. 3): from the cache, else PGD in batches of similar size (less padding)."""
     out, todo = {}, []
     for image_id, (data, x_f) in images.items():
-        key = cache.key(data, model.fingerprint, prompt, targets[image_id], attack, getattr(model, "bf16", False))
+        key = cache.key(data, model.fingerprint, prompt, targets[image_id], attack, model.bf16)
         hit = cache.get(key)
         if hit is None:
             todo.append((image_id, key, x_f))
@@ -246,8 +246,6 @@ def run_counterbias(data: str, spec: str, options: CounterBiasOptions, model_opt
     table = load_table(folder, "default", split)
     _check_table(table, folder)
     model = load_masked_lm(spec, model_options)
-    if options.attack is not None and model.vision and not hasattr(model, "log_probs_at_mask"):
-        raise ModelError(f"--model {spec}: the attack needs gradients (log_probs_at_mask)")
     result = measure(table, model, options, progress)
     metrics = metrics_of(result, spec, split, options, model)
     if bootstrap and metrics["rows"]:
