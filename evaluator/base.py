@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from core.errors import ModelError
 from evaluator.interop import HarnessSplit
-from evaluator.models.ask import Ask
+from evaluator.models.ask import CHOICE_MODES, Ask
 from evaluator.models.generative import generative_only, is_generative
 from evaluator.models.menu import Baseline, HfFamily, menu_entry
 from evaluator.models.model import as_model
@@ -135,6 +135,8 @@ class Task(ABC):
         return [*(menu_entry(f"baseline:{b.name}", b.note) for b in cls.baselines),
                 *(menu_entry(f"hf:<{f.label}>", f.note) for f in cls.hf_families),
                 *(["hf:<image-text-to-text VLM>"] if cls.generative is not None else []),
+                *(["openai:<served VLM> (with --base-url)"] if cls.generative is not None and (
+                    cls.generative.mode == "generate" or not cls.generative.letter_reason) else []),
                 *(["features:<folder>"] if cls.feature_heads else []), "py:<module>:<factory>"]
 
     @classmethod
@@ -147,12 +149,18 @@ class Task(ABC):
         kind, name = parse_spec(spec)
         if options.videos is not None and (self.generative is None or self.generative.video_column is None):
             raise ModelError(f"--videos: {self.name} rows have no videos to show a model")
+        if options.choice_mode not in CHOICE_MODES:
+            raise ModelError(f"--choice-mode {options.choice_mode}: expected one of {', '.join(CHOICE_MODES)}")
+        if kind == "openai":
+            return self._served_model(name, options)
+        if options.base_url is not None:
+            raise ModelError(f"--base-url: {spec} is not served (openai:<model> is)")
         config = hf_config(name, options.revision) if kind == "hf" else None
         if config is not None and is_generative(config):
             return self._generative_model(name, config, options)
         if options.videos is not None:
             raise ModelError(f"--videos: {spec} does not read videos (generative hf: models do)")
-        given = generative_only(options)
+        given = generative_only(options) or ("--choice-mode" if options.choice_mode != "auto" else None)
         if given:
             raise ModelError(f"{given}: {spec} is not a generative hf: model (the option applies to those)")
         if kind == "py":
@@ -187,5 +195,30 @@ class Task(ABC):
         template = prompt_template(options, self.generative, self.name)
         chat_template = read_chat_template(options.chat_template)
         videos = None if options.videos is None else VideoFolder(options.videos)
+        mode = "loglik" if options.choice_mode == "auto" else options.choice_mode
         return GenerativeAdapter(lambda: GenerativeVLM(name, config, options, chat_template), self.generative, template,
-                                 options, videos)
+                                 options, videos, mode)
+
+    def _served_model(self, name: str, options: ModelOptions):
+        """A model behind an OpenAI-compatible endpoint, asked the way this benchmark declares, multiple
+        choice by letter (a served model's log-likelihoods are not read)."""
+        from evaluator.models.ask import GenerativeAdapter, prompt_template
+        from evaluator.models.served import ServedVLM, check_endpoint, check_served_options
+        from evaluator.models.videos import VideoFolder
+
+        spec = f"openai:{name}"
+        if self.generative is None:
+            raise ModelError(f"{spec}: a served model cannot answer {self.name}: {self.generative_reason}")
+        check_endpoint(options.base_url, spec)
+        check_served_options(options, spec)
+        if self.generative.mode == "score":
+            if options.choice_mode == "loglik":
+                raise ModelError(f"--choice-mode loglik: {spec}: log-likelihoods are not read from served models; "
+                                 "multiple choice is asked by letter")
+            if self.generative.letter_reason:
+                raise ModelError(f"{spec}: a served model answers multiple choice by letter, and "
+                                 f"{self.generative.letter_reason}")
+        template = prompt_template(options, self.generative, self.name)
+        videos = None if options.videos is None else VideoFolder(options.videos)
+        return GenerativeAdapter(lambda: ServedVLM(name, options), self.generative, template, options, videos,
+                                 "letter")

@@ -13,6 +13,7 @@ import typer
 from typer.core import TyperCommand
 
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+ChoiceMode = Literal["auto", "loglik", "letter"]
 Loglik = Literal["sum", "mean"]
 
 # ModelOptions field -> (annotation, typer option). `--seed` is the command's own (it seeds more than
@@ -57,6 +58,22 @@ MODEL_FLAGS: dict[str, tuple[object, object]] = {
     )),
     "device_map": (Optional[str], typer.Option(
         None, "--device-map", help="auto: spread a model larger than one device over all of them (needs accelerate).")),
+    "choice_mode": (ChoiceMode, typer.Option(
+        "auto", "--choice-mode", help="Multiple choice: by log-likelihood or by letter (auto: loglik for hf:, letter "
+                                      "for openai:).")),
+    # Served models (openai:MODEL)
+    "base_url": (Optional[str], typer.Option(
+        None, "--base-url", metavar="URL", help="The OpenAI-compatible endpoint of openai: models, e.g. "
+                                                "http://localhost:8000/v1.")),
+    "api_key_env": (str, typer.Option("OPENAI_API_KEY", "--api-key-env", metavar="NAME",
+                                      help="The environment variable holding the endpoint's key (never printed).")),
+    "concurrency": (int, typer.Option(8, "--concurrency", min=1, help="Requests in flight (openai:).")),
+    "request_timeout": (float, typer.Option(120.0, "--request-timeout", min=0.001,
+                                            help="Seconds to wait for one answer (openai:).")),
+    "retries": (int, typer.Option(5, "--retries", min=0, help="Retries of a request after a 429, a 5xx, a timeout "
+                                                              "or a dropped connection (openai:).")),
+    "no_cache": (bool, typer.Option(False, "--no-cache", help="Ask every request again: no response cache (openai:; "
+                                                              "the cache makes a killed run resumable).")),
 }
 
 
@@ -75,10 +92,20 @@ def with_model_flags(command):
 
         values = {name: kwargs.pop(name) for name in MODEL_FLAGS}
         values.update(gen_kwargs=parse_gen_kwargs(values["gen_kwargs"]), stop=tuple(values["stop"]))
+        served = str(kwargs.get("model", "")).startswith("openai:")
+        values["response_cache"] = _response_cache() if served and not values.pop("no_cache") else None
+        values.pop("no_cache", None)
         return command(**kwargs, model_options=ModelOptions(seed=kwargs.get("seed", 0), **values))
 
     run.__signature__ = signature.replace(parameters=[*own, *flags])
     return run
+
+
+def _response_cache() -> Path:
+    """The response cache of served models: $VLBENCH_CACHE/responses.sqlite3."""
+    from pipelines.stages import default_cache_dir
+
+    return default_cache_dir() / "responses.sqlite3"
 
 
 class ModelMenuCommand(TyperCommand):

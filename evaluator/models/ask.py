@@ -5,7 +5,11 @@ the image (if any), and either nothing (the model generates an answer, `mode = "
 continuations to score (`mode = "score"`: answers, responses, dialogue options); then how a raw
 output or the continuations' log-likelihoods become the row's prediction in the benchmark's format.
 `GenerativeAdapter` runs that over a table with a loaded `GenerativeVLM`
-(evaluator/models/generative.py).
+(evaluator/models/generative.py) or a served model (evaluator/models/served.py). A multiple-choice
+Ask (`mode = "score"`) may also be asked by letter (`--choice-mode letter`): the continuations listed
+as `A. ...`, `B. ...` after the prompt, the model asked for the letter (`letter_prompt`), the answer
+read by `parse_letter`'s rules; the chosen option scores 1, the others 0, and an answer naming no
+option scores every option 0 (a tie, which the benchmarks count as wrong).
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from evaluator.models.options import ModelOptions
 from evaluator.models.videos import VideoFolder, read_frames
 
 SHORT_ANSWER_PROMPT = "{question}\nAnswer the question using a single word or phrase."
+# LLaVA's and lmms-eval's instruction for multiple choice by letter
+LETTER_INSTRUCTION = "Answer with the option's letter from the given choices directly."
+CHOICE_MODES = ("auto", "loglik", "letter")
 CLEANING = "first line of the output, trimmed, one trailing period removed"
 _NUMBER_WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -75,6 +82,35 @@ def prompt_template(options: ModelOptions, ask: Ask, benchmark: str) -> str:
     return template
 
 
+def letter_prompt(text: str, options: list[str]) -> str:
+    """A multiple-choice prompt asked by letter: the prompt, the options as `A. text` lines, the
+    instruction."""
+    return "\n".join([text, *(f"{string.ascii_uppercase[i]}. {o}" for i, o in enumerate(options)), LETTER_INSTRUCTION])
+
+
+def parse_letter(output: str, options: list[str]) -> int | None:
+    """The option a letter-mode answer names, by the first rule that applies (None: unparsed):
+    1. the answer (trimmed) starts with an option's letter alone, or followed by `.`, `:` or `)`, or
+       in parentheses: "B", "B.", "B) a dog", "(B)";
+    2. an option's letter in parentheses anywhere, or after "answer is" / "answer:": "I think (B)",
+       "The answer is B";
+    3. the text of exactly one option inside the answer (case-insensitive): "a dog".
+    A bare capital A starting a sentence ("A dog is ...") is not read as a letter."""
+    letters = string.ascii_uppercase[:len(options)]
+    text = output.strip()
+    first = re.match(r"\(([A-Z])\)|([A-Z])(?:[.:)]|$)", text)
+    if first and (first.group(1) or first.group(2)) in letters:
+        return letters.index(first.group(1) or first.group(2))
+    for pattern in (r"\(([A-Z])\)", r"(?i:answer)(?:\s+is)?\s*:?\s*\(?([A-Z])\b"):
+        found = next((m.group(1) for m in re.finditer(pattern, text) if m.group(1) in letters), None)
+        if found:
+            return letters.index(found)
+    lowered = text.lower()
+    named = [i for i, o in enumerate(options) if o.strip().rstrip(".").lower() and
+             o.strip().rstrip(".").lower() in lowered]
+    return named[0] if len(named) == 1 else None
+
+
 class Ask(ABC):
     """A benchmark's way of asking a generative VLM (declared by its Task as `generative`)."""
 
@@ -86,6 +122,7 @@ class Ask(ABC):
     video_column: str | None = None  # the row's video id: with --videos DIR the model sees frames of it
     cleaning: str = ""  # how a raw output becomes the prediction, for the record
     note: str = ""  # what the model is not shown, for the record
+    letter_reason: str | None = None  # why a "score" Ask cannot be asked by letter (None: it can)
 
     @abstractmethod
     def values(self, table: pa.Table) -> list[dict[str, str]]:
@@ -137,9 +174,13 @@ class GenerativeAdapter(Model):
     `load_vlm()` loads the model on the first `predict`, once every image and video file its rows
     show has been found: a missing `--images` folder or file is reported before any weight is read."""
 
-    def __init__(self, load_vlm, ask: Ask, template: str, options: ModelOptions, videos: VideoFolder | None = None):
+    def __init__(self, load_vlm, ask: Ask, template: str, options: ModelOptions, videos: VideoFolder | None = None,
+                 choice_mode: str = "loglik"):
+        if ask.mode == "score" and choice_mode == "letter" and ask.letter_reason:
+            raise ModelError(f"--choice-mode letter: {ask.letter_reason}")
         self._load_vlm, self._vlm = load_vlm, None
         self.ask, self.template, self.options, self.videos = ask, template, options, videos
+        self.choice_mode = None if ask.mode == "generate" else choice_mode
         self.images = ImageFolder(options.images)
         self.input_columns = ask.input_columns + ((ask.video_column,) if self.videos else ())
         self.samples: list[dict] = []  # per row of the last predict: prompt, raw output, prediction
@@ -180,9 +221,15 @@ class GenerativeAdapter(Model):
 
         values, continuations, row_of = self.ask.prompts(table)
         turns = [Turn(self.template.format(**v), images[row]) for v, row in zip(values, row_of)]
+        names = [f"row {row}" for row in row_of]
+        letter = self.choice_mode == "letter"
+        if letter:
+            turns = [Turn(letter_prompt(t.text, c), t.images) for t, c in zip(turns, continuations)]
         generate = self.ask.mode == "generate"
-        outputs = (self.vlm.generate(turns) if generate else
-                   self.vlm.score(turns, continuations))
+        raw = self.vlm.generate(turns, names=names) if generate or letter else self.vlm.score(turns, continuations)
+        chosen = [parse_letter(o, c) for o, c in zip(raw, continuations)] if letter else None
+        outputs = ([[1.0 if i == k else 0.0 for i in range(len(c))] for k, c in zip(chosen, continuations)]
+                   if letter else raw)
         prompts_of: list[list[int]] = [[] for _ in range(table.num_rows)]
         for k, row in enumerate(row_of):
             prompts_of[row].append(k)
@@ -191,12 +238,16 @@ class GenerativeAdapter(Model):
             parsed = self.ask.combine([outputs[k] for k in ks])
             prediction = 0.0 if parsed is None else parsed
             fields = ({"prompt": "prompts", "output": "outputs"} if generate else
-                      {"prompt": "prompts", "continuations": "continuations", "loglik": "loglik"})
-            per_prompt = {"prompt": [turns[k].text for k in ks], "output": [outputs[k] for k in ks],
-                          "continuations": [continuations[k] for k in ks], "loglik": [outputs[k] for k in ks]}
+                      {"prompt": "prompts", "continuations": "continuations", "output": "outputs", "choice": "choices"}
+                      if letter else {"prompt": "prompts", "continuations": "continuations", "loglik": "loglik"})
+            per_prompt = {"prompt": [turns[k].text for k in ks], "output": [raw[k] for k in ks],
+                          "continuations": [continuations[k] for k in ks], "loglik": [outputs[k] for k in ks],
+                          "choice": [None if chosen[k] is None else string.ascii_uppercase[chosen[k]] for k in ks]
+                          if letter else []}
             sample = {(key if len(ks) == 1 else plural): (per_prompt[key][0] if len(ks) == 1 else per_prompt[key])
                       for key, plural in fields.items()}
-            samples.append({**sample, "prediction": prediction, **({"parsed": parsed is not None} if generate else {})})
+            read = (parsed is not None) if generate else all(chosen[k] is not None for k in ks) if letter else None
+            samples.append({**sample, "prediction": prediction, **({} if read is None else {"parsed": read})})
             predictions.append(prediction)
         return predictions, samples
 
@@ -218,6 +269,11 @@ class GenerativeAdapter(Model):
             asked |= {"generation": self.vlm.generation.record(),
                       "cleaning": self.ask.cleaning,
                       "unparsed_outputs": sum(not s["parsed"] for s in self.samples)}
+        elif self.choice_mode == "letter":
+            asked |= {"choice_mode": "letter", "letter_instruction": LETTER_INSTRUCTION,
+                      "generation": self.vlm.generation.record(),
+                      "unparsed_outputs": sum(not s["parsed"] for s in self.samples),
+                      "scores": "1 for the option the answer names, 0 for the others (all 0: unparsed, counted wrong)"}
         else:
-            asked |= {"loglik": self.options.loglik, "cleaning": self.ask.cleaning or None}
+            asked |= {"choice_mode": "loglik", "loglik": self.options.loglik, "cleaning": self.ask.cleaning or None}
         return {**self.vlm.describe(), "asked": asked}

@@ -209,9 +209,11 @@ class GenerativeVLM:
                 if hasattr(v, "to") else v for k, v in enc.items()}
 
     # -- generation -------------------------------------------------------------------------------
-    def generate(self, turns: list[Turn], max_new_tokens: int | None = None) -> list[str]:
+    def generate(self, turns: list[Turn], max_new_tokens: int | None = None, names: list[str] | None = None,
+                 ) -> list[str]:
         """Answers, in order (greedy unless `--gen-kwargs` says otherwise; cut before a stop string);
-        batches of similar prompt length, left-padded."""
+        batches of similar prompt length, left-padded. (`names`, the rows' names in a served model's
+        errors, are not needed here: a batch fails as a whole.)"""
         import torch
 
         generation = self.generation if max_new_tokens is None else \

@@ -34,3 +34,11 @@ class ModelOptions:
     revision: str | None = None  # a hub checkpoint's branch, tag or commit
     attn_implementation: str | None = None  # eager, sdpa, flash_attention_2...: transformers' choice when None
     device_map: str | None = None  # auto, balanced, sequential: spread a model over the devices (accelerate)
+    choice_mode: str = "auto"  # multiple choice: loglik, letter, or auto (hf: loglik; openai: letter)
+    # Served models, `openai:MODEL` (evaluator/models/served.py):
+    base_url: str | None = None  # the OpenAI-compatible endpoint, e.g. http://localhost:8000/v1
+    api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key (the key is never recorded)
+    concurrency: int = 8  # requests in flight
+    request_timeout: float = 120.0  # seconds per request
+    retries: int = 5  # retries of a request after a 429, a 5xx, a timeout or a dropped connection
+    response_cache: Path | None = None  # SQLite file of deterministic responses (evaluator/models/response_cache.py)

@@ -10,12 +10,16 @@ from pathlib import Path
 
 from core.errors import ModelError
 
+SPEC_KINDS = ("baseline", "py", "hf", "openai", "features")
+
 
 def parse_spec(spec: str) -> tuple[str, str]:
+    """(kind, name) of a model spec: `baseline:<name>`, `py:<module>:<factory>`, `hf:<hub id or path>`,
+    `openai:<model served at --base-url>`, `features:<folder>`."""
     kind, sep, name = spec.partition(":")
-    if not sep or kind not in ("baseline", "py", "hf", "features") or not name:
-        raise ModelError(f"--model {spec}: expected baseline:<name>, py:<module>:<factory>, hf:<hub id or path> "
-                         "or features:<folder>")
+    if not sep or kind not in SPEC_KINDS or not name:
+        raise ModelError(f"--model {spec}: expected baseline:<name>, py:<module>:<factory>, hf:<hub id or path>, "
+                         "openai:<served model> or features:<folder>")
     return kind, name
 
 

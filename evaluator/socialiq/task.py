@@ -59,6 +59,8 @@ class AnswerLikelihood(Ask):
     input_columns = ("question", "answer")
     video_column = "video_id"
     note = "scores are log-likelihoods (< 0), so answer-level accuracy (score > 0 = correct) is not meaningful, A2 is"
+    letter_reason = ("Social-IQ scores each answer alone (four of a question's seven answers are correct), so there "
+                     "are no options to name by letter")
 
     def values(self, table: pa.Table) -> list[dict[str, str]]:
         return [{"question": q} for q in table.column("question").to_pylist()]

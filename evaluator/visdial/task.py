@@ -59,6 +59,8 @@ class OptionLikelihood(Ask):
     fields = ("caption", "history", "question")
     input_columns = ("image_id", "caption", "history", "question", "options")
     image_column = "image_id"
+    letter_reason = ("VisDial ranks a round's 100 options by their log-likelihood; a letter names one option, "
+                     "not a ranking")
 
     def values(self, table: pa.Table) -> list[dict[str, str]]:
         return [{"caption": c, "history": "\n".join(h) if h else "(none)", "question": q}

@@ -1,0 +1,69 @@
+"""The response cache that makes a long run against a served model resumable: one SQLite file in WAL
+mode, one row per request, written the moment its response arrives, so a run killed by Ctrl-C or
+SIGKILL loses at most the requests in flight and the rerun asks only what is missing.
+
+A row is keyed by the SHA-256 of the request's whole identity (the endpoint, the model name, the
+request body with its images and generation settings, and vlbench's version); its value carries its
+own SHA-256, checked on every read: a damaged row is dropped and asked again, with one warning. Only
+deterministic requests are cached (the caller decides: greedy decoding), and only successful,
+non-empty responses: an error is never replayed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import sys
+import threading
+from pathlib import Path
+
+from core.errors import ModelError
+
+
+def request_key(identity: dict) -> str:
+    """The SHA-256 of a request's canonical JSON (sorted keys, no whitespace)."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+class ResponseCache:
+    """Thread-safe: one connection, one lock (SQLite serialises writers anyway; a row is small)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.hits = self.stored = self.damaged = 0
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: a committed row survives a killed process
+            self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+                             "digest TEXT NOT NULL)")
+        except (sqlite3.Error, OSError) as exc:
+            raise ModelError(f"response cache {self.path}: {exc} (move the file away, or pass --no-cache)") from None
+
+    def get(self, key: str) -> dict | None:
+        with self._lock:
+            row = self._db.execute("SELECT value, digest FROM responses WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            value, digest = row
+            if hashlib.sha256(value.encode()).hexdigest() != digest:
+                self._db.execute("DELETE FROM responses WHERE key = ?", (key,))
+                self.damaged += 1
+                if self.damaged == 1:
+                    print(f"warning: response cache {self.path}: a damaged entry is asked again", file=sys.stderr)
+                return None
+            self.hits += 1
+        return json.loads(value)
+
+    def put(self, key: str, response: dict) -> None:
+        value = json.dumps(response, sort_keys=True)
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO responses (key, value, digest) VALUES (?, ?, ?)",
+                             (key, value, hashlib.sha256(value.encode()).hexdigest()))
+            self.stored += 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,303 @@
+"""A served model, `openai:MODEL --base-url URL`: any OpenAI-compatible chat-completions endpoint
+(`vllm serve`, SGLang, TGI, llama.cpp's server, `transformers serve`, a hosted API) in place of a
+checkpoint loaded in-process. `ServedVLM` answers the turns `GenerativeAdapter` builds, so a served
+model is asked exactly what an `hf:` one is (same prompt templates, images inside the user message,
+a system turn with `--system-prompt`); multiple choice goes by letter (`--choice-mode letter`,
+evaluator/models/ask.py).
+
+Images travel as base64 data URLs of the files' own bytes (a decoded video frame as PNG). Requests run
+`--concurrency` at a time on a thread pool over one httpx client; a 429, a 5xx, a timeout or a dropped
+connection is retried `--retries` times with exponential backoff and jitter (a server's Retry-After is
+honoured), and the last failure is one error naming the endpoint and the row. The key is read from the
+environment variable `--api-key-env` names: it is sent in the Authorization header and nowhere else
+(never printed, logged, cached or recorded). Deterministic requests are answered from the response
+cache when it holds them (evaluator/models/response_cache.py)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import random
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from core.errors import ModelError
+from evaluator.models.options import ModelOptions
+from evaluator.models.response_cache import ResponseCache, request_key
+
+RETRIED_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+BACKOFF_SECONDS, BACKOFF_CAP_SECONDS = 0.5, 30.0
+# --gen-kwargs that chat completions take: OpenAI's own, and top_k / repetition_penalty, which vLLM,
+# SGLang and TGI accept beside them
+REQUEST_KWARGS = ("temperature", "top_p", "top_k", "repetition_penalty")
+HF_ONLY = {"revision": "--revision", "attn_implementation": "--attn-implementation", "device_map": "--device-map",
+           "chat_template": "--chat-template", "min_pixels": "--min-pixels", "max_pixels": "--max-pixels"}
+_MAGIC = ((b"\xff\xd8\xff", "image/jpeg"), (b"\x89PNG\r\n\x1a\n", "image/png"), (b"GIF87a", "image/gif"),
+          (b"GIF89a", "image/gif"), (b"BM", "image/bmp"))
+
+
+def check_endpoint(base_url: str | None, spec: str) -> str:
+    """The endpoint's base URL without a trailing slash; a missing or malformed one is a ModelError."""
+    if not base_url:
+        raise ModelError(f"--model {spec}: a served model needs --base-url (e.g. http://localhost:8000/v1)")
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ModelError(f"--base-url {base_url}: expected http(s)://HOST[:PORT][/PATH], e.g. http://localhost:8000/v1")
+    if parts.username or parts.password:
+        raise ModelError("--base-url: credentials in the URL are refused; put the key in the environment "
+                         "variable --api-key-env names")
+    return base_url.rstrip("/")
+
+
+def check_served_options(options: ModelOptions, spec: str) -> None:
+    """The options a served model cannot take (they choose how a checkpoint is loaded here), and bounds."""
+    given = next((flag for field, flag in HF_ONLY.items() if getattr(options, field) is not None), None)
+    if given or options.dtype != "auto" or options.bf16:
+        flag = given or ("--dtype" if options.dtype != "auto" else "--bf16")
+        raise ModelError(f"{flag}: {spec} is served; the option applies to hf: checkpoints loaded here")
+    if options.concurrency < 1 or options.retries < 0 or not options.request_timeout > 0:
+        raise ModelError("--concurrency must be >= 1, --retries >= 0 and --request-timeout > 0")
+
+
+def image_url(source) -> str:
+    """A data URL of one image: a file's own bytes (its type read from its first bytes), embedded bytes,
+    or a decoded frame as PNG; other formats are decoded and sent as PNG."""
+    if isinstance(source, Path):
+        try:
+            data = source.read_bytes()
+        except OSError as exc:
+            raise ModelError(f"{source}: cannot read image ({exc.strerror or exc})") from None
+    elif isinstance(source, (bytes, bytearray)):
+        data = bytes(source)
+    else:  # a PIL image (a video frame)
+        buffer = io.BytesIO()
+        source.convert("RGB").save(buffer, format="PNG")
+        data = buffer.getvalue()
+    mime = next((m for magic, m in _MAGIC if data.startswith(magic)), None)
+    if mime is None and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        mime = "image/webp"
+    if mime is None:
+        from evaluator.models.images import open_image
+
+        buffer = io.BytesIO()
+        open_image(source if isinstance(source, Path) else data).save(buffer, format="PNG")
+        data, mime = buffer.getvalue(), "image/png"
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def messages(turn, system_prompt: str | None) -> list[dict]:
+    """The chat messages of one turn: the images inside the user message, before its text (as `hf:`
+    models are shown them), after an optional system turn."""
+    content = [{"type": "image_url", "image_url": {"url": image_url(s)}} for s in turn.images]
+    content.append({"type": "text", "text": turn.text})
+    return ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
+        {"role": "user", "content": content}]
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("vlbench")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class ServedVLM:
+    """The `vlm` of a GenerativeAdapter for `openai:MODEL`: `generate(turns)` over HTTP."""
+
+    def __init__(self, model: str, options: ModelOptions):
+        import httpx
+
+        from evaluator.models.generation import Generation
+
+        self.spec = f"openai:{model}"
+        self.model, self.options = model, options
+        self.endpoint = check_endpoint(options.base_url, self.spec)
+        check_served_options(options, self.spec)
+        self.generation = Generation(options.max_new_tokens, tuple(options.gen_kwargs), tuple(options.stop))
+        self.extra = self._request_kwargs()
+        key = os.environ.get(options.api_key_env) if options.api_key_env else None
+        self._key = key or None
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.client = httpx.Client(timeout=options.request_timeout, headers=self._headers,
+                                   limits=httpx.Limits(max_connections=options.concurrency,
+                                                       max_keepalive_connections=options.concurrency))
+        self.cache = (ResponseCache(options.response_cache)
+                      if options.response_cache is not None and self.generation.greedy else None)
+        self.requests = self.retries = 0
+        self.served_model: str | None = None
+        self.system_fingerprint: str | None = None
+        self._count = threading.Lock()
+
+    def _request_kwargs(self) -> dict:
+        given = dict(self.generation.kwargs)
+        unknown = [k for k in given if k not in (*REQUEST_KWARGS, "do_sample")]
+        if unknown:
+            raise ModelError(f"--gen-kwargs {unknown[0]}: not a chat-completions parameter (a served model takes "
+                             f"{', '.join(REQUEST_KWARGS)} and do_sample)")
+        if not self.generation.sampling:
+            return {"temperature": 0.0}
+        out = {k: v for k, v in given.items() if k != "do_sample"}
+        return {"temperature": out.pop("temperature", 1.0), **out, "seed": self.options.seed}
+
+    def body(self, turn, max_new_tokens: int) -> dict:
+        """The chat-completions request of one turn."""
+        return {"model": self.model, "messages": messages(turn, self.options.system_prompt),
+                "max_tokens": max_new_tokens, **self.extra,
+                **({"stop": list(self.generation.stop)} if self.generation.stop else {})}
+
+    # -- requests ---------------------------------------------------------------------------------
+    def generate(self, turns: list, max_new_tokens: int | None = None, names: list[str] | None = None) -> list[str]:
+        """Answers, in order: cached ones first, the rest `--concurrency` at a time. The first request
+        that fails for good stops the run (the answers already received stay cached)."""
+        from core.progress import progress
+
+        tokens = self.generation.max_new_tokens if max_new_tokens is None else max_new_tokens
+        names = names or [f"request {k + 1}" for k in range(len(turns))]
+        out: list[str | None] = [None] * len(turns)
+        todo = []
+        for k, turn in enumerate(turns):
+            body = self.body(turn, tokens)
+            key = request_key({"endpoint": self.endpoint, "body": body, "vlbench": _version()})
+            hit = None if self.cache is None else self.cache.get(key)
+            if hit is not None:
+                out[k] = self.generation.cut(hit["content"])
+            else:
+                todo.append((k, body, key))
+        pool = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="vlbench-request")
+        finished = False
+        try:
+            with progress(total=len(todo), desc="requests", unit="request") as bar:
+                futures = {pool.submit(self._ask, body, key, names[k]): k for k, body, key in todo}
+                for future in as_completed(futures):
+                    out[futures[future]] = self.generation.cut(future.result())
+                    bar.update()
+                    if self.retries:
+                        bar.set_postfix(retries=self.retries, refresh=False)
+            finished = True
+        finally:  # on a failure: nothing more is sent; requests in flight end within their timeout
+            pool.shutdown(wait=finished, cancel_futures=True)
+        return out
+
+    def _ask(self, body: dict, key: str, name: str) -> str:
+        try:
+            response = self._post(body, name)
+            content = self._content(response, name)
+        except ModelError as exc:  # a server may echo the key in its error message: it never reaches a line
+            raise ModelError(str(exc).replace(self._key, "***") if self._key else str(exc)) from None
+        if self.cache is not None and content:
+            self.cache.put(key, {"content": content})
+        return content
+
+    def _post(self, body: dict, name: str) -> dict:
+        import httpx
+
+        url = f"{self.endpoint}/chat/completions"
+        for attempt in range(self.options.retries + 1):
+            wait = None
+            try:
+                with self._count:
+                    self.requests += 1
+                response = self.client.post(url, json=body)
+            except httpx.TimeoutException:
+                reason = f"no answer within {self.options.request_timeout:g} s"
+            except httpx.TransportError as exc:
+                reason = f"connection failed ({type(exc).__name__})"
+            else:
+                if response.status_code == 200:
+                    try:
+                        return response.json()
+                    except ValueError:
+                        raise ModelError(f"{self.endpoint}: {name}: the answer is not JSON") from None
+                if response.status_code not in RETRIED_STATUS:
+                    raise ModelError(f"{self.endpoint}: {name}: {self._refusal(response)}")
+                reason = f"HTTP {response.status_code}{_server_message(response)}"
+                wait = _retry_after(response)
+            if attempt == self.options.retries:
+                raise ModelError(f"{self.endpoint}: {name}: {reason}, {attempt + 1} tries")
+            with self._count:
+                self.retries += 1
+            time.sleep(wait if wait is not None else
+                       min(BACKOFF_CAP_SECONDS, BACKOFF_SECONDS * 2 ** attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")
+
+    def _refusal(self, response) -> str:
+        """What a non-retried error status means, in one line."""
+        meaning = {400: "the server refused the request", 401: "the key was refused (401): check the variable "
+                   f"{self.options.api_key_env}", 403: "access denied (403)",
+                   404: f"not found (404): is {self.model!r} a model this endpoint serves, and does the URL end "
+                   "where /chat/completions follows (often /v1)?", 413: "the request is too large (413)",
+                   422: "the server cannot process the request (422)"}
+        return meaning.get(response.status_code, f"HTTP {response.status_code}") + _server_message(response)
+
+    def _content(self, response: dict, name: str) -> str:
+        choices = response.get("choices") if isinstance(response, dict) else None
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            raise ModelError(f"{self.endpoint}: {name}: the response has no choices")
+        message = choices[0].get("message") or {}
+        if message.get("refusal"):
+            raise ModelError(f"{self.endpoint}: {name}: the model refused ({str(message['refusal'])[:120]!r})")
+        if choices[0].get("finish_reason") == "content_filter":
+            raise ModelError(f"{self.endpoint}: {name}: the answer was withheld by the server's content filter")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise ModelError(f"{self.endpoint}: {name}: the answer's content is not text")
+        with self._count:
+            self.served_model = self.served_model or response.get("model")
+            self.system_fingerprint = self.system_fingerprint or response.get("system_fingerprint")
+        return content or ""
+
+    def score(self, turns: list, continuations: list) -> list:
+        raise ModelError(f"{self.spec}: log-likelihoods are not read from served models; ask multiple choice "
+                         "by letter (--choice-mode letter)")
+
+    def server_version(self) -> str | None:
+        """The version the server reports, where it has a way to (vLLM's GET /version)."""
+        import httpx
+
+        parts = urlsplit(self.endpoint)
+        try:
+            response = self.client.get(f"{parts.scheme}://{parts.netloc}/version", timeout=5)
+            version = response.json().get("version") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return None
+        return version if isinstance(version, str) else None
+
+    def describe(self) -> dict:
+        """What the prediction record says about the served model (never the key)."""
+        import httpx
+
+        return {"model": self.spec, "endpoint": self.endpoint, "served_model": self.served_model,
+                "server_version": self.server_version(), "system_fingerprint": self.system_fingerprint,
+                "api_key_env": self.options.api_key_env, "key_given": bool(self._headers),
+                "concurrency": self.options.concurrency, "request_timeout": self.options.request_timeout,
+                "requests": self.requests, "retries": self.retries,
+                "cache": None if self.cache is None else {"file": str(self.cache.path), "hits": self.cache.hits,
+                                                          "stored": self.cache.stored},
+                **({"system_prompt": self.options.system_prompt} if self.options.system_prompt else {}),
+                "versions": {"httpx": httpx.__version__}}
+
+
+def _server_message(response) -> str:
+    """The server's own error message, shortened, as `: message` (empty when it gave none)."""
+    try:
+        payload = response.json()
+        error = payload.get("error", payload.get("detail", payload.get("message")))
+        text = error.get("message") if isinstance(error, dict) else error
+    except (ValueError, AttributeError):
+        text = None
+    text = " ".join(str(text).split()) if text else ""
+    return f": {text[:200]}" if text else ""
+
+
+def _retry_after(response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return min(BACKOFF_CAP_SECONDS, max(0.0, float(value))) if value is not None else None
+    except ValueError:
+        return None

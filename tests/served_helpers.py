@@ -1,0 +1,178 @@
+"""Servers for the served-model tests, all on loopback and started and stopped by fixtures:
+`transformers serve` itself (transformers' OpenAI-compatible server) on a tiny model, a pass-through
+proxy in front of it that injects faults and counts requests, and a canned endpoint for the error
+cases a real server cannot be made to produce on demand."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+
+
+class QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):  # a dropped connection is the point of some tests
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def transformers_serve(model: Path, log: Path):
+    """`transformers serve MODEL` on a free loopback port, CPU, offline; yields its /v1 URL. The process
+    is killed on the way out, whatever happened."""
+    port = free_port()
+    command = [str(Path(sys.executable).parent / "transformers"), "serve", str(model), "--host", LOOPBACK,
+               "--port", str(port), "--device", "cpu", "--log-level", "warning"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    with open(log, "wb") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        for _ in range(360):  # up to 90 s for the server to load the model
+            if process.poll() is not None:
+                raise RuntimeError(f"transformers serve exited: {log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/health", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.25)
+        else:
+            raise RuntimeError("transformers serve did not answer /health within 90 s")
+        yield f"http://{LOOPBACK}:{port}/v1"
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+class Proxy:
+    """A pass-through proxy to UPSTREAM (a /v1 URL) that counts the requests it forwards and, while
+    `faults` holds entries, answers a request with the next one instead: an HTTP status (429, 500...),
+    ("delay", seconds) before forwarding, or "drop" (the connection closed without an answer).
+    `delay` holds every forwarded answer back that long."""
+
+    def __init__(self, upstream: str, faults: list | None = None, delay: float = 0.0):
+        self.upstream = upstream.split("//", 1)[1].split("/", 1)[0]
+        self.faults, self.delay = list(faults or []), delay
+        self.forwarded = self.faulted = 0
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with proxy._lock:
+                    fault = proxy.faults.pop(0) if proxy.faults else None
+                    proxy.faulted += fault is not None
+                if fault == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if isinstance(fault, int):
+                    payload = json.dumps({"error": {"message": f"injected {fault}"}}).encode()
+                    self.send_response(fault)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    if fault == 429:
+                        self.send_header("Retry-After", "0")
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                if isinstance(fault, tuple):
+                    time.sleep(fault[1])
+                status, payload = proxy.forward(self.path, body, self.headers.get("Authorization"))
+                time.sleep(proxy.delay)
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        self.server = QuietServer((LOOPBACK, 0), Handler)
+        self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def forward(self, path: str, body: bytes, authorization: str | None) -> tuple[int, bytes]:
+        connection = http.client.HTTPConnection(self.upstream, timeout=120)
+        headers = {"Content-Type": "application/json", **({"Authorization": authorization} if authorization else {})}
+        connection.request("POST", path, body=body, headers=headers)
+        response = connection.getresponse()
+        payload = response.read()
+        connection.close()
+        with self._lock:
+            self.forwarded += 1
+        return response.status, payload
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class CannedEndpoint:
+    """An endpoint that answers every chat completion with one canned (status, JSON body) and records
+    the requests' headers and bodies."""
+
+    def __init__(self, status: int = 200, payload: dict | None = None):
+        self.status, self.payload, self.requests = status, payload or {}, []
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                endpoint.requests.append((dict(self.headers), json.loads(body)))
+                data = json.dumps(endpoint.payload).encode()
+                self.send_response(endpoint.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = QuietServer((LOOPBACK, 0), Handler)
+        self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def chat_answer(content: str | None, **message) -> dict:
+    """A chat-completions response with one choice."""
+    return {"id": "x", "object": "chat.completion", "model": "canned",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content,
+                                                                           **message}}]}

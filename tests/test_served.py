@@ -1,0 +1,348 @@
+"""Served models (`openai:MODEL --base-url URL`), letter choice and the response cache.
+
+The happy path runs against a real OpenAI-compatible server, `transformers serve`, serving the tiny
+LLaVA of pipelines/tiny_models.py on CPU: the same model asked in-process (`hf:`) and over HTTP gives
+the same generations and, by letter, the same choices. Faults come from a pass-through proxy in front
+of that server; the error cases a real server cannot be made to produce on demand (401, a refusal, no
+choices) from a canned endpoint. Every server listens on loopback and is started and stopped by a
+fixture; sockets may connect to 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import assert_one_error_line
+from served_helpers import CannedEndpoint, Proxy, chat_answer, transformers_serve
+
+from core.errors import ModelError
+from evaluator.models.ask import letter_prompt, parse_letter
+from evaluator.models.generative import Turn
+from evaluator.models.options import ModelOptions
+from evaluator.models.response_cache import ResponseCache
+from evaluator.models.served import ServedVLM, image_url
+
+pytestmark = pytest.mark.allow_hosts(["127.0.0.1"])
+SECRET = "sk-test-secret-0123456789"
+
+
+@pytest.fixture(autouse=True)
+def _no_network():
+    """Overrides conftest's: sockets may be made, and connect to loopback only (the module's mark)."""
+    yield
+
+
+# ---------------------------------------------------------------------------------------------
+# Letter choice: the prompt and the parsing rules (evaluator/models/ask.py's docstring)
+
+OPTIONS = ["a red bus", "a dog", "two cats", "nothing"]
+
+
+@pytest.mark.parametrize("answer,chosen", [
+    ("B", 1), ("B.", 1), ("(C)", 2), ("D) nothing", 3), ("A: a red bus", 0), ("  b", None),  # rule 1
+    ("I think (C) is right", 2), ("The answer is D", 3), ("Answer: B", 1),  # rule 2
+    ("It shows two cats.", 2), ("A dog", 1), ("A dog and a red bus", None),  # rule 3; two options named: none
+    ("E", None), ("", None), ("no idea", None),
+])
+def test_letter_answers_are_read_by_the_documented_rules(answer, chosen):
+    assert parse_letter(answer, OPTIONS) == chosen
+
+
+def test_letter_prompt_lists_the_options_then_asks_for_the_letter():
+    assert letter_prompt("What is it?", ["x", "y"]) == \
+        "What is it?\nA. x\nB. y\nAnswer with the option's letter from the given choices directly."
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests: images, retries, errors (a canned endpoint)
+
+def test_images_travel_as_data_urls_of_their_own_bytes(tmp_path):
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (8, 6), (10, 20, 30)).save(buffer, format="JPEG")
+    (tmp_path / "a.jpg").write_bytes(buffer.getvalue())
+    url = image_url(tmp_path / "a.jpg")
+    assert url.startswith("data:image/jpeg;base64,") and base64.b64decode(url.split(",", 1)[1]) == buffer.getvalue()
+    frame = Image.new("RGB", (4, 4), (1, 2, 3))
+    decoded = Image.open(io.BytesIO(base64.b64decode(image_url(frame).split(",", 1)[1])))
+    assert image_url(frame).startswith("data:image/png;base64,") and decoded.getpixel((0, 0)) == (1, 2, 3)
+
+
+def _served(url: str, **options) -> ServedVLM:
+    return ServedVLM("tiny", ModelOptions(base_url=url, **{"retries": 0, **options}))
+
+
+def test_the_request_carries_the_turn_and_the_key_only_in_its_header(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLBENCH_TEST_KEY", SECRET)
+    (tmp_path / "img.png").write_bytes(image_url_png())
+    with CannedEndpoint(200, chat_answer("Yes.")) as endpoint:
+        vlm = _served(endpoint.url, api_key_env="VLBENCH_TEST_KEY", system_prompt="Be brief.", max_new_tokens=5)
+        assert vlm.generate([Turn("Is it red?", (tmp_path / "img.png",))]) == ["Yes."]
+        headers, body = endpoint.requests[0]
+        record = json.dumps(vlm.describe())
+    assert headers["Authorization"] == f"Bearer {SECRET}" and SECRET not in json.dumps(body) and SECRET not in record
+    assert body["model"] == "tiny" and body["max_tokens"] == 5 and body["temperature"] == 0.0
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+    content = body["messages"][1]["content"]
+    assert content[0]["type"] == "image_url" and content[1] == {"type": "text", "text": "Is it red?"}
+
+
+def image_url_png() -> bytes:
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (5, 5), (200, 0, 0)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("status,payload,needle", [
+    (401, {"error": {"message": "Incorrect API key provided: sk-test-secret-0123456789"}}, "key was refused (401)"),
+    (404, {"error": {"message": "The model `tiny` does not exist"}}, "not found (404)"),
+    (400, {"error": {"message": "This model does not support image inputs"}}, "does not support image inputs"),
+    (200, {"id": "x", "choices": []}, "no choices"),
+    (200, chat_answer(None, refusal="I can't help with that."), "refused"),
+])
+def test_a_refused_request_is_one_error_naming_the_endpoint_never_the_key(status, payload, needle, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    with CannedEndpoint(status, payload) as endpoint:
+        with pytest.raises(ModelError) as err:
+            _served(endpoint.url, retries=3).generate([Turn("q", ())], names=["row 7"])
+        assert len(endpoint.requests) == 1  # a refusal is not retried
+    message = str(err.value)
+    assert endpoint.url in message and "row 7" in message and needle in message
+    # a server that echoes the key in its error message: the line shows it, so the key is masked there
+    assert SECRET not in message
+
+
+def test_retries_back_off_and_the_last_failure_names_the_row(monkeypatch):
+    import evaluator.models.served as served
+
+    monkeypatch.setattr(served, "BACKOFF_SECONDS", 0.01)
+    with Proxy("http://127.0.0.1:9/v1", faults=[429, 503, 500, 429]) as proxy:
+        with pytest.raises(ModelError, match=r"row 3: HTTP 429: injected 429, 4 tries"):
+            _served(proxy.url, retries=3).generate([Turn("q", ())], names=["row 3"])
+        assert proxy.faulted == 4 and proxy.forwarded == 0
+
+
+def test_an_unreachable_endpoint_is_one_error():
+    with pytest.raises(ModelError, match=r"http://127.0.0.1:9/v1: row 0: connection failed"):
+        _served("http://127.0.0.1:9/v1").generate([Turn("q", ())], names=["row 0"])
+
+
+@pytest.mark.parametrize("url", ["localhost:8000/v1", "ftp://host/v1", "http://user:pw@host/v1", "http:///v1"])
+def test_a_malformed_base_url_is_refused(url):
+    with pytest.raises(ModelError, match="--base-url"):
+        _served(url)
+
+
+# ---------------------------------------------------------------------------------------------
+# The response cache
+
+def test_the_cache_checks_each_entry_and_keeps_only_what_succeeded(tmp_path, capsys):
+    path = tmp_path / "responses.sqlite3"
+    with CannedEndpoint(200, chat_answer("blue")) as endpoint:
+        vlm = _served(endpoint.url, response_cache=path)
+        assert vlm.generate([Turn("a", ()), Turn("b", ())]) == ["blue", "blue"]
+        assert vlm.cache.stored == 2 and len(endpoint.requests) == 2
+        again = _served(endpoint.url, response_cache=path)
+        assert again.generate([Turn("a", ()), Turn("b", ())]) == ["blue", "blue"]
+        assert again.cache.hits == 2 and len(endpoint.requests) == 2
+        with sqlite3.connect(path) as db:  # one entry edited on disk: asked again, with one warning
+            db.execute("UPDATE responses SET value = ? WHERE rowid = 1", (json.dumps({"content": "red"}),))
+        third = _served(endpoint.url, response_cache=path)
+        assert third.generate([Turn("a", ()), Turn("b", ())]) == ["blue", "blue"]
+        assert third.cache.damaged == 1 and len(endpoint.requests) == 3
+        assert "damaged entry" in capsys.readouterr().err
+        endpoint.payload = chat_answer("")  # an empty answer is never cached
+        fourth = _served(endpoint.url, response_cache=path)
+        assert fourth.generate([Turn("c", ())]) == [""] and fourth.cache.stored == 0
+        sampled = _served(endpoint.url, response_cache=path, gen_kwargs=(("temperature", 0.7),))
+        assert sampled.cache is None  # sampling is not deterministic: nothing cached
+
+
+def test_a_cache_file_that_is_not_sqlite_is_one_error(tmp_path):
+    (tmp_path / "responses.sqlite3").write_bytes(b"not a database, " * 64)
+    with pytest.raises(ModelError, match="response cache .*--no-cache"):
+        ResponseCache(tmp_path / "responses.sqlite3")
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad usage on the command line: one line, exit 2, nothing written
+
+@pytest.mark.parametrize("args,needle", [
+    (("--model", "openai:tiny"), "needs --base-url"),
+    (("--model", "openai:tiny", "--base-url", "http://127.0.0.1:9/v1", "--revision", "main"), "--revision"),
+    (("--model", "baseline:random", "--base-url", "http://127.0.0.1:9/v1"), "--base-url"),
+    (("--model", "baseline:random", "--choice-mode", "letter"), "--choice-mode"),
+    (("--model", "openai:tiny", "--base-url", "http://127.0.0.1:9/v1", "--choice-mode", "loglik"), "letter"),
+])
+def test_bad_served_usage_is_one_line(args, needle, cli, built, tmp_path):
+    code, _, err = cli("predict", "cosim-q", "--data", built("cosim-q"), "--out", tmp_path / "p.json", *args)
+    assert_one_error_line(code, err, (needle,))
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_visdial_and_socialiq_say_why_a_served_model_cannot_answer(cli, built, tmp_path):
+    for bench, needle in (("visdial", "ranks a round's 100 options"), ("socialiq", "each answer alone")):
+        code, _, err = cli("predict", bench, "--data", built(bench), "--out", tmp_path / "p.json",
+                           "--model", "openai:tiny", "--base-url", "http://127.0.0.1:9/v1")
+        assert_one_error_line(code, err, ("by letter", needle))
+
+
+# ---------------------------------------------------------------------------------------------
+# Against a real server: transformers serve
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    from pipelines.tiny_models import write_tiny_llava, write_tiny_llava_answering
+
+    root = tmp_path_factory.mktemp("served-models")
+    return {"random": write_tiny_llava(root / "random"), "letter-b": write_tiny_llava_answering(root / "b", "B")}
+
+
+@pytest.fixture(scope="module")
+def server(models, tmp_path_factory):
+    """One `transformers serve` per tiny model, started once for the module."""
+    logs = tmp_path_factory.mktemp("serve-logs")
+    with transformers_serve(models["random"], logs / "random.log") as random_url, \
+            transformers_serve(models["letter-b"], logs / "b.log") as letter_url:
+        yield {"random": random_url, "letter-b": letter_url}
+
+
+@pytest.fixture(scope="module")
+def cosim_images(built, tmp_path_factory) -> Path:
+    """A small image for every `img_fn` of the COSIM-Q sample build (the sample has no image files)."""
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    folder = tmp_path_factory.mktemp("cosim-images")
+    keys = pq.read_table(built("cosim-q") / "default" / "val-00000-of-00001.parquet", columns=["img_fn"])
+    for k, name in enumerate(sorted(set(keys.column(0).to_pylist()))):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (24 + k % 13, 30), (k * 37 % 255, 90, 160)).save(folder / name)
+    return folder
+
+
+def _samples(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.slow  # a real server process and two runs of the VQA v2 sample
+def test_served_and_in_process_generations_agree(cli, server, models, built, sample_sources, tmp_path, monkeypatch):
+    """Greedy answers of the same tiny LLaVA asked through `transformers serve` and loaded here: the same
+    prompts (chat template, image inside the message) give the same outputs, row by row."""
+    monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cache"))
+    common = ("--data", built("vqa-v2"), "--images", sample_sources / "coco", "--limit", "40", "--max-new-tokens",
+              "4", "--log-samples")
+    code, _, err = cli("predict", "vqa-v2", "--model", f"openai:{models['random']}", "--base-url", server["random"],
+                       "--out", tmp_path / "served.json", *common)
+    assert code == 0, err
+    code, _, err = cli("predict", "vqa-v2", "--model", f"hf:{models['random']}", "--out", tmp_path / "local.json",
+                       *common)
+    assert code == 0, err
+    served, local = _samples(tmp_path / "served.samples.jsonl"), _samples(tmp_path / "local.samples.jsonl")
+    assert [s["output"] for s in served] == [s["output"] for s in local]
+    assert len({s["output"] for s in served}) > 1  # the answers depend on the rows
+    assert (tmp_path / "served.json").read_text() == (tmp_path / "local.json").read_text()
+    record = json.loads((tmp_path / "served.meta.json").read_text())
+    assert record["model"] == f"openai:{models['random']}" and record["endpoint"] == server["random"]
+    assert record["served_model"].startswith(str(models["random"])) and record["requests"] == 40
+    assert record["cache"]["stored"] == 40 and record["asked"]["generation"]["greedy"] is True
+    # a second run is answered from the cache alone
+    code, _, err = cli("predict", "vqa-v2", "--model", f"openai:{models['random']}", "--base-url", server["random"],
+                       "--out", tmp_path / "again.json", *common)
+    assert code == 0, err
+    again = json.loads((tmp_path / "again.meta.json").read_text())
+    assert again["requests"] == 0 and again["cache"]["hits"] == 40
+    assert (tmp_path / "again.json").read_text() == (tmp_path / "served.json").read_text()
+
+
+@pytest.mark.slow  # a real server process and two runs of the COSIM-Q sample
+def test_served_and_in_process_letter_choices_agree(cli, server, models, built, cosim_images, tmp_path, monkeypatch):
+    """Multiple choice by letter: a tiny LLaVA that answers "B" whatever it is shown picks option B
+    through the server and in-process (`hf: --choice-mode letter`), and the files are equal."""
+    monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cache"))
+    common = ("--data", built("cosim-q"), "--images", cosim_images, "--limit", "24", "--log-samples")
+    code, _, err = cli("predict", "cosim-q", "--model", f"openai:{models['letter-b']}", "--base-url",
+                       server["letter-b"], "--out", tmp_path / "served.json", *common)
+    assert code == 0, err
+    code, _, err = cli("predict", "cosim-q", "--model", f"hf:{models['letter-b']}", "--choice-mode", "letter",
+                       "--out", tmp_path / "local.json", *common)
+    assert code == 0, err
+    served = _samples(tmp_path / "served.samples.jsonl")
+    assert {s["output"] for s in served} == {"B"} and {s["choice"] for s in served} == {"B"}
+    assert all(s["prediction"] == [0.0, 1.0, 0.0, 0.0] for s in served)
+    assert all(s["prompt"].endswith("Answer with the option's letter from the given choices directly.") for s in served)
+    assert (tmp_path / "served.json").read_text() == (tmp_path / "local.json").read_text()
+    for name in ("served", "local"):
+        asked = json.loads((tmp_path / f"{name}.meta.json").read_text())["asked"]
+        assert asked["choice_mode"] == "letter" and asked["unparsed_outputs"] == 0
+
+
+@pytest.mark.slow  # a real server behind a fault-injecting proxy
+def test_faults_are_retried_and_the_answers_are_right(cli, server, models, built, sample_sources, tmp_path,
+                                                      monkeypatch):
+    """429s, 500s, an answer slower than --request-timeout and a dropped connection, in front of the
+    real server: the run retries them and writes what a clean run writes."""
+    monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cache"))
+    common = ("vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco", "--limit", "12",
+              "--max-new-tokens", "4", "--model", f"openai:{models['random']}")
+    code, _, err = cli("predict", *common, "--base-url", server["random"], "--out", tmp_path / "clean.json",
+                       "--no-cache")
+    assert code == 0, err
+    faults = [429, 500, ("delay", 3.0), "drop", 503, 429]
+    with Proxy(server["random"], faults=faults) as proxy:
+        code, _, err = cli("predict", *common, "--base-url", proxy.url, "--out", tmp_path / "faulty.json",
+                           "--concurrency", "4", "--request-timeout", "2", "--retries", "6")
+        assert code == 0, err
+        assert proxy.faulted == len(faults)
+    assert (tmp_path / "faulty.json").read_text() == (tmp_path / "clean.json").read_text()
+    record = json.loads((tmp_path / "faulty.meta.json").read_text())
+    assert record["retries"] >= 5 and record["requests"] == 12 + record["retries"]
+
+
+@pytest.mark.slow  # a vlbench process killed mid-run, then resumed
+def test_a_killed_run_resumes_from_the_cache(server, models, built, sample_sources, tmp_path):
+    """SIGKILL while requests are in flight: the rerun asks the server only for what the first run did
+    not store (counted at the proxy), and writes the clean run's file."""
+    env = {**os.environ, "VLBENCH_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(Path(__file__).parents[1])}
+    rows = 30
+    args = [sys.executable, "-m", "pipelines.cli", "predict", "vqa-v2", "--data", str(built("vqa-v2")), "--images",
+            str(sample_sources / "coco"), "--limit", str(rows), "--max-new-tokens", "4", "--model",
+            f"openai:{models['random']}", "--concurrency", "2"]
+    with Proxy(server["random"], delay=0.3) as proxy:
+        run = subprocess.Popen([*args, "--base-url", proxy.url, "--out", str(tmp_path / "p.json")], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        for _ in range(600):  # bounded: at most 60 s for a third of the rows to be answered
+            if proxy.forwarded >= rows // 3 or run.poll() is not None:
+                break
+            time.sleep(0.1)
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=30)
+        assert run.returncode == -signal.SIGKILL and not (tmp_path / "p.json").exists()
+        with sqlite3.connect(tmp_path / "cache" / "responses.sqlite3") as db:
+            stored = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        assert 0 < stored < rows  # what was answered before the kill; those in flight were lost
+        before = proxy.forwarded
+        done = subprocess.run([*args, "--base-url", proxy.url, "--out", str(tmp_path / "p.json")], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert proxy.forwarded - before == rows - stored  # only what was missing
+    clean = subprocess.run([*args, "--base-url", server["random"], "--out", str(tmp_path / "clean.json"),
+                            "--no-cache"], env=env, capture_output=True, text=True, timeout=300)
+    assert clean.returncode == 0, clean.stderr
+    assert (tmp_path / "p.json").read_text() == (tmp_path / "clean.json").read_text()
