@@ -16,6 +16,7 @@ cache when it holds them (evaluator/models/response_cache.py)."""
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import os
 import random
@@ -98,7 +99,9 @@ def messages(turn, system_prompt: str | None) -> list[dict]:
         {"role": "user", "content": content}]
 
 
-def _version() -> str:
+@functools.cache
+def vlbench_version() -> str:
+    """vlbench's version, part of every response-cache key (read once per process)."""
     from importlib import metadata
 
     try:
@@ -151,6 +154,12 @@ class ServedVLM:
                 "max_tokens": max_new_tokens, **self.extra,
                 **({"stop": list(self.generation.stop)} if self.generation.stop else {})}
 
+    def request(self, turn, max_new_tokens: int) -> tuple[dict, str]:
+        """A turn's request body and its response-cache key (the endpoint, the body with its images and
+        generation settings, vlbench's version)."""
+        body = self.body(turn, max_new_tokens)
+        return body, request_key({"endpoint": self.endpoint, "body": body, "vlbench": vlbench_version()})
+
     # -- requests ---------------------------------------------------------------------------------
     def generate(self, turns: list, max_new_tokens: int | None = None, names: list[str] | None = None) -> list[str]:
         """Answers, in order: cached ones first, the rest `--concurrency` at a time. The first request
@@ -162,8 +171,7 @@ class ServedVLM:
         out: list[str | None] = [None] * len(turns)
         todo = []
         for k, turn in enumerate(turns):
-            body = self.body(turn, tokens)
-            key = request_key({"endpoint": self.endpoint, "body": body, "vlbench": _version()})
+            body, key = self.request(turn, tokens)
             hit = None if self.cache is None else self.cache.get(key)
             if hit is not None:
                 out[k] = self.generation.cut(hit["content"])
