@@ -112,7 +112,7 @@ class Proxy:
 
         self.server = QuietServer((LOOPBACK, 0), Handler)
         self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def forward(self, path: str, body: bytes, authorization: str | None) -> tuple[int, bytes]:
         connection = http.client.HTTPConnection(self.upstream, timeout=120)
@@ -160,7 +160,7 @@ class CannedEndpoint:
 
         self.server = QuietServer((LOOPBACK, 0), Handler)
         self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def __enter__(self):
         self.thread.start()

@@ -191,7 +191,7 @@ def test_a_cache_file_that_is_not_sqlite_is_one_error(tmp_path):
     (("--model", "openai:tiny", "--base-url", "http://127.0.0.1:9/v1", "--choice-mode", "loglik"), "letter"),
 ])
 def test_bad_served_usage_is_one_line(args, needle, cli, built, tmp_path):
-    code, _, err = cli("predict", "cosim-q", "--data", built("cosim-q"), "--out", tmp_path / "p.json", *args)
+    code, _, err = cli("predict", "vcr", "--data", built("vcr"), "--out", tmp_path / "p.json", *args)
     assert_one_error_line(code, err, (needle,))
     assert not (tmp_path / "p.json").exists()
 
