@@ -74,6 +74,8 @@ MODEL_FLAGS: dict[str, tuple[object, object]] = {
                                                               "or a dropped connection (openai:).")),
     "no_cache": (bool, typer.Option(False, "--no-cache", help="Ask every request again: no response cache (openai:; "
                                                               "the cache makes a killed run resumable).")),
+    "resume": (bool, typer.Option(False, "--resume", help="Keep a generative hf: model's answers in the response "
+                                                          "cache as they come and reuse them (a killed run resumes).")),
 }
 
 
@@ -87,14 +89,17 @@ def with_model_flags(command):
 
     @functools.wraps(command)
     def run(**kwargs):
+        from core.errors import ParamsError
         from evaluator.models.generation import parse_gen_kwargs
         from evaluator.models.options import ModelOptions
 
         values = {name: kwargs.pop(name) for name in MODEL_FLAGS}
         values.update(gen_kwargs=parse_gen_kwargs(values["gen_kwargs"]), stop=tuple(values["stop"]))
         served = str(kwargs.get("model", "")).startswith("openai:")
-        values["response_cache"] = _response_cache() if served and not values.pop("no_cache") else None
-        values.pop("no_cache", None)
+        resume, no_cache = values.pop("resume"), values.pop("no_cache")
+        if resume and no_cache:
+            raise ParamsError("--resume reads the response cache that --no-cache turns off: pass one of them")
+        values["response_cache"] = _response_cache() if (served or resume) and not no_cache else None
         return command(**kwargs, model_options=ModelOptions(seed=kwargs.get("seed", 0), **values))
 
     run.__signature__ = signature.replace(parameters=[*own, *flags])

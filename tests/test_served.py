@@ -346,3 +346,47 @@ def test_a_killed_run_resumes_from_the_cache(server, models, built, sample_sourc
                             "--no-cache"], env=env, capture_output=True, text=True, timeout=300)
     assert clean.returncode == 0, clean.stderr
     assert (tmp_path / "p.json").read_text() == (tmp_path / "clean.json").read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# The same cache for in-process models: predict --resume
+
+@pytest.mark.slow  # five runs of a tiny LLaVA on the VQA v2 and COSIM-Q samples
+def test_resume_reuses_an_hf_models_answers_and_scores(cli, built, sample_sources, cosim_images, tmp_path,
+                                                       monkeypatch):
+    from pipelines.tiny_models import write_tiny_llava
+
+    monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cache"))
+    model = write_tiny_llava(tmp_path / "llava")
+    common = ("vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco", "--max-new-tokens", "4",
+              "--model", f"hf:{model}")
+
+    def run(name: str, *extra) -> dict:
+        code, _, err = cli("predict", *common, "--out", tmp_path / f"{name}.json", *extra)
+        assert code == 0, err
+        return json.loads((tmp_path / f"{name}.meta.json").read_text())
+
+    assert run("first", "--limit", "10", "--resume")["cache"] == {
+        "file": str(tmp_path / "cache" / "responses.sqlite3"), "hits": 0, "stored": 10}
+    assert run("second", "--limit", "20", "--resume")["cache"]["hits"] == 10  # the first ten rows are not asked
+    assert "cache" not in run("plain", "--limit", "20")
+    assert (tmp_path / "second.json").read_text() == (tmp_path / "plain.json").read_text()
+    write_tiny_llava(model, seed=1)  # other weights in the same folder: nothing is reused
+    assert run("other", "--limit", "20", "--resume")["cache"]["hits"] == 0
+    # scores (multiple choice by log-likelihood) too
+    scored = ("cosim-q", "--data", built("cosim-q"), "--images", cosim_images, "--limit", "12", "--model",
+              f"hf:{model}", "--resume")
+    for name in ("s1", "s2"):
+        code, _, err = cli("predict", *scored, "--out", tmp_path / f"{name}.json")
+        assert code == 0, err
+    assert json.loads((tmp_path / "s2.meta.json").read_text())["cache"]["hits"] == 12
+    assert (tmp_path / "s1.json").read_text() == (tmp_path / "s2.json").read_text()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("--model", "baseline:random", "--resume"), "--resume"),
+    (("--model", "hf:x", "--resume", "--no-cache"), "--no-cache"),
+])
+def test_resume_misuse_is_one_line(args, needle, cli, built, tmp_path):
+    code, _, err = cli("predict", "vcr", "--data", built("vcr"), "--out", tmp_path / "p.json", *args)
+    assert_one_error_line(code, err, (needle,))

@@ -23,6 +23,7 @@ from builders.model_files import load_pretrained
 from core.errors import ModelError
 from evaluator.models.images import open_image
 from evaluator.models.options import ModelOptions
+from evaluator.models.response_cache import ResponseCache, folder_identity, image_digest, request_key, vlbench_version
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ATTENTION = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
@@ -30,7 +31,7 @@ DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 # ModelOptions fields that only a generative model reads, with their command-line names
 GENERATIVE_ONLY = {"system_prompt": "--system-prompt", "chat_template": "--chat-template", "gen_kwargs": "--gen-kwargs",
                    "stop": "--stop", "revision": "--revision", "attn_implementation": "--attn-implementation",
-                   "device_map": "--device-map"}
+                   "device_map": "--device-map", "response_cache": "--resume"}
 PREFIX_CACHE_MIN_CONTINUATIONS = 8  # fewer continuations per context are batched as full sequences
 
 
@@ -163,6 +164,11 @@ class GenerativeVLM:
         self.model.eval()
         self.revision = options.revision or _snapshot(path, config)
         self.batch_size = options.batch_size
+        # `predict --resume`: answers and scores kept in the response cache as they are computed
+        self.cache = None if options.response_cache is None else ResponseCache(options.response_cache)
+        self._identity = {"model": f"hf:{path}", "revision": self.revision, "files": folder_identity(path),
+                          "dtype": dtype, "device": self.device.type, "vlbench": vlbench_version(),
+                          **{k: getattr(options, k) for k in ("min_pixels", "max_pixels", "attn_implementation")}}
 
     def _bound_pixels(self, options: ModelOptions) -> None:
         bounds = {k: v for k, v in (("min_pixels", options.min_pixels), ("max_pixels", options.max_pixels))
@@ -208,6 +214,22 @@ class GenerativeVLM:
         return {k: (v.to(self.device, dtype=self.model.dtype) if torch.is_floating_point(v) else v.to(self.device))
                 if hasattr(v, "to") else v for k, v in enc.items()}
 
+    # -- the response cache (predict --resume) ------------------------------------------------------
+    def _key(self, turn: Turn, what: dict) -> str:
+        """A turn's cache key: the model (checkpoint revision, or a local folder's files), how it runs,
+        the templated prompt, the images' SHA-256 and what is asked (`what`)."""
+        return request_key({**self._identity, "prompt": self.prompt_text(turn),
+                            "images": [image_digest(s) for s in turn.images], **what})
+
+    def _cached(self, keys: list[str | None], field: str) -> dict[int, object]:
+        """{turn index: cached value} of the turns the cache answers."""
+        found = {}
+        for i, key in enumerate(keys):
+            hit = None if key is None or self.cache is None else self.cache.get(key)
+            if hit is not None:
+                found[i] = hit[field]
+        return found
+
     # -- generation -------------------------------------------------------------------------------
     def generate(self, turns: list[Turn], max_new_tokens: int | None = None, names: list[str] | None = None,
                  ) -> list[str]:
@@ -223,12 +245,17 @@ class GenerativeVLM:
             kwargs |= {"stop_strings": list(generation.stop), "tokenizer": self.tokenizer}
         if generation.sampling:
             torch.manual_seed(self.options.seed)
-        order = sorted(range(len(turns)), key=lambda i: (len(turns[i].images), len(turns[i].text)))
+        keys = ([self._key(t, {"generation": generation.record()}) for t in turns]
+                if self.cache is not None and generation.greedy else [None] * len(turns))
         out: list[str | None] = [None] * len(turns)
+        for i, text in self._cached(keys, "content").items():
+            out[i] = generation.cut(text)
+        todo = [i for i in range(len(turns)) if out[i] is None]
+        order = sorted(todo, key=lambda i: (len(turns[i].images), len(turns[i].text)))
         from core.progress import progress
 
         batches = [order[b:b + self.batch_size] for b in range(0, len(order), self.batch_size)]
-        with torch.inference_mode(), progress(total=len(turns), desc="generating", unit="sample") as bar:
+        with torch.inference_mode(), progress(total=len(todo), desc="generating", unit="sample") as bar:
             for idx, enc in _prefetched(batches, lambda idx: self._encode([turns[i] for i in idx], "left"),
                                         self.device.type != "cpu"):
                 enc = self._to_device(enc)
@@ -236,6 +263,8 @@ class GenerativeVLM:
                 texts = self.tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
                 for i, text in zip(idx, texts):
                     out[i] = generation.cut(text)
+                    if keys[i] is not None and text:
+                        self.cache.put(keys[i], {"content": text})
                 bar.update(len(idx))
         return out
 
@@ -259,18 +288,32 @@ class GenerativeVLM:
         from core.progress import progress
 
         distinct = [list(dict.fromkeys(c)) for c in continuations]
+        keys = ([self._key(t, {"continuations": c, "loglik": self.options.loglik}) for t, c in zip(turns, distinct)]
+                if self.cache is not None else [None] * len(turns))
         scored: list[dict[str, float]] = [{} for _ in turns]
-        few = [i for i, c in enumerate(distinct) if len(c) < PREFIX_CACHE_MIN_CONTINUATIONS]
-        many = [i for i, c in enumerate(distinct) if len(c) >= PREFIX_CACHE_MIN_CONTINUATIONS]
-        with progress(total=len(turns), desc="scoring", unit="sample") as bar:
-            if few:
-                flat = [(i, c) for i in few for c in distinct[i]]
+        for i, values in self._cached(keys, "loglik").items():
+            scored[i] = dict(zip(distinct[i], values))
+        todo = [i for i in range(len(turns)) if not scored[i]]
+        few = [i for i in todo if len(distinct[i]) < PREFIX_CACHE_MIN_CONTINUATIONS]
+        many = [i for i in todo if len(distinct[i]) >= PREFIX_CACHE_MIN_CONTINUATIONS]
+
+        def done(i: int) -> None:
+            if keys[i] is not None:
+                self.cache.put(keys[i], {"loglik": [scored[i][c] for c in distinct[i]]})
+
+        with progress(total=len(todo), desc="scoring", unit="sample") as bar:
+            # turns of few continuations in chunks, so that a killed run keeps what it scored
+            for chunk in (few[b:b + 4 * self.batch_size] for b in range(0, len(few), 4 * self.batch_size)):
+                flat = [(i, c) for i in chunk for c in distinct[i]]
                 scores = self.score_full([turns[i] for i, _ in flat], [c for _, c in flat])
                 for (i, c), s in zip(flat, scores):
                     scored[i][c] = s
-                bar.update(len(few))
+                for i in chunk:
+                    done(i)
+                bar.update(len(chunk))
             for i in many:
                 scored[i] = dict(zip(distinct[i], self.score_cached(turns[i], distinct[i])))
+                done(i)
                 bar.update()
         return [[scored[i][c] for c in conts] for i, conts in enumerate(continuations)]
 
@@ -344,6 +387,8 @@ class GenerativeVLM:
             **{k: str(getattr(self.options, k)) for k in ("attn_implementation", "device_map", "system_prompt",
                                                           "chat_template") if getattr(self.options, k) is not None},
             "versions": {"transformers": transformers.__version__, "torch": torch.__version__},
+            **({"cache": {"file": str(self.cache.path), "hits": self.cache.hits, "stored": self.cache.stored}}
+               if self.cache is not None else {}),
         }
 
 

@@ -1,6 +1,7 @@
-"""The response cache that makes a long run against a served model resumable: one SQLite file in WAL
-mode, one row per request, written the moment its response arrives, so a run killed by Ctrl-C or
-SIGKILL loses at most the requests in flight and the rerun asks only what is missing.
+"""The response cache that makes a long run resumable (a served model's requests; an `hf:` model's
+answers and scores with `predict --resume`): one SQLite file in WAL mode, one row per request,
+written the moment its response arrives, so a run killed by Ctrl-C or SIGKILL loses at most the
+requests in flight and the rerun asks only what is missing.
 
 A row is keyed by the SHA-256 of the request's whole identity (the endpoint, the model name, the
 request body with its images and generation settings, and vlbench's version); its value carries its
@@ -10,6 +11,7 @@ non-empty responses: an error is never replayed."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
@@ -18,6 +20,37 @@ import threading
 from pathlib import Path
 
 from core.errors import ModelError
+
+
+@functools.cache
+def vlbench_version() -> str:
+    """vlbench's version, part of every key (read once per process)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("vlbench")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def folder_identity(path: str) -> list | None:
+    """A local model folder's files as (name, size, mtime_ns): a changed checkpoint never reuses an
+    answer. None for a hub id, which its revision names."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        return None
+    return [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file()]
+
+
+def image_digest(source) -> str:
+    """The SHA-256 of an image a turn shows: a file's bytes, embedded bytes, or a decoded frame's pixels."""
+    from core.hashing import sha256_file
+
+    if isinstance(source, Path):
+        return sha256_file(source)
+    if isinstance(source, (bytes, bytearray)):
+        return hashlib.sha256(source).hexdigest()
+    return hashlib.sha256(f"{source.mode}{source.size}".encode() + source.tobytes()).hexdigest()
 
 
 def request_key(identity: dict) -> str:

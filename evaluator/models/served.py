@@ -16,7 +16,6 @@ cache when it holds them (evaluator/models/response_cache.py)."""
 from __future__ import annotations
 
 import base64
-import functools
 import io
 import os
 import random
@@ -28,7 +27,7 @@ from urllib.parse import urlsplit
 
 from core.errors import ModelError
 from evaluator.models.options import ModelOptions
-from evaluator.models.response_cache import ResponseCache, request_key
+from evaluator.models.response_cache import ResponseCache, request_key, vlbench_version
 
 RETRIED_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 BACKOFF_SECONDS, BACKOFF_CAP_SECONDS = 0.5, 30.0
@@ -97,17 +96,6 @@ def messages(turn, system_prompt: str | None) -> list[dict]:
     content.append({"type": "text", "text": turn.text})
     return ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
         {"role": "user", "content": content}]
-
-
-@functools.cache
-def vlbench_version() -> str:
-    """vlbench's version, part of every response-cache key (read once per process)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("vlbench")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 class ServedVLM:
