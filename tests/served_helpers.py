@@ -135,11 +135,11 @@ class Proxy:
 
 
 class CannedEndpoint:
-    """An endpoint that answers every chat completion with one canned (status, JSON body) and records
-    the requests' headers and bodies."""
+    """An endpoint that answers every chat completion with one canned (status, JSON body), after
+    `delay` seconds, and records the requests' headers and bodies."""
 
-    def __init__(self, status: int = 200, payload: dict | None = None):
-        self.status, self.payload, self.requests = status, payload or {}, []
+    def __init__(self, status: int = 200, payload: dict | None = None, delay: float = 0.0):
+        self.status, self.payload, self.requests, self.delay = status, payload or {}, [], delay
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -151,6 +151,7 @@ class CannedEndpoint:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 endpoint.requests.append((dict(self.headers), json.loads(body)))
+                time.sleep(endpoint.delay)
                 data = json.dumps(endpoint.payload).encode()
                 self.send_response(endpoint.status)
                 self.send_header("Content-Type", "application/json")

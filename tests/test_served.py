@@ -348,6 +348,26 @@ def test_a_killed_run_resumes_from_the_cache(server, models, built, sample_sourc
     assert (tmp_path / "p.json").read_text() == (tmp_path / "clean.json").read_text()
 
 
+@pytest.mark.slow  # a vlbench process
+def test_sigterm_stops_a_served_run_at_once(built, sample_sources, tmp_path):
+    """Requests in flight are not waited for: the run ends with exit 143 at once, writing nothing."""
+    env = {**os.environ, "VLBENCH_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(Path(__file__).parents[1])}
+    with CannedEndpoint(200, chat_answer("yes"), delay=60) as endpoint:
+        command = [sys.executable, "-m", "pipelines.cli", "predict", "vqa-v2", "--data", str(built("vqa-v2")),
+                   "--images", str(sample_sources / "coco"), "--limit", "8", "--model", "openai:tiny", "--base-url",
+                   endpoint.url, "--out", str(tmp_path / "p.json")]
+        run = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for _ in range(300):  # bounded: until the requests are in flight (at most 30 s)
+            if len(endpoint.requests) >= 8 or run.poll() is not None:
+                break
+            time.sleep(0.1)
+        sent = time.monotonic()
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=30)
+        assert run.returncode == 143 and time.monotonic() - sent < 10, err
+        assert "terminated" in err and not (tmp_path / "p.json").exists()
+
+
 # ---------------------------------------------------------------------------------------------
 # The same cache for in-process models: predict --resume
 

@@ -6,7 +6,7 @@ a system turn with `--system-prompt`); multiple choice goes by letter (`--choice
 evaluator/models/ask.py).
 
 Images travel as base64 data URLs of the files' own bytes (a decoded video frame as PNG). Requests run
-`--concurrency` at a time on a thread pool over one httpx client; a 429, a 5xx, a timeout or a dropped
+`--concurrency` at a time on daemon worker threads over one httpx client; a 429, a 5xx, a timeout or a dropped
 connection is retried `--retries` times with exponential backoff and jitter (a server's Retry-After is
 honoured), and the last failure is one error naming the endpoint and the row. The key is read from the
 environment variable `--api-key-env` names: it is sent in the Authorization header and nowhere else
@@ -18,10 +18,10 @@ from __future__ import annotations
 import base64
 import io
 import os
+import queue
 import random
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -165,20 +165,46 @@ class ServedVLM:
                 out[k] = self.generation.cut(hit["content"])
             else:
                 todo.append((k, body, key))
-        pool = ThreadPoolExecutor(max_workers=self.options.concurrency, thread_name_prefix="vlbench-request")
-        finished = False
-        try:
-            with progress(total=len(todo), desc="requests", unit="request") as bar:
-                futures = {pool.submit(self._ask, body, key, names[k]): k for k, body, key in todo}
-                for future in as_completed(futures):
-                    out[futures[future]] = self.generation.cut(future.result())
-                    bar.update()
-                    if self.retries:
-                        bar.set_postfix(retries=self.retries, refresh=False)
-            finished = True
-        finally:  # on a failure: nothing more is sent; requests in flight end within their timeout
-            pool.shutdown(wait=finished, cancel_futures=True)
+        with progress(total=len(todo), desc="requests", unit="request") as bar:
+            for k, content in self._ask_all(todo, names):
+                out[k] = self.generation.cut(content)
+                bar.update()
+                if self.retries:
+                    bar.set_postfix(retries=self.retries, refresh=False)
         return out
+
+    def _ask_all(self, todo: list, names: list[str]):
+        """(index, answer) of every request as it arrives, `--concurrency` workers asking at a time.
+        The workers are daemon threads: when a request fails for good, or Ctrl-C / SIGTERM stops the
+        run, nothing more is sent and the process ends without waiting for the requests in flight."""
+        tasks: queue.Queue = queue.Queue()
+        for item in todo:
+            tasks.put(item)
+        results: queue.Queue = queue.Queue()
+        stop = threading.Event()
+
+        def worker() -> None:
+            while not stop.is_set():
+                try:
+                    k, body, key = tasks.get_nowait()
+                except queue.Empty:
+                    return
+                try:
+                    results.put((k, self._ask(body, key, names[k]), None))
+                except BaseException as exc:  # noqa: BLE001 -- handed to the main thread, which raises it
+                    results.put((k, None, exc))
+                    return
+
+        for n in range(min(self.options.concurrency, len(todo))):
+            threading.Thread(target=worker, name=f"vlbench-request-{n}", daemon=True).start()
+        try:
+            for _ in range(len(todo)):
+                k, content, exc = results.get()
+                if exc is not None:
+                    raise exc
+                yield k, content
+        finally:
+            stop.set()
 
     def _ask(self, body: dict, key: str, name: str) -> str:
         try:
