@@ -138,8 +138,11 @@ class CannedEndpoint:
     """An endpoint that answers every chat completion with one canned (status, JSON body), after
     `delay` seconds, and records the requests' headers and bodies."""
 
-    def __init__(self, status: int = 200, payload: dict | None = None, delay: float = 0.0):
+    def __init__(self, status: int = 200, payload: dict | None = None, delay: float = 0.0, after: int | None = None,
+                 then: tuple[int, dict] | None = None):
+        """`then`: the (status, payload) every request after the first `after` gets instead."""
         self.status, self.payload, self.requests, self.delay = status, payload or {}, [], delay
+        self.after, self.then = after, then
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -152,8 +155,10 @@ class CannedEndpoint:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 endpoint.requests.append((dict(self.headers), json.loads(body)))
                 time.sleep(endpoint.delay)
-                data = json.dumps(endpoint.payload).encode()
-                self.send_response(endpoint.status)
+                status, payload = (endpoint.then if endpoint.then and len(endpoint.requests) > endpoint.after
+                                   else (endpoint.status, endpoint.payload))
+                data = json.dumps(payload).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -196,6 +196,28 @@ def test_bad_served_usage_is_one_line(args, needle, cli, built, tmp_path):
     assert not (tmp_path / "p.json").exists()
 
 
+def test_a_refused_run_writes_nothing_but_the_cache_of_what_succeeded(cli, built, sample_sources, tmp_path,
+                                                                      monkeypatch):
+    """Three answers, then the key is refused: one line naming the endpoint (not the key), exit 2, no
+    prediction file; the three answers are in the cache, and the rerun asks only for the rest."""
+    monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    args = ("predict", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco", "--limit", "6",
+            "--model", "openai:tiny", "--concurrency", "1", "--out", tmp_path / "p.json")
+    refused = (401, {"error": {"message": f"Incorrect API key provided: {SECRET}"}})
+    with CannedEndpoint(200, chat_answer("yes"), after=3, then=refused) as endpoint:
+        code, out, err = cli(*args, "--base-url", endpoint.url)
+        assert_one_error_line(code, err, (endpoint.url, "key was refused (401)"))
+        assert SECRET not in err + out and not (tmp_path / "p.json").exists()
+        assert not (tmp_path / "p.meta.json").exists()
+        with sqlite3.connect(tmp_path / "cache" / "responses.sqlite3") as db:
+            assert db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 3
+        endpoint.then, endpoint.requests = None, []  # the key is accepted again
+        code, _, err = cli(*args, "--base-url", endpoint.url)
+        assert code == 0, err
+        assert len(endpoint.requests) == 3  # the three refused rows only
+
+
 def test_visdial_and_socialiq_say_why_a_served_model_cannot_answer(cli, built, tmp_path):
     for bench, needle in (("visdial", "ranks a round's 100 options"), ("socialiq", "each answer alone")):
         code, _, err = cli("predict", bench, "--data", built(bench), "--out", tmp_path / "p.json",
