@@ -59,6 +59,7 @@ class Task(ABC):
     hf_families: ClassVar[tuple[HfFamily, ...]] = ()  # the non-generative `hf:` checkpoints it loads
     generative_reason: ClassVar[str] = "the benchmark declares no way to ask a generative model"
     headline: ClassVar[tuple[Headline, ...]] = ()  # the metrics a reader looks at first
+    images_folder: ClassVar[str | None] = None  # its image folder under `vlbench suite --images-root`
     # The majority-vote model of Gat et al., NeurIPS 2021, Eq. 4: a task that has one defines
     # `majority(self, train) -> model`; None (the default, and a task may say so explicitly): it has none.
     majority: ClassVar[Callable | None] = None

@@ -386,6 +386,35 @@ def _fmt(value) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+@app.command(cls=ModelMenuCommand)
+@with_model_flags
+def suite(
+    model: str = typer.Option(..., "--model", help="A model spec (the menus below)."),
+    data: Path = typer.Option(..., "--data", help="Folder of built benchmarks (one sub-folder each, as `make demo` "
+                                                  "writes)."),
+    out: Path = typer.Option(..., "--out", help="The suite folder: predictions, reports, card.json, report.md."),
+    only: Optional[str] = typer.Option(None, "--benchmarks", metavar="A,B,...", help="Only these benchmarks."),
+    images_root: Optional[Path] = typer.Option(
+        None, "--images-root", help="Images of every benchmark in one folder: coco/, gqa/, vcr1images/, cosim/, pmr/, "
+                                    "visdial/ (the README's layout)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of random baselines and of the bootstrap."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Resamples of the 95% confidence intervals."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Use an OUT that is not a suite folder."),
+    model_options=None,
+):
+    """One model over every built benchmark: predictions, reports, and one report card of headline metrics
+    with intervals and the diagnostics (OOD tail vs head, changing priors, single vs paired questions).
+    Resumable: a rerun reuses what is done and still valid."""
+    from evaluator.suite.run import run_suite
+
+    benchmarks = None if only is None else [b.strip() for b in only.split(",") if b.strip()]
+    card = run_suite(model, data, out, model_options=model_options, only=benchmarks, images_root=images_root,
+                     resamples=bootstrap, seed=seed, overwrite=overwrite, echo=typer.echo)
+    scored = sum(r["status"] == "scored" for r in card["benchmarks"].values())
+    typer.echo(f"{scored} of {len(card['benchmarks'])} benchmarks scored, {len(card['diagnostics'])} diagnostics; "
+               f"report card: {out / 'report.md'}")
+
+
 @app.command()
 def shortcuts(
     bench: str = typer.Argument(..., help="Benchmark (multiple-choice: vcr, vcr-visor, pmr-p, cosim-q/c, socialiq)."),

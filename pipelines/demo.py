@@ -1,4 +1,5 @@
-"""`vlbench demo`: sample sources -> build every benchmark -> verify -> predict baselines -> evaluate."""
+"""`vlbench demo`: sample sources -> build every benchmark -> verify -> predict baselines -> evaluate ->
+perceptual scores, CounterBias -> a report card (`vlbench suite`)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,19 @@ def run_demo(out: Path, echo=print) -> dict:
         shown = "  ".join(f"P_{m}/Z_D {_fmt(v['p_zd']['mean'])}" for m, v in summary["modalities"].items())
         echo(f"perceptual {bench} {spec}: {shown}   report: {report / 'report.md'}")
     results["counterbias"] = _counterbias(out, echo)
+    results["suite"] = _report_card(out, echo)
     return results
+
+
+def _report_card(out: Path, echo) -> dict:
+    """`vlbench suite` of baseline:random over the demo's builds: the report card under OUT/card."""
+    from evaluator.suite.run import run_suite
+
+    card = run_suite("baseline:random", out, out / "card", echo=lambda line: None)
+    scored = sum(r["status"] == "scored" for r in card["benchmarks"].values())
+    echo(f"report card of baseline:random: {scored} benchmarks scored, {len(card['diagnostics'])} diagnostics   "
+         f"card: {out / 'card' / 'report.md'}")
+    return card
 
 
 def _counterbias(out: Path, echo) -> dict:

@@ -12,6 +12,7 @@ CHANGE_PROMPT = "Imagine this change to the scene: {change}\n{question}"
 class CoSImPairsTask(PairedTask):
     choices = 4
     text_columns = ("change", "question")
+    images_folder = "cosim"
     # The image, the question, the counterfactual change and the four choices; the label stays.
     modalities = (Modality("image", ("img_fn",)), Modality("question", ("question",)),
                   Modality("change", ("change",)), Modality("choices", ("choices", "rewritten")))

@@ -51,6 +51,7 @@ class GQAOODTask(Task):
     baselines = (Baseline("prior", lambda task, options, spec: QuestionPrior(train_file(options)),
                           "needs --train-file"),
                  Baseline("random", lambda task, options, spec: RandomGroupAnswer(options.seed)))
+    images_folder = "gqa"
     hf_families = (vilt_vqa("imageId"),)
     # Image and question; the question's program, types and groups are read off the question.
     modalities = (Modality("image", ("imageId",)), Modality("question", ("question", "semantic", "types", "groups")))

@@ -10,6 +10,7 @@ from evaluator.perceptual.score import Modality
 class PMRPairsTask(PairedTask):
     name = "pmr-p"
     title = "PMR-P"
+    images_folder = "pmr"
     choices = 4
     text_columns = ("premise",)
     # The image (file names), the premise and the four actions; the label stays.

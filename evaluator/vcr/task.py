@@ -114,6 +114,7 @@ class VCRTask(Task):
                   Modality("choices", ("answer_choices", "rationale_choices")))
     metric_labels = {"q_a": "Q->A", "qa_r": "QA->R", "q_ar": "Q->AR"}
     layout = "by-modality"
+    images_folder = "vcr1images"
     generative = AnswerThenRationale()
 
     def ids(self, table: pa.Table) -> list[str]:

@@ -10,6 +10,7 @@ from evaluator.perceptual.score import Modality
 class VCRVisorTask(PairedTask):
     name = "vcr-visor"
     title = "VCR-Visor"
+    images_folder = "vcr1images"
     choices = 2
     types = ("causal", "temporal", "explanatory")
     # Image (file names, or the embedded image of a build with --images), query, and the two

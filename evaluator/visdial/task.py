@@ -84,6 +84,7 @@ class VisDialTask(Task):
                  Baseline("majority", on_train_split(AnswerFrequencyRanks),
                           "options ranked by train-split answer frequency"))
     # Gat et al., NeurIPS 2021, §4.3 / Table 4: image, question, caption and dialog history; options and labels stay.
+    images_folder = "visdial"
     modalities = (Modality("image", ("image_id",)), Modality("question", ("question",)),
                   Modality("caption", ("caption",)), Modality("history", ("history",)))
     metric_labels = {"mrr": "MRR", "ndcg": "NDCG"}

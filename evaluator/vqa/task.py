@@ -90,6 +90,7 @@ class VQATask(Task):
     baselines = (Baseline("prior", on_train_split(TrainPrior, per_type=True),
                           "the question type's most frequent train answer"),
                  Baseline("majority", on_train_split(TrainPrior, per_type=False), "the most frequent train answer"))
+    images_folder = "coco"
     hf_families = (vilt_vqa("image_id"), clip_answers("image_id"))
     # Gat et al., NeurIPS 2021, §4.1: image and question; the question type is read off the question, so
     # it moves with it.

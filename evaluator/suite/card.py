@@ -1,0 +1,56 @@
+"""The report card of `vlbench suite`: OUT/card.json (everything, never NaN) and OUT/report.md (the
+headline metrics of every benchmark with their 95% intervals, the benchmarks not scored and why, then
+the diagnostics, each with its reading)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.jsonout import dumps
+from core.markdown import report_table
+from core.outdir import write_atomically
+
+
+def _interval(entry: dict) -> str:
+    interval = entry.get("interval")
+    return "-" if interval is None else f"[{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def _number(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def card_markdown(card: dict) -> str:
+    rows, skipped = [], []
+    for bench, row in card["benchmarks"].items():
+        if row["status"] != "scored":
+            skipped.append([bench, row["status"], row["reason"]])
+            continue
+        for key, entry in row["headline"].items():
+            arrow = "" if entry["higher_is_better"] else " (lower is better)"
+            rows.append([bench, row["split"], f"{entry['label']}{arrow}", _number(entry["value"]), _interval(entry)])
+    md = [f"# Report card: {card['model']}", "",
+          f"Every benchmark built under `{card['data']}`, scored with `vlbench evaluate`'s metrics; 95% intervals "
+          f"from {card['resamples']:,} cluster-bootstrap resamples (seed {card['seed']}). Per-benchmark reports: "
+          "`reports/<benchmark>/report.md`.", "",
+          report_table(["benchmark", "split", "metric", "value", "95% interval"], rows), ""]
+    if skipped:
+        md += ["## Not scored", "", report_table(["benchmark", "status", "why"], skipped), ""]
+    md += ["## Diagnostics", ""]
+    for d in card["diagnostics"]:
+        md += [f"### {d['name']}", "", f"{d['reading'][0].upper()}{d['reading'][1:]}.", ""]
+        table = []
+        for name, entry in d["values"].items():
+            if isinstance(entry, dict) and "value" in entry:
+                table.append([name, _number(entry["value"]), _interval(entry)])
+            else:  # a group of entries (per answer type)
+                table += [[f"{name}: {k}", _number(v["value"]), _interval(v)] for k, v in entry.items()]
+        md += [report_table(["", "value", "95% interval"], table), ""]
+    if card["missing_diagnostics"]:
+        md += ["Not computed (inputs missing): " + "; ".join(card["missing_diagnostics"]) + ".", ""]
+    return "\n".join(md)
+
+
+def write_card(out: Path, card: dict) -> None:
+    write_atomically(out / "card.json", (dumps(card, note_key="undefined", indent=2) + "\n").encode())
+    write_atomically(out / "report.md", card_markdown(card).encode())

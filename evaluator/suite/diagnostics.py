@@ -1,0 +1,119 @@
+"""The report card's diagnostics: readings across a model's benchmark metrics, each with a 95% interval
+and one sentence. Each is computed from the metrics `vlbench evaluate` wrote for the same predictions.
+
+- GQA-OOD's OOD signal (Kervadec et al., CVPR 2021, §4): acc-tail against acc-head and the paper's
+  relative gap Δ = (acc-head − acc-tail) / acc-tail, with the cluster-bootstrap interval evaluate
+  computes (the same rows: a paired interval).
+- VQA v2 against VQA-CP (Agrawal et al., CVPR 2018): the drop in VQA accuracy from the i.i.d. split to
+  the changing-priors one, overall and per answer type.
+- Single against paired questions (the VCR-Visor paper, §3.4): VCR's Q->A accuracy against VCR-Visor's
+  APQ.
+
+Between two benchmarks the rows differ, so a difference's interval is the normal approximation from
+the two percentile intervals, read as independent estimates (standard error = interval width / 3.92).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Z = 1.959964  # the 97.5% normal quantile
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A metric's value with its 95% interval (None where undefined)."""
+
+    value: float | None
+    interval: tuple[float, float] | None = None
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "interval": None if self.interval is None else list(self.interval)}
+
+
+def estimate(metrics: dict, key: str) -> Estimate:
+    """A metric of `vlbench evaluate`'s output by its path (`per_answer_type.yes/no.accuracy`), with its
+    interval from `intervals.metrics`."""
+    value = metrics
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    interval = (metrics.get("intervals") or {}).get("metrics", {}).get(key)
+    return Estimate(value if isinstance(value, (int, float)) else None,
+                    None if interval is None or None in interval else (float(interval[0]), float(interval[1])))
+
+
+def difference(a: Estimate, b: Estimate) -> Estimate:
+    """a − b of two independent estimates (different rows), with the normal-approximation interval."""
+    if a.value is None or b.value is None:
+        return Estimate(None)
+    if a.interval is None or b.interval is None:
+        return Estimate(round(a.value - b.value, 4))
+    se = (((a.interval[1] - a.interval[0]) / (2 * Z)) ** 2 + ((b.interval[1] - b.interval[0]) / (2 * Z)) ** 2) ** 0.5
+    diff = a.value - b.value
+    return Estimate(round(diff, 4), (round(diff - Z * se, 4), round(diff + Z * se, 4)))
+
+
+def _reading(gap: Estimate, larger: str, smaller: str, unit: str = " points") -> str:
+    """One sentence on a gap: which is larger, by how much, and whether the interval excludes 0."""
+    if gap.value is None:
+        return "undefined on these rows"
+    if gap.interval is not None and gap.interval[0] <= 0 <= gap.interval[1]:
+        return f"{larger} and {smaller} do not differ beyond the noise of these rows (the interval contains 0)"
+    direction = f"{larger} is higher than {smaller}" if gap.value > 0 else f"{smaller} is higher than {larger}"
+    return f"{direction} by {abs(gap.value):.1f}{unit}"
+
+
+def gqa_ood(metrics: dict) -> dict:
+    """acc-tail against acc-head and Δ (the paper's OOD signal), from one GQA-OOD evaluation."""
+    head, tail, delta = (estimate(metrics, k) for k in ("acc_head", "acc_tail", "delta_tail_head"))
+    if delta.value is None:
+        reading = "Δ is undefined (no tail question answered correctly, or no tail questions)"
+    elif delta.interval is not None and delta.interval[0] <= 0 <= delta.interval[1]:
+        reading = "acc-head and acc-tail do not differ beyond the noise of these rows (Δ's interval contains 0)"
+    else:
+        reading = (f"rare answers (tail) are answered {'worse' if delta.value > 0 else 'better'} than frequent ones "
+                   f"(head): Δ = {delta.value:.1f}% of acc-tail")
+    return {"name": "GQA-OOD: tail vs head", "benchmarks": ["gqa-ood"],
+            "values": {"acc_head": head.as_dict(), "acc_tail": tail.as_dict(), "delta_tail_head": delta.as_dict()},
+            "alpha_curve": metrics.get("acc_tail_by_alpha"), "reading": reading}
+
+
+def vqa_shift(v2: dict, cp: dict) -> dict:
+    """The drop in VQA accuracy from VQA v2 to VQA-CP, overall and per answer type."""
+    out = {"overall": difference(estimate(v2, "accuracy"), estimate(cp, "accuracy")).as_dict()}
+    for answer_type in sorted(set(v2.get("per_answer_type", {})) & set(cp.get("per_answer_type", {}))):
+        key = f"per_answer_type.{answer_type}.accuracy"
+        out[answer_type] = difference(estimate(v2, key), estimate(cp, key)).as_dict()
+    drop = Estimate(out["overall"]["value"], None if out["overall"]["interval"] is None
+                    else tuple(out["overall"]["interval"]))
+    return {"name": "VQA v2 vs VQA-CP: changing priors", "benchmarks": ["vqa-v2", "vqa-cp"],
+            "values": {"vqa_v2": estimate(v2, "accuracy").as_dict(), "vqa_cp": estimate(cp, "accuracy").as_dict(),
+                       "drop": out},
+            "reading": _reading(drop, "accuracy on VQA v2", "accuracy on VQA-CP")}
+
+
+def single_vs_paired(vcr: dict, visor: dict) -> dict:
+    """VCR's Q->A accuracy (single questions) against VCR-Visor's APQ (both sub-questions of a pair right)."""
+    single, apq = estimate(vcr, "q_a"), estimate(visor, "apq")
+    gap = difference(single, apq)
+    return {"name": "VCR vs VCR-Visor: single vs paired questions", "benchmarks": ["vcr", "vcr-visor"],
+            "values": {"vcr_q_a": single.as_dict(), "vcr_visor_apq": apq.as_dict(), "gap": gap.as_dict()},
+            "reading": _reading(gap, "VCR's Q->A accuracy", "VCR-Visor's APQ")}
+
+
+def diagnostics(metrics: dict[str, dict]) -> tuple[list[dict], list[str]]:
+    """(the diagnostics the scored benchmarks allow, what is missing for the others and how to get it)."""
+    found, missing = [], []
+    if "gqa-ood" in metrics:
+        found.append(gqa_ood(metrics["gqa-ood"]))
+    else:
+        missing.append("GQA-OOD tail vs head: build and score gqa-ood")
+    if "vqa-v2" in metrics and "vqa-cp" in metrics:
+        found.append(vqa_shift(metrics["vqa-v2"], metrics["vqa-cp"]))
+    else:
+        missing.append("VQA v2 vs VQA-CP: build and score both vqa-v2 and vqa-cp")
+    if "vcr" in metrics and "vcr-visor" in metrics:
+        found.append(single_vs_paired(metrics["vcr"], metrics["vcr-visor"]))
+    else:
+        missing.append("VCR vs VCR-Visor: build and score both vcr and vcr-visor")
+    return found, missing

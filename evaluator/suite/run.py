@@ -1,0 +1,150 @@
+"""`vlbench suite --model SPEC --data DIR --out OUT`: one model over every built benchmark under DIR.
+
+Each registered benchmark with a task is predicted and scored (with intervals) when DIR holds a build
+of it and the model can be asked; otherwise it is listed with the reason (not built, a model the
+benchmark does not take, images it needs, a damaged build), never dropped. OUT is resumable and
+incremental: a benchmark's predictions are kept under OUT/predictions/ with the key they were made
+under (the model spec and, for a local checkpoint, its files; the dataset's manifest; the model
+options; vlbench's version) and the SHA-256 of the file; a rerun reuses them only when both still hold,
+so a crash, a Ctrl-C or a new benchmark in DIR costs only what is missing. Generative and served
+models keep their answers in the response cache as they come (`predict --resume`), so a killed
+benchmark resumes from its last finished batch. OUT's marker file `.vlbench-suite.json` proves it is
+a suite folder; another non-empty folder is refused without --overwrite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+from builders.registry import benchmarks, get_task
+from core.errors import ParamsError, VlbenchError
+from core.hashing import sha256_file
+from core.jsonout import dumps
+from core.manifest import MANIFEST, read_manifest
+from core.outdir import check_out, write_atomically
+from evaluator.models.options import ModelOptions
+from evaluator.models.response_cache import folder_identity, vlbench_version
+from evaluator.request import ScoringRequest
+
+MARKER = ".vlbench-suite.json"
+
+
+def is_suite_folder(path: Path) -> bool:
+    return (Path(path) / MARKER).is_file()
+
+
+def find_builds(data: Path) -> tuple[dict[str, Path], dict[str, str]]:
+    """({benchmark: built folder} of DATA's sub-folders, {folder name: why it is not a usable build});
+    a benchmark built twice is taken from the folder named after it, else the first by name."""
+    if not data.is_dir():
+        raise ParamsError(f"--data {data}: no such folder (a folder of built benchmarks, as `make demo` writes)")
+    builds: dict[str, Path] = {}
+    broken: dict[str, str] = {}
+    known = {b.name for b in benchmarks()}
+    for sub in sorted(p for p in data.iterdir() if p.is_dir() and (p / MANIFEST).exists()):
+        try:
+            bench = read_manifest(sub).get("benchmark")
+        except VlbenchError as exc:
+            broken[sub.name] = str(exc)
+            continue
+        if bench not in known:
+            broken[sub.name] = f"{sub / MANIFEST}: benchmark {bench!r} is not one vlbench knows"
+        elif bench not in builds or sub.name == bench:
+            builds[bench] = sub
+    if not builds and not broken:
+        raise ParamsError(f"--data {data}: holds no built benchmark (sub-folders with a vlbench manifest.json)")
+    return builds, broken
+
+
+def prediction_key(model: str, folder: Path, options: ModelOptions) -> str:
+    """What a kept prediction file was made under; a change to any part makes the suite predict again."""
+    kind, _, name = model.partition(":")
+    settings = {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()
+                if k not in ("data", "response_cache")}
+    identity = {"model": model, "files": folder_identity(name) if kind == "hf" else None,
+                "dataset": sha256_file(folder / MANIFEST), "options": settings, "vlbench": vlbench_version()}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _kept(out: Path, bench: str, key: str) -> bool:
+    """Whether OUT holds this benchmark's predictions made under `key`, unchanged since."""
+    record = out / "predictions" / f"{bench}.key.json"
+    try:
+        kept = json.loads(record.read_text())
+        return kept["key"] == key and kept["sha256"] == sha256_file(out / "predictions" / f"{bench}.json")
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions = ModelOptions(),
+              only: list[str] | None = None, images_root: Path | None = None, resamples: int = 1000, seed: int = 0,
+              overwrite: bool = False, echo=print) -> dict:
+    """Predict and score every benchmark of DATA with MODEL; write OUT's card (card.json, report.md)."""
+    from evaluator.run import evaluate, predict
+    from evaluator.suite.card import write_card
+    from evaluator.suite.diagnostics import diagnostics
+
+    builds, broken = find_builds(Path(data))
+    registered = [b.name for b in benchmarks() if b.task is not None]
+    unknown = sorted(set(only or ()) - set(registered))
+    if unknown:
+        raise ParamsError(f"--benchmarks {unknown[0]}: not a benchmark with a task (known: {', '.join(registered)})")
+    if images_root is not None and not Path(images_root).is_dir():
+        raise ParamsError(f"--images-root {images_root}: no such folder")
+    # OUT may lie inside DATA (demo_out/card), never in or around one of its builds
+    check_out(out, {"--data build": [*builds.values()]}, overwrite, owned=is_suite_folder, writer="`vlbench suite`")
+    (out / "predictions").mkdir(parents=True, exist_ok=True)
+    write_atomically(out / MARKER, (dumps({"model": model, "data": str(data)}, indent=2) + "\n").encode())
+    rows: dict[str, dict] = {}
+    scored: dict[str, dict] = {}
+    for bench in (b for b in registered if only is None or b in only):
+        folder = builds.get(bench)
+        if folder is None:
+            rows[bench] = {"status": "not built", "reason": f"no build of {bench} under {data} (vlbench build {bench} "
+                                                             f"--source SOURCES --out {Path(data) / bench})"}
+            echo(f"{bench:10s} not built")
+            continue
+        task = get_task(bench)
+        images = None if images_root is None or task.images_folder is None else Path(images_root) / task.images_folder
+        options = dataclasses.replace(model_options, images=images if images is not None and images.is_dir()
+                                      else model_options.images)
+        predictions = out / "predictions" / f"{bench}.json"
+        key = prediction_key(model, folder, options)
+        reused = _kept(out, bench, key)
+        try:
+            if not reused:
+                predict(bench, str(folder), model, predictions, options=options)
+                write_atomically(out / "predictions" / f"{bench}.key.json", (dumps(
+                    {"key": key, "sha256": sha256_file(predictions)}, indent=2) + "\n").encode())
+            metrics = evaluate(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed), predictions,
+                               report=out / "reports" / bench)
+        except VlbenchError as exc:
+            rows[bench] = {"status": "not scored", "reason": str(exc)}
+            echo(f"{bench:10s} not scored: {exc}")
+            continue
+        scored[bench] = metrics
+        rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused,
+                       "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
+                                            **_value(metrics, h.key)} for h in task.headline}}
+        shown = "  ".join(f"{h.label} {_fmt(_value(metrics, h.key)['value'])}" for h in task.headline)
+        echo(f"{bench:10s} {metrics['split']:10s} {shown}{'  (kept predictions)' if reused else ''}")
+    for name, reason in broken.items():
+        rows[f"{name}/"] = {"status": "damaged build", "reason": reason}
+    found, missing = diagnostics(scored)
+    card = {"model": model, "data": str(data), "benchmarks": rows, "diagnostics": found, "missing_diagnostics": missing,
+            "resamples": resamples, "seed": seed, "vlbench": vlbench_version()}
+    write_card(out, card)
+    return card
+
+
+def _value(metrics: dict, key: str) -> dict:
+    from evaluator.suite.diagnostics import estimate
+
+    return estimate(metrics, key).as_dict()
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.2f}"

@@ -1,0 +1,140 @@
+"""`vlbench suite`: one model over every built benchmark, one report card, resumable.
+
+The card's numbers are checked against `vlbench evaluate` run on its own on the same prediction files;
+the diagnostics against hand computations from those metrics (their formulas in
+evaluator/suite/diagnostics.py's docstring).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from helpers import assert_one_error_line
+
+from builders.registry import benchmarks
+
+
+@pytest.fixture(scope="module")
+def demo_builds(built, tmp_path_factory) -> Path:
+    """A folder of every registered benchmark's sample build, as `make demo` lays them out."""
+    root = tmp_path_factory.mktemp("suite-data")
+    for entry in benchmarks():
+        (root / entry.name).symlink_to(built(entry.name), target_is_directory=True)
+    return root
+
+
+def _card(out: Path) -> dict:
+    return json.loads((out / "card.json").read_text())
+
+
+@pytest.mark.slow  # every benchmark predicted and scored, twice
+def test_the_card_holds_what_evaluate_says_and_a_rerun_reuses_it(cli, demo_builds, tmp_path):
+    out = tmp_path / "card"
+    code, stdout, err = cli("suite", "--model", "baseline:random", "--data", demo_builds, "--out", out,
+                            "--bootstrap", "200")
+    assert code == 0, err
+    card = _card(out)
+    scored = {b for b, r in card["benchmarks"].items() if r["status"] == "scored"}
+    # baseline:random is on the menu of these benchmarks, and only these (their Tasks declare it)
+    assert scored == {"gqa-ood", "vcr-visor", "vcr", "cosim-q", "cosim-c", "pmr-p", "visdial"}
+    for bench in ("vqa-v2", "vqa-cp", "socialiq", "disco"):
+        assert card["benchmarks"][bench]["status"] == "not scored"
+        assert "predictions come from" in card["benchmarks"][bench]["reason"]
+    assert "vl-bias" not in card["benchmarks"]  # no task: measured by `vlbench counterbias`
+    # every headline value and interval is `vlbench evaluate`'s on the same file
+    for bench in scored:
+        code, _, err = cli("evaluate", bench, "--data", demo_builds / bench, "--predictions",
+                           out / "predictions" / f"{bench}.json", "--bootstrap", "200", "--report", tmp_path / bench)
+        assert code == 0, err
+        alone = json.loads((tmp_path / bench / "metrics.json").read_text())
+        for key, entry in card["benchmarks"][bench]["headline"].items():
+            assert entry["value"] == alone[key]
+            assert entry["interval"] == alone["intervals"]["metrics"].get(key)
+    # diagnostics: GQA-OOD's from its metrics; VCR vs VCR-Visor: the difference, normal approximation
+    by_name = {d["name"]: d for d in card["diagnostics"]}
+    gqa = json.loads((out / "reports" / "gqa-ood" / "metrics.json").read_text())
+    values = by_name["GQA-OOD: tail vs head"]["values"]
+    assert values["delta_tail_head"]["value"] == gqa["delta_tail_head"]
+    assert values["delta_tail_head"]["interval"] == gqa["intervals"]["metrics"]["delta_tail_head"]
+    vcr = json.loads((out / "reports" / "vcr" / "metrics.json").read_text())
+    visor = json.loads((out / "reports" / "vcr-visor" / "metrics.json").read_text())
+    gap = by_name["VCR vs VCR-Visor: single vs paired questions"]["values"]["gap"]
+    (a_lo, a_hi), (b_lo, b_hi) = vcr["intervals"]["metrics"]["q_a"], visor["intervals"]["metrics"]["apq"]
+    se = (((a_hi - a_lo) / 3.919928) ** 2 + ((b_hi - b_lo) / 3.919928) ** 2) ** 0.5
+    assert gap["value"] == pytest.approx(vcr["q_a"] - visor["apq"], abs=1e-4)
+    assert gap["interval"] == pytest.approx([gap["value"] - 1.959964 * se, gap["value"] + 1.959964 * se], abs=1e-3)
+    assert any("VQA v2 vs VQA-CP" in m for m in card["missing_diagnostics"])
+    report = (out / "report.md").read_text()
+    assert "| gqa-ood | testdev | acc-all |" in report and "## Diagnostics" in report and "## Not scored" in report
+    # a rerun keeps every prediction file (its key and checksum hold) and writes the same card
+    before = {p.name: p.read_bytes() for p in (out / "predictions").iterdir()}
+    code, stdout, err = cli("suite", "--model", "baseline:random", "--data", demo_builds, "--out", out,
+                            "--bootstrap", "200")
+    assert code == 0, err
+    assert stdout.count("(kept predictions)") == len(scored)
+    assert {p.name: p.read_bytes() for p in (out / "predictions").iterdir()} == before
+    again = _card(out)
+    assert all(again["benchmarks"][b]["reused"] for b in scored)
+    assert {b: r.get("headline") for b, r in again["benchmarks"].items()} == \
+        {b: r.get("headline") for b, r in card["benchmarks"].items()}
+
+
+def test_a_changed_prediction_file_or_option_is_predicted_again(cli, built, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "vcr").symlink_to(built("vcr"), target_is_directory=True)
+    out = tmp_path / "card"
+    args = ("suite", "--model", "baseline:random", "--data", data, "--out", out, "--bootstrap", "0")
+    assert cli(*args)[0] == 0
+    kept = out / "predictions" / "vcr.json"
+    kept.write_text(kept.read_text().replace("[", "[ ", 1))  # edited by hand: not reused
+    code, stdout, _ = cli(*args)
+    assert code == 0 and "(kept predictions)" not in stdout
+    code, stdout, _ = cli(*args)
+    assert "(kept predictions)" in stdout
+    code, stdout, _ = cli(*args[:-2], "--seed", "3", "--bootstrap", "0")  # another seed: another random baseline
+    assert "(kept predictions)" not in stdout
+
+
+def test_only_the_named_benchmarks_and_the_missing_ones_are_listed(cli, built, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "vcr").symlink_to(built("vcr"), target_is_directory=True)
+    (data / "broken").mkdir()
+    (data / "broken" / "manifest.json").write_text("{not json")
+    out = tmp_path / "card"
+    code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", out, "--bootstrap", "0",
+                       "--benchmarks", "vcr,vcr-visor")
+    assert code == 0, err
+    rows = _card(out)["benchmarks"]
+    assert rows["vcr"]["status"] == "scored" and rows["vcr-visor"]["status"] == "not built"
+    assert "vlbench build vcr-visor" in rows["vcr-visor"]["reason"]
+    assert rows["broken/"]["status"] == "damaged build" and "corrupt manifest" in rows["broken/"]["reason"]
+    assert "gqa-ood" not in rows
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("out-not-a-suite", "not written by `vlbench suite`"), ("no-builds", "holds no built benchmark"),
+    ("unknown-benchmark", "--benchmarks nope"), ("out-is-a-build", "--data build"),
+])
+def test_bad_suite_usage_is_one_line(case, needle, cli, built, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    out = tmp_path / "card"
+    extra = ()
+    if case != "no-builds":
+        shutil.copytree(built("vcr"), data / "vcr")
+    if case == "out-not-a-suite":
+        out.mkdir()
+        (out / "mine.txt").write_text("keep")
+    if case == "unknown-benchmark":
+        extra = ("--benchmarks", "nope")
+    if case == "out-is-a-build":
+        out = data / "vcr"
+    code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", out, *extra)
+    assert_one_error_line(code, err, (needle,))
+    if case == "out-not-a-suite":
+        assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
