@@ -432,3 +432,43 @@ def test_resume_reuses_an_hf_models_answers_and_scores(cli, built, sample_source
 def test_resume_misuse_is_one_line(args, needle, cli, built, tmp_path):
     code, _, err = cli("predict", "vcr", "--data", built("vcr"), "--out", tmp_path / "p.json", *args)
     assert_one_error_line(code, err, (needle,))
+
+
+@pytest.mark.slow  # a predict process killed half-way, then resumed
+def test_a_killed_hf_predict_resumes_at_its_last_batch(built, sample_sources, tmp_path):
+    """`predict --resume` with an in-process model, SIGKILLed once some batches are stored: the rerun
+    takes exactly those rows from the cache and writes the file an uninterrupted run writes."""
+    from pipelines.tiny_models import write_tiny_llava
+
+    model = write_tiny_llava(tmp_path / "llava", hidden=64, layers=2, image_size=64)
+    env = {**os.environ, "VLBENCH_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(Path(__file__).parents[1])}
+    args = [sys.executable, "-m", "pipelines.cli", "predict", "vqa-v2", "--data", str(built("vqa-v2")), "--images",
+            str(sample_sources / "coco"), "--max-new-tokens", "8", "--batch-size", "4", "--model", f"hf:{model}"]
+    cache = tmp_path / "cache" / "responses.sqlite3"
+
+    def stored() -> int:
+        try:
+            with sqlite3.connect(cache) as db:
+                return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    run = subprocess.Popen([*args, "--resume", "--out", str(tmp_path / "p.json")], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for _ in range(1200):  # bounded: at most 120 s for 40 rows to be stored
+        if stored() >= 40 or run.poll() is not None:
+            break
+        time.sleep(0.1)
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=30)
+    assert run.returncode == -signal.SIGKILL and not (tmp_path / "p.json").exists(), "killed too late"
+    before = stored()
+    assert 40 <= before < 400
+    done = subprocess.run([*args, "--resume", "--out", str(tmp_path / "p.json")], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "p.meta.json").read_text())["cache"]["hits"] == before
+    clean = subprocess.run([*args, "--out", str(tmp_path / "clean.json")], env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert clean.returncode == 0, clean.stderr
+    assert (tmp_path / "p.json").read_text() == (tmp_path / "clean.json").read_text()

@@ -138,3 +138,45 @@ def test_bad_suite_usage_is_one_line(case, needle, cli, built, tmp_path):
     assert_one_error_line(code, err, (needle,))
     if case == "out-not-a-suite":
         assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+
+
+def _wait_for(condition, process, seconds: float) -> None:
+    """Poll every 10 ms, at most `seconds`, until `condition()` holds or the process ends."""
+    import time
+
+    for _ in range(int(seconds * 100)):
+        if condition() or process.poll() is not None:
+            return
+        time.sleep(0.01)
+
+
+@pytest.mark.slow  # a suite process killed half-way, then resumed
+def test_a_killed_suite_resumes_with_what_it_finished(demo_builds, tmp_path):
+    """SIGKILL once two benchmarks are done: the rerun keeps their predictions (their key files were
+    written after the predictions), predicts the rest, and writes the card a clean run writes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    args = [sys.executable, "-m", "pipelines.cli", "suite", "--model", "baseline:random", "--data", str(demo_builds),
+            "--bootstrap", "3000"]
+    out = tmp_path / "card"
+    run = subprocess.Popen([*args, "--out", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    keys = out / "predictions"
+    _wait_for(lambda: len(list(keys.glob("*.key.json"))) >= 2 if keys.is_dir() else False, run, 120)
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=30)
+    assert run.returncode == -signal.SIGKILL and not (out / "card.json").exists(), "killed too late"
+    done_before = sorted(p.name.split(".")[0] for p in keys.glob("*.key.json"))
+    assert 2 <= len(done_before) < 7
+    resumed = subprocess.run([*args, "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    kept = sorted(line.split()[0] for line in resumed.stdout.splitlines() if "(kept predictions)" in line)
+    assert kept == done_before
+    clean = subprocess.run([*args, "--out", str(tmp_path / "clean")], env=env, capture_output=True, text=True,
+                           timeout=600)
+    assert clean.returncode == 0, clean.stderr
+    headline = {b: r.get("headline") for b, r in _card(out)["benchmarks"].items()}
+    assert headline == {b: r.get("headline") for b, r in _card(tmp_path / "clean")["benchmarks"].items()}
