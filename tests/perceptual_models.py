@@ -63,3 +63,16 @@ def video_and_answer() -> VideoAndAnswer:
 
 def reads_missing_column() -> ReadsMissingColumn:
     return ReadsMissingColumn()
+
+
+class VideoAndAnswerText:
+    """Reads video and answer of any Social-IQ table: the answer's length parity, flipped for the videos
+    whose id has an odd CRC-32."""
+
+    input_columns = ("video_id", "answer")
+
+    def predict(self, table: pa.Table) -> list[float]:
+        import zlib
+
+        return [(1.0 if len(a) % 2 else -1.0) * (-1.0 if zlib.crc32(v.encode()) % 2 else 1.0)
+                for v, a in zip(table.column("video_id").to_pylist(), table.column("answer").to_pylist())]

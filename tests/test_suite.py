@@ -180,3 +180,33 @@ def test_a_killed_suite_resumes_with_what_it_finished(demo_builds, tmp_path):
     assert clean.returncode == 0, clean.stderr
     headline = {b: r.get("headline") for b, r in _card(out)["benchmarks"].items()}
     assert headline == {b: r.get("headline") for b, r in _card(tmp_path / "clean")["benchmarks"].items()}
+
+
+def test_the_perceptual_score_of_a_model_reading_two_modalities_is_perceptuals(cli, built, tmp_path):
+    """A model that reads Social-IQ's video and answer: the card's P/Z_D per modality, with intervals,
+    are `vlbench perceptual`'s on the same rows; a rerun keeps them."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "socialiq").symlink_to(built("socialiq"), target_is_directory=True)
+    out = tmp_path / "card"
+    args = ("suite", "--model", "py:perceptual_models:VideoAndAnswerText", "--data", data, "--out", out, "--bootstrap",
+            "100")
+    code, _, err = cli(*args)
+    assert code == 0, err
+    card = _card(out)
+    assert card["benchmarks"]["socialiq"]["perceptual"] == "scored"
+    (diagnostic,) = [d for d in card["diagnostics"] if d["name"] == "socialiq: perceptual score (P/Z_D)"]
+    code, _, err = cli("perceptual", "socialiq", "--data", data / "socialiq", "--model",
+                       "py:perceptual_models:VideoAndAnswerText", "--bootstrap", "100", "--report", tmp_path / "alone")
+    assert code == 0, err
+    alone = json.loads((tmp_path / "alone" / "metrics.json").read_text())
+    for modality in ("video", "question", "answer"):
+        entry = diagnostic["values"][f"accuracy: {modality}"]
+        assert entry["value"] == alone["all"]["accuracy"]["modalities"][modality]["p_zd"]["mean"]
+        assert entry["interval"] == alone["intervals"]["metrics"][f"all.accuracy.modalities.{modality}.p_zd.mean"]
+    assert "relies most on the" in diagnostic["reading"]
+    key = (out / "perceptual" / "socialiq.key.json").read_bytes()
+    code, _, err = cli(*args)
+    assert code == 0, err
+    assert (out / "perceptual" / "socialiq.key.json").read_bytes() == key
+    assert _card(out)["diagnostics"] == card["diagnostics"]

@@ -46,6 +46,10 @@ def card_markdown(card: dict) -> str:
             else:  # a group of entries (per answer type)
                 table += [[f"{name}: {k}", _number(v["value"]), _interval(v)] for k, v in entry.items()]
         md += [report_table(["", "value", "95% interval"], table), ""]
+    no_perceptual = [f"{b} ({r['perceptual']})" for b, r in card["benchmarks"].items()
+                     if r.get("perceptual") not in (None, "scored")]
+    if no_perceptual:
+        md += ["Perceptual score not computed: " + "; ".join(no_perceptual) + ".", ""]
     if card["missing_diagnostics"]:
         md += ["Not computed (inputs missing): " + "; ".join(card["missing_diagnostics"]) + ".", ""]
     return "\n".join(md)

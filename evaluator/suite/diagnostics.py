@@ -8,6 +8,8 @@ and one sentence. Each is computed from the metrics `vlbench evaluate` wrote for
   the changing-priors one, overall and per answer type.
 - Single against paired questions (the VCR-Visor paper, §3.4): VCR's Q->A accuracy against VCR-Visor's
   APQ.
+- The perceptual score (Gat et al., NeurIPS 2021, Eq. 1-5) per modality, P_m / Z_D, where the model
+  reads two or more of a benchmark's modalities (from `vlbench perceptual`'s metrics).
 
 Between two benchmarks the rows differ, so a difference's interval is the normal approximation from
 the two percentile intervals, read as independent estimates (standard error = interval width / 3.92).
@@ -37,9 +39,7 @@ def estimate(metrics: dict, key: str) -> Estimate:
     value = metrics
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else None
-    interval = (metrics.get("intervals") or {}).get("metrics", {}).get(key)
-    return Estimate(value if isinstance(value, (int, float)) else None,
-                    None if interval is None or None in interval else (float(interval[0]), float(interval[1])))
+    return Estimate(value if isinstance(value, (int, float)) else None, _interval(metrics, key))
 
 
 def difference(a: Estimate, b: Estimate) -> Estimate:
@@ -101,7 +101,29 @@ def single_vs_paired(vcr: dict, visor: dict) -> dict:
             "reading": _reading(gap, "VCR's Q->A accuracy", "VCR-Visor's APQ")}
 
 
-def diagnostics(metrics: dict[str, dict]) -> tuple[list[dict], list[str]]:
+def perceptual(bench: str, metrics: dict) -> dict:
+    """Gat et al. (NeurIPS 2021, Eq. 1-5): per modality the perceptual score normalised by the task
+    (P_m / Z_D), mean over repeats, with its cluster-bootstrap interval; per metric of the benchmark."""
+    values, strongest = {}, None
+    for metric, summary in metrics["all"].items():
+        for modality, scores in summary["modalities"].items():
+            key = f"all.{metric}.modalities.{modality}.p_zd.mean"
+            entry = Estimate(scores["p_zd"]["mean"], _interval(metrics, key))
+            values[f"{metric}: {modality}"] = entry.as_dict()
+            if entry.value is not None and (strongest is None or entry.value > strongest[1]):
+                strongest = (modality, entry.value)
+    reading = ("undefined (no normalisation: the benchmark has no training split for Z_D)" if strongest is None else
+               f"the model relies most on the {strongest[0]} (P/Z_D = {strongest[1]:.1f})")
+    return {"name": f"{bench}: perceptual score (P/Z_D)", "benchmarks": [bench], "values": values, "reading": reading}
+
+
+def _interval(metrics: dict, key: str) -> tuple[float, float] | None:
+    interval = (metrics.get("intervals") or {}).get("metrics", {}).get(key)
+    return None if interval is None or None in interval else (float(interval[0]), float(interval[1]))
+
+
+def diagnostics(metrics: dict[str, dict], perceptual_scores: dict[str, dict] | None = None,
+                ) -> tuple[list[dict], list[str]]:
     """(the diagnostics the scored benchmarks allow, what is missing for the others and how to get it)."""
     found, missing = [], []
     if "gqa-ood" in metrics:
@@ -116,4 +138,6 @@ def diagnostics(metrics: dict[str, dict]) -> tuple[list[dict], list[str]]:
         found.append(single_vs_paired(metrics["vcr"], metrics["vcr-visor"]))
     else:
         missing.append("VCR vs VCR-Visor: build and score both vcr and vcr-visor")
+    for bench, scores in (perceptual_scores or {}).items():
+        found.append(perceptual(bench, scores))
     return found, missing

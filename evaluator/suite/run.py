@@ -79,10 +79,50 @@ def _kept(out: Path, bench: str, key: str) -> bool:
         return False
 
 
+def modalities_read(task, adapter, folder: Path) -> list[str]:
+    """The benchmark's perceptual-score modalities whose columns the model reads."""
+    from core.data import load_table, pick_split
+    from evaluator.models.model import input_columns
+
+    split = pick_split(folder, task.config, None, task.default_split)
+    columns = set(input_columns(adapter, load_table(folder, task.config, split).slice(0, 1)))
+    return [m.name for m in task.modalities if columns & set(m.columns)]
+
+
+def _perceptual(bench: str, model: str, folder: Path, out: Path, key: str, options: ModelOptions, resamples: int,
+                seed: int) -> dict:
+    """The perceptual score (Gat et al., NeurIPS 2021) of the model on a benchmark whose modalities it
+    reads two or more of, kept under OUT/perceptual/<bench> with its key like the predictions; else why not."""
+    from evaluator.perceptual.score import PerceptualOptions
+    from evaluator.run import perceptual_score
+
+    task = get_task(bench)
+    if not task.modalities:
+        return {"skipped": f"{bench} declares no modalities"}
+    read = modalities_read(task, task.make_model(model, dataclasses.replace(options, data=folder)), folder)
+    if len(read) < 2:
+        return {"skipped": f"the model reads {' and '.join(read) or 'none'} of {bench}'s modalities "
+                           f"({', '.join(m.name for m in task.modalities)}): nothing to compare"}
+    report = out / "perceptual" / bench
+    record = out / "perceptual" / f"{bench}.key.json"
+    try:
+        kept = json.loads(record.read_text())
+        if kept["key"] == key and kept["sha256"] == sha256_file(report / "metrics.json"):
+            return {"metrics": json.loads((report / "metrics.json").read_text()), "reused": True}
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    metrics = perceptual_score(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed), model,
+                               PerceptualOptions(seed=seed), model_options=options, report=report)
+    write_atomically(record, (dumps({"key": key, "sha256": sha256_file(report / "metrics.json")}, indent=2)
+                              + "\n").encode())
+    return {"metrics": metrics, "reused": False}
+
+
 def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions = ModelOptions(),
               only: list[str] | None = None, images_root: Path | None = None, resamples: int = 1000, seed: int = 0,
-              overwrite: bool = False, echo=print) -> dict:
-    """Predict and score every benchmark of DATA with MODEL; write OUT's card (card.json, report.md)."""
+              perceptual: bool = True, overwrite: bool = False, echo=print) -> dict:
+    """Predict and score every benchmark of DATA with MODEL, with the perceptual score where the model
+    reads two or more modalities (`perceptual`); write OUT's card (card.json, report.md)."""
     from evaluator.run import evaluate, predict
     from evaluator.suite.card import write_card
     from evaluator.suite.diagnostics import diagnostics
@@ -100,6 +140,7 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     write_atomically(out / MARKER, (dumps({"model": model, "data": str(data)}, indent=2) + "\n").encode())
     rows: dict[str, dict] = {}
     scored: dict[str, dict] = {}
+    perceptual_scores: dict[str, dict] = {}
     for bench in (b for b in registered if only is None or b in only):
         folder = builds.get(bench)
         if folder is None:
@@ -129,11 +170,19 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
         rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused,
                        "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
                                             **_value(metrics, h.key)} for h in task.headline}}
+        if perceptual:
+            try:
+                found = _perceptual(bench, model, folder, out, key, options, resamples, seed)
+            except VlbenchError as exc:
+                found = {"skipped": str(exc)}
+            if "metrics" in found:
+                perceptual_scores[bench] = found["metrics"]
+            rows[bench]["perceptual"] = found.get("skipped", "scored")
         shown = "  ".join(f"{h.label} {_fmt(_value(metrics, h.key)['value'])}" for h in task.headline)
         echo(f"{bench:10s} {metrics['split']:10s} {shown}{'  (kept predictions)' if reused else ''}")
     for name, reason in broken.items():
         rows[f"{name}/"] = {"status": "damaged build", "reason": reason}
-    found, missing = diagnostics(scored)
+    found, missing = diagnostics(scored, perceptual_scores)
     card = {"model": model, "data": str(data), "benchmarks": rows, "diagnostics": found, "missing_diagnostics": missing,
             "resamples": resamples, "seed": seed, "vlbench": vlbench_version()}
     write_card(out, card)
