@@ -210,3 +210,38 @@ def test_the_perceptual_score_of_a_model_reading_two_modalities_is_perceptuals(c
     assert code == 0, err
     assert (out / "perceptual" / "socialiq.key.json").read_bytes() == key
     assert _card(out)["diagnostics"] == card["diagnostics"]
+
+
+@pytest.mark.slow  # a real browser
+def test_the_card_page_loads_sorts_and_links_in_headless_chromium(cli, demo_builds, tmp_path):
+    from test_leaderboard import CHROMIUM
+
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (`make test` installs it: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    out = tmp_path / "card"
+    code, _, err = cli("suite", "--model", "baseline:random", "--data", demo_builds, "--out", out, "--bootstrap", "100",
+                       "--benchmarks", "gqa-ood,vcr,vcr-visor,visdial")
+    assert code == 0, err
+    requests = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
+            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto((out / "index.html").as_uri())
+        assert page.title() == "Report card: baseline:random"
+        values = lambda: [float(v) for v in page.locator("#card tbody td:nth-child(4)").evaluate_all(  # noqa: E731
+            "cells => cells.map(c => c.dataset.value)") if v]
+        page.locator("#card th", has_text="Value").click()
+        assert values() == sorted(values(), reverse=True)
+        assert "VCR vs VCR-Visor" in page.locator("section.diagnostic").all_inner_texts()[1]
+        page.locator("#card tbody a", has_text="vcr-visor").first.click()
+        assert page.title() == "vcr-visor: baseline:random"
+        images = page.locator("img")
+        assert images.count() >= 2 and all(page.evaluate("img => img.naturalWidth", images.nth(k).element_handle()) > 0
+                                           for k in range(images.count()))
+        browser.close()
+    assert all(url.startswith("file://") for url in requests)  # nothing remote is loaded

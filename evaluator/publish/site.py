@@ -78,7 +78,7 @@ def _number(value) -> str:
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
-def _cell(value) -> dict:
+def metric_cell(value) -> dict:
     """data-value, shown text and interval of a metric value."""
     if value["value"] is None or isinstance(value["value"], (dict, list)):
         return {"data": "", "shown": "\u2013", "interval": None}
@@ -86,10 +86,30 @@ def _cell(value) -> dict:
     return {"data": str(value["value"]), "shown": _number(value["value"]), "interval": interval}
 
 
+def render_page(path: Path, template: str, *, title: str, root: str = "", script: bool = False, **context) -> None:
+    """One page from a template of site_templates/ (autoescaped), with the site's Content-Security-Policy;
+    `root` leads from the page to the site's folder (its style sheet and script)."""
+    path.write_text(_environment().get_template(template).render(csp=CSP, root=root, script=script, title=title,
+                                                                  **context), encoding="utf-8")
+
+
+def report_page(folder: Path, title: str, back: str, back_label: str, root: str) -> None:
+    """FOLDER/index.html: FOLDER/report.md rendered by `safe_markdown`, with the folder's own plots."""
+    images = {p.name for p in folder.iterdir() if p.suffix == ".png"}
+    report = (folder / "report.md").read_text(encoding="utf-8")
+    render_page(folder / "index.html", "report.html", title=title, root=root, back=back, back_label=back_label,
+                report=safe_markdown(report, images))
+
+
+def copy_assets(site: Path) -> None:
+    """The site's style sheet and sort script, as files (nothing inline)."""
+    for asset in ASSETS:
+        shutil.copyfile(TEMPLATES / asset, site / asset)
+
+
 def write_site(site: Path, benchmark, folder: Path, record: dict, results: list[dict]) -> None:
     """index.html, a page per scored submission (its cached report copied to submissions/<page>/)
     and the site's style sheet and script."""
-    env = _environment()
     columns = record["columns"]
     labels = {h.key: h.label for h in get_task(benchmark.name).headline}
     rows, invalid = [], []
@@ -99,19 +119,14 @@ def write_site(site: Path, benchmark, folder: Path, record: dict, results: list[
             continue
         page = site / "submissions" / row["page"]
         shutil.copytree(site / "cache" / result["key"] / "report", page)
-        images = {p.name for p in page.iterdir() if p.suffix == ".png"}
-        report = (page / "report.md").read_text(encoding="utf-8")
-        (page / "index.html").write_text(env.get_template("submission.html").render(
-            csp=CSP, root="../../", script=False, title=f"{benchmark.name}: {row['submission']}",
-            benchmark=benchmark.name, report=safe_markdown(report, images)), encoding="utf-8")
+        report_page(page, f"{benchmark.name}: {row['submission']}", "../../index.html",
+                    f"{benchmark.name} leaderboard", "../../")
         rows.append({"name": row["submission"], "href": f"submissions/{row['page']}/index.html",
-                     "cells": [_cell(row["values"][c]) for c in columns]})
+                     "cells": [metric_cell(row["values"][c]) for c in columns]})
     settings = record["settings"]
     summary = card_summary(folder)
-    (site / "index.html").write_text(env.get_template("index.html").render(
-        csp=CSP, root="", script=True, title=f"{benchmark.name} leaderboard", benchmark=benchmark.name,
-        split=str(record["split"]), data=record["data"], resamples=settings["bootstrap"], seed=settings["seed"],
-        labels=[labels.get(c, c) for c in columns], rows=rows, invalid=invalid,
-        summary=safe_markdown(summary) if summary else ""), encoding="utf-8")
-    for asset in ASSETS:
-        shutil.copyfile(TEMPLATES / asset, site / asset)
+    render_page(site / "index.html", "index.html", title=f"{benchmark.name} leaderboard", script=True,
+                benchmark=benchmark.name, split=str(record["split"]), data=record["data"],
+                resamples=settings["bootstrap"], seed=settings["seed"], labels=[labels.get(c, c) for c in columns],
+                rows=rows, invalid=invalid, summary=safe_markdown(summary) if summary else "")
+    copy_assets(site)

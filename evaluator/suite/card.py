@@ -1,6 +1,8 @@
-"""The report card of `vlbench suite`: OUT/card.json (everything, never NaN) and OUT/report.md (the
+"""The report card of `vlbench suite`: OUT/card.json (everything, never NaN), OUT/report.md (the
 headline metrics of every benchmark with their 95% intervals, the benchmarks not scored and why, then
-the diagnostics, each with its reading)."""
+the diagnostics, each with its reading) and OUT/index.html, the same as a page of the leaderboard's
+kind (evaluator/publish/site.py: autoescaped templates, the site's Content-Security-Policy, a sortable
+table), with each benchmark's report rendered under reports/<benchmark>/index.html."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 from core.jsonout import dumps
 from core.markdown import report_table
 from core.outdir import write_atomically
+from evaluator.publish.site import copy_assets, metric_cell, render_page, report_page
 
 
 def _interval(entry: dict) -> str:
@@ -55,6 +58,38 @@ def card_markdown(card: dict) -> str:
     return "\n".join(md)
 
 
+def _rows(values: dict) -> list[tuple[str, dict]]:
+    """A diagnostic's (name, value cell) rows, groups (per answer type) flattened."""
+    rows = []
+    for name, entry in values.items():
+        if isinstance(entry, dict) and "value" in entry:
+            rows.append((name, metric_cell(entry)))
+        else:
+            rows += [(f"{name}: {k}", metric_cell(v)) for k, v in entry.items()]
+    return rows
+
+
+def write_page(out: Path, card: dict) -> None:
+    """OUT/index.html and every benchmark report's page."""
+    rows, skipped = [], []
+    for bench, row in card["benchmarks"].items():
+        if row["status"] != "scored":
+            skipped.append({"bench": bench, "status": row["status"], "reason": row["reason"]})
+            continue
+        report_page(out / "reports" / bench, f"{bench}: {card['model']}", "../../index.html", "report card",
+                    "../../")
+        rows += [{"bench": bench, "split": row["split"], "cell": metric_cell(entry),
+                  "metric": entry["label"] + ("" if entry["higher_is_better"] else " (lower is better)")}
+                 for entry in row["headline"].values()]
+    diagnostics = [{"name": d["name"], "reading": d["reading"], "rows": _rows(d["values"])}
+                   for d in card["diagnostics"]]
+    render_page(out / "index.html", "card.html", title=f"Report card: {card['model']}", script=True,
+                model=card["model"], data=card["data"], resamples=card["resamples"], seed=card["seed"], rows=rows,
+                skipped=skipped, diagnostics=diagnostics, missing=card["missing_diagnostics"])
+    copy_assets(out)
+
+
 def write_card(out: Path, card: dict) -> None:
     write_atomically(out / "card.json", (dumps(card, note_key="undefined", indent=2) + "\n").encode())
     write_atomically(out / "report.md", card_markdown(card).encode())
+    write_page(out, card)
