@@ -401,6 +401,10 @@ def suite(
     bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Resamples of the 95% confidence intervals."),
     no_perceptual: bool = typer.Option(False, "--no-perceptual", help="Skip the perceptual scores (several passes "
                                                                        "of the model per benchmark)."),
+    hub_results: Optional[Path] = typer.Option(
+        None, "--hub-results", help="Also write DIR/.eval_results/<benchmark>.yaml of every scored benchmark."),
+    hub_org: Optional[str] = typer.Option(
+        None, "--hub-org", metavar="ORG", help="The Hub organisation of the benchmarks' dataset repos (ORG/<benchmark>)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Use an OUT that is not a suite folder."),
     model_options=None,
 ):
@@ -411,8 +415,8 @@ def suite(
 
     benchmarks = None if only is None else [b.strip() for b in only.split(",") if b.strip()]
     card = run_suite(model, data, out, model_options=model_options, only=benchmarks, images_root=images_root,
-                     resamples=bootstrap, seed=seed, perceptual=not no_perceptual, overwrite=overwrite,
-                     echo=typer.echo)
+                     resamples=bootstrap, seed=seed, perceptual=not no_perceptual, hub_results=hub_results,
+                     hub_org=hub_org, overwrite=overwrite, echo=typer.echo)
     scored = sum(r["status"] == "scored" for r in card["benchmarks"].values())
     typer.echo(f"{scored} of {len(card['benchmarks'])} benchmarks scored, {len(card['diagnostics'])} diagnostics; "
                f"report card: {out / 'report.md'}")

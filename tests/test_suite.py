@@ -245,3 +245,24 @@ def test_the_card_page_loads_sorts_and_links_in_headless_chromium(cli, demo_buil
                                            for k in range(images.count()))
         browser.close()
     assert all(url.startswith("file://") for url in requests)  # nothing remote is loaded
+
+
+def test_hub_results_of_every_scored_benchmark_are_evaluates(cli, built, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for bench in ("vcr", "visdial"):
+        (data / bench).symlink_to(built(bench), target_is_directory=True)
+    code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", tmp_path / "card",
+                       "--bootstrap", "50", "--hub-results", tmp_path / "model-repo", "--hub-org", "my-org")
+    assert code == 0, err
+    for bench in ("vcr", "visdial"):
+        code, _, err = cli("evaluate", bench, "--data", data / bench, "--predictions",
+                           tmp_path / "card" / "predictions" / f"{bench}.json", "--bootstrap", "50", "--hub-results",
+                           tmp_path / "alone", "--hub-dataset", f"my-org/{bench}")
+        assert code == 0, err
+        suite_yaml = (tmp_path / "model-repo" / ".eval_results" / f"{bench}.yaml").read_text()
+        alone_yaml = (tmp_path / "alone" / ".eval_results" / f"{bench}.yaml").read_text()
+        assert suite_yaml.split("date:")[0] == alone_yaml.split("date:")[0] and f"my-org/{bench}" in suite_yaml
+    code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", tmp_path / "card2",
+                       "--hub-results", tmp_path / "model-repo")
+    assert_one_error_line(code, err, ("--hub-org",))

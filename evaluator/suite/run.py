@@ -120,13 +120,19 @@ def _perceptual(bench: str, model: str, folder: Path, out: Path, key: str, optio
 
 def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions = ModelOptions(),
               only: list[str] | None = None, images_root: Path | None = None, resamples: int = 1000, seed: int = 0,
-              perceptual: bool = True, overwrite: bool = False, echo=print) -> dict:
+              perceptual: bool = True, hub_results: Path | None = None, hub_org: str | None = None,
+              overwrite: bool = False, echo=print) -> dict:
     """Predict and score every benchmark of DATA with MODEL, with the perceptual score where the model
-    reads two or more modalities (`perceptual`); write OUT's card (card.json, report.md)."""
+    reads two or more modalities (`perceptual`); write OUT's card (card.json, report.md, index.html).
+    `hub_results`: also the Hub's evaluation results of every scored benchmark, naming each one's
+    dataset repo `<hub_org>/<benchmark>`."""
     from evaluator.run import evaluate, predict
     from evaluator.suite.card import write_card
     from evaluator.suite.diagnostics import diagnostics
 
+    if hub_results is not None and hub_org is None:
+        raise ParamsError("--hub-results: pass --hub-org ORG, the Hub organisation whose ORG/<benchmark> dataset "
+                          "repos hold the builds")
     builds, broken = find_builds(Path(data))
     registered = [b.name for b in benchmarks() if b.task is not None]
     unknown = sorted(set(only or ()) - set(registered))
@@ -161,7 +167,8 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                 write_atomically(out / "predictions" / f"{bench}.key.json", (dumps(
                     {"key": key, "sha256": sha256_file(predictions)}, indent=2) + "\n").encode())
             metrics = evaluate(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed), predictions,
-                               report=out / "reports" / bench)
+                               report=out / "reports" / bench, hub_results=hub_results,
+                               hub_dataset=None if hub_org is None else f"{hub_org}/{bench}")
         except VlbenchError as exc:
             rows[bench] = {"status": "not scored", "reason": str(exc)}
             echo(f"{bench:10s} not scored: {exc}")
