@@ -404,7 +404,7 @@ def suite(
     hub_results: Optional[Path] = typer.Option(
         None, "--hub-results", help="Also write DIR/.eval_results/<benchmark>.yaml of every scored benchmark."),
     hub_org: Optional[str] = typer.Option(
-        None, "--hub-org", metavar="ORG", help="The Hub organisation of the benchmarks' dataset repos (ORG/<benchmark>)."),
+        None, "--hub-org", metavar="ORG", help="The Hub organisation of the benchmarks' repos (ORG/<benchmark>)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Use an OUT that is not a suite folder."),
     model_options=None,
 ):
