@@ -422,6 +422,22 @@ def suite(
                f"report card: {out / 'report.md'}")
 
 
+@app.command("suite-compare")
+def suite_compare(
+    cards: list[Path] = typer.Argument(..., help="Report cards: `vlbench suite` OUT folders (the first is the base)."),
+    out: Path = typer.Option(..., "--out", help="Site folder to write (index.html, cards.json)."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", min=1, help="Resamples of the paired comparisons."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the resamples."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an OUT this command did not write."),
+):
+    """Several models' report cards on one page, with paired comparisons where two cards scored the same build."""
+    from evaluator.suite.compare import compare_cards
+
+    record = compare_cards(cards, out, resamples=bootstrap, seed=seed, overwrite=overwrite)
+    typer.echo(f"{len(record['cards'])} report cards, {len(record['comparisons'])} paired comparisons; "
+               f"page: {out / 'index.html'}")
+
+
 @app.command()
 def shortcuts(
     bench: str = typer.Argument(..., help="Benchmark (multiple-choice: vcr, vcr-visor, pmr-p, cosim-q/c, socialiq)."),

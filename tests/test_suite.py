@@ -266,3 +266,51 @@ def test_hub_results_of_every_scored_benchmark_are_evaluates(cli, built, tmp_pat
     code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", tmp_path / "card2",
                        "--hub-results", tmp_path / "model-repo")
     assert_one_error_line(code, err, ("--hub-org",))
+
+
+@pytest.mark.slow  # three suites, a comparison and a real browser
+def test_cards_of_several_models_on_one_page_with_paired_comparisons(cli, built, tmp_path):
+    """Two random baselines (seeds 0 and 1): a row each, a column per headline metric; where both
+    scored the same build, `vlbench compare`'s difference, interval and p-value on the same files."""
+    from test_leaderboard import CHROMIUM
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for bench in ("vcr", "gqa-ood"):
+        (data / bench).symlink_to(built(bench), target_is_directory=True)
+    for name, seed in (("a", "0"), ("b", "1")):
+        code, _, err = cli("suite", "--model", "baseline:random", "--seed", seed, "--data", data, "--out",
+                           tmp_path / name, "--bootstrap", "100", "--no-perceptual")
+        assert code == 0, err
+    site = tmp_path / "site"
+    code, stdout, err = cli("suite-compare", tmp_path / "a", tmp_path / "b", "--out", site, "--bootstrap", "200")
+    assert code == 0, err
+    record = json.loads((site / "cards.json").read_text())
+    assert [r["model"] for r in record["cards"]] == ["baseline:random (a)", "baseline:random (b)"]
+    assert sorted(c["benchmark"] for c in record["comparisons"]) == ["gqa-ood", "vcr"]
+    (vcr,) = [c for c in record["comparisons"] if c["benchmark"] == "vcr"]
+    code, _, err = cli("compare", "vcr", "--data", data / "vcr", "--predictions", tmp_path / "a" / "predictions" /
+                       "vcr.json", "--predictions", tmp_path / "b" / "predictions" / "vcr.json", "--bootstrap", "200",
+                       "--report", tmp_path / "alone")
+    assert code == 0, err
+    alone = json.loads((tmp_path / "alone" / "metrics.json").read_text())["comparisons"][0]["metrics"]
+    assert vcr["metrics"] == {k: alone[k] for k in ("q_a", "qa_r", "q_ar")}
+    code, _, err = cli("suite-compare", tmp_path / "a", "--out", tmp_path / "one")
+    assert_one_error_line(code, err, ("at least two",))
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (`make test` installs it: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
+            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        page = browser.new_page()
+        page.goto((site / "index.html").as_uri())
+        assert page.title() == "Report cards"
+        models = lambda: page.locator("#cards tbody td.name").all_inner_texts()  # noqa: E731
+        q_a = {r["model"]: r["values"]["vcr:q_a"]["value"] for r in record["cards"]}
+        page.get_by_role("columnheader", name="vcr Q->A", exact=True).click()
+        assert models() == sorted(q_a, key=q_a.get, reverse=True)
+        assert page.locator("section.comparison").count() == 2
+        browser.close()

@@ -174,7 +174,8 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
             echo(f"{bench:10s} not scored: {exc}")
             continue
         scored[bench] = metrics
-        rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused,
+        rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused, "folder": str(folder),
+                       "build": sha256_file(folder / MANIFEST),
                        "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
                                             **_value(metrics, h.key)} for h in task.headline}}
         if perceptual:

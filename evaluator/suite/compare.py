@@ -1,0 +1,93 @@
+"""`vlbench suite-compare CARD1 CARD2 ... --out SITE`: the report cards of several models on one page
+(SITE/index.html: a row per model, a column per headline metric, intervals shown, sortable), and the
+paired comparisons of each model with the first wherever both scored the same build of a benchmark:
+the difference B − A of each headline metric on the same rows, its paired cluster-bootstrap interval
+and the permutation test's p-value (evaluator.stats.compare, as `vlbench compare`). SITE carries the
+marker `.vlbench-cards.json`; another non-empty folder is refused without --overwrite."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.errors import ParamsError, VlbenchError
+from core.jsonout import dumps
+from core.outdir import check_out, write_atomically
+from evaluator.publish.site import copy_assets, metric_cell, render_page
+from evaluator.request import ScoringRequest
+
+MARKER = ".vlbench-cards.json"
+
+
+def read_card(folder: Path) -> dict:
+    """A suite folder's card.json; anything else is a one-line error naming it."""
+    path = Path(folder) / "card.json"
+    try:
+        card = json.loads(path.read_text())
+    except OSError as exc:
+        raise ParamsError(f"{path}: cannot read ({exc.strerror or exc}); a `vlbench suite` OUT holds one") from None
+    except (ValueError, RecursionError):
+        raise ParamsError(f"{path}: not valid JSON") from None
+    if not isinstance(card, dict) or not isinstance(card.get("benchmarks"), dict) or "model" not in card:
+        raise ParamsError(f"{path}: not a report card (no model and benchmarks)")
+    return card
+
+
+def compare_cards(folders: list[Path], out: Path, *, resamples: int = 1000, seed: int = 0,
+                  overwrite: bool = False) -> dict:
+    from evaluator.stats.compare import compare_predictions
+
+    if len(folders) < 2:
+        raise ParamsError("give at least two report cards (`vlbench suite` OUT folders)")
+    cards = [read_card(f) for f in folders]
+    check_out(out, {"a report card": [Path(f) for f in folders]}, overwrite,
+              owned=lambda p: (Path(p) / MARKER).is_file(), writer="`vlbench suite-compare`")
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomically(out / MARKER, (dumps({"cards": [str(f) for f in folders]}, indent=2) + "\n").encode())
+    columns: dict[tuple[str, str], str] = {}
+    for card in cards:
+        for bench, row in card["benchmarks"].items():
+            for key, entry in (row.get("headline") or {}).items():
+                columns.setdefault((bench, key), f"{bench} {entry['label']}")
+    rows = [{"model": f"{card['model']} ({Path(folder).name})", "card": str(folder),
+             "values": {f"{b}:{k}": (card["benchmarks"].get(b, {}).get("headline") or {}).get(k) for b, k in columns}}
+            for card, folder in zip(cards, folders)]
+    comparisons = []
+    first, first_folder = cards[0], Path(folders[0])
+    for card, folder, named in zip(cards[1:], folders[1:], rows[1:]):
+        for bench, row in card["benchmarks"].items():
+            base = first["benchmarks"].get(bench, {})
+            if row.get("status") != "scored" or base.get("status") != "scored" or row.get("build") != base.get("build"):
+                continue
+            try:
+                result = compare_predictions(
+                    ScoringRequest(bench, base["folder"], base["split"], resamples=resamples, seed=seed),
+                    [first_folder / "predictions" / f"{bench}.json", Path(folder) / "predictions" / f"{bench}.json"])
+            except VlbenchError as exc:
+                comparisons.append({"a": rows[0]["model"], "b": named["model"], "benchmark": bench,
+                                    "error": str(exc)})
+                continue
+            (c,) = result["comparisons"]
+            headline = set((row.get("headline") or {}))
+            comparisons.append({"a": rows[0]["model"], "b": named["model"], "benchmark": bench, "rows": result["rows"],
+                                "metrics": {k: v for k, v in c["metrics"].items() if k in headline}})
+    record = {"columns": [{"benchmark": b, "key": k, "label": label} for (b, k), label in columns.items()],
+              "cards": rows, "comparisons": comparisons, "resamples": resamples, "seed": seed}
+    write_atomically(out / "cards.json", (dumps(record, note_key="undefined", indent=2) + "\n").encode())
+    render_page(out / "index.html", "cards.html", title="Report cards", script=True,
+                labels=list(columns.values()), resamples=resamples, seed=seed,
+                rows=[{"model": r["model"], "cells": [metric_cell(v) if v else metric_cell({"value": None})
+                                                      for v in r["values"].values()]} for r in rows],
+                comparisons=[{"error": None, **c,
+                              "rows_shown": [(k, _difference(v)) for k, v in c.get("metrics", {}).items()]}
+                             for c in comparisons])
+    copy_assets(out)
+    return record
+
+
+def _difference(row: dict) -> dict:
+    """A compared metric's B − A, its interval and p-value, as shown."""
+    diff, interval = row.get("difference"), row.get("interval")
+    return {"shown": "–" if diff is None else f"{diff:+.2f}",
+            "interval": None if interval is None else [f"{interval[0]:+.2f}", f"{interval[1]:+.2f}"],
+            "p": row.get("p_value")}
