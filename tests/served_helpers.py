@@ -62,18 +62,13 @@ def transformers_serve(model: Path, log: Path):
         process.wait(timeout=30)
 
 
-class Proxy:
-    """A pass-through proxy to UPSTREAM (a /v1 URL) that counts the requests it forwards and, while
-    `faults` holds entries, answers a request with the next one instead: an HTTP status (429, 500...),
-    ("delay", seconds) before forwarding, or "drop" (the connection closed without an answer).
-    `delay` holds every forwarded answer back that long."""
+class LoopbackServer:
+    """A threaded HTTP server on a free loopback port whose POST requests `answer(path, body, headers)`
+    handles, returning (status, payload bytes, extra headers) or None after dropping the connection;
+    started and stopped as a context manager."""
 
-    def __init__(self, upstream: str, faults: list | None = None, delay: float = 0.0):
-        self.upstream = upstream.split("//", 1)[1].split("/", 1)[0]
-        self.faults, self.delay = list(faults or []), delay
-        self.forwarded = self.faulted = 0
-        self._lock = threading.Lock()
-        proxy = self
+    def __init__(self):
+        server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -83,29 +78,15 @@ class Proxy:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with proxy._lock:
-                    fault = proxy.faults.pop(0) if proxy.faults else None
-                    proxy.faulted += fault is not None
-                if fault == "drop":
+                answer = server.answer(self.path, body, dict(self.headers))
+                if answer is None:  # drop the connection without an answer
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                if isinstance(fault, int):
-                    payload = json.dumps({"error": {"message": f"injected {fault}"}}).encode()
-                    self.send_response(fault)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    if fault == 429:
-                        self.send_header("Retry-After", "0")
-                    self.end_headers()
-                    self.wfile.write(payload)
-                    return
-                if isinstance(fault, tuple):
-                    time.sleep(fault[1])
-                status, payload = proxy.forward(self.path, body, self.headers.get("Authorization"))
-                time.sleep(proxy.delay)
+                status, payload, headers = answer
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                for name, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
@@ -113,6 +94,46 @@ class Proxy:
         self.server = QuietServer((LOOPBACK, 0), Handler)
         self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def answer(self, path: str, body: bytes, headers: dict):
+        raise NotImplementedError
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Proxy(LoopbackServer):
+    """A pass-through proxy to UPSTREAM (a /v1 URL) that counts the requests it forwards and, while
+    `faults` holds entries, answers a request with the next one instead: an HTTP status (429, 500...),
+    ("delay", seconds) before forwarding, or "drop" (the connection closed without an answer).
+    `delay` holds every forwarded answer back that long."""
+
+    def __init__(self, upstream: str, faults: list | None = None, delay: float = 0.0):
+        super().__init__()
+        self.upstream = upstream.split("//", 1)[1].split("/", 1)[0]
+        self.faults, self.delay = list(faults or []), delay
+        self.forwarded = self.faulted = 0
+        self._lock = threading.Lock()
+
+    def answer(self, path: str, body: bytes, headers: dict):
+        with self._lock:
+            fault = self.faults.pop(0) if self.faults else None
+            self.faulted += fault is not None
+        if fault == "drop":
+            return None
+        if isinstance(fault, int):
+            return fault, json.dumps({"error": {"message": f"injected {fault}"}}).encode(), (
+                {"Retry-After": "0"} if fault == 429 else {})
+        if isinstance(fault, tuple):
+            time.sleep(fault[1])
+        status, payload = self.forward(path, body, headers.get("Authorization"))
+        time.sleep(self.delay)
+        return status, payload, {}
 
     def forward(self, path: str, body: bytes, authorization: str | None) -> tuple[int, bytes]:
         connection = http.client.HTTPConnection(self.upstream, timeout=120)
@@ -125,56 +146,24 @@ class Proxy:
             self.forwarded += 1
         return response.status, payload
 
-    def __enter__(self):
-        self.thread.start()
-        return self
 
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class CannedEndpoint:
+class CannedEndpoint(LoopbackServer):
     """An endpoint that answers every chat completion with one canned (status, JSON body), after
     `delay` seconds, and records the requests' headers and bodies."""
 
     def __init__(self, status: int = 200, payload: dict | None = None, delay: float = 0.0, after: int | None = None,
                  then: tuple[int, dict] | None = None):
         """`then`: the (status, payload) every request after the first `after` gets instead."""
+        super().__init__()
         self.status, self.payload, self.requests, self.delay = status, payload or {}, [], delay
         self.after, self.then = after, then
-        endpoint = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                endpoint.requests.append((dict(self.headers), json.loads(body)))
-                time.sleep(endpoint.delay)
-                status, payload = (endpoint.then if endpoint.then and len(endpoint.requests) > endpoint.after
-                                   else (endpoint.status, endpoint.payload))
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = QuietServer((LOOPBACK, 0), Handler)
-        self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, path: str, body: bytes, headers: dict):
+        self.requests.append((headers, json.loads(body)))
+        time.sleep(self.delay)
+        status, payload = (self.then if self.then and len(self.requests) > self.after
+                           else (self.status, self.payload))
+        return status, json.dumps(payload).encode(), {}
 
 
 def chat_answer(content: str | None, **message) -> dict:
