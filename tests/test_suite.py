@@ -314,3 +314,35 @@ def test_cards_of_several_models_on_one_page_with_paired_comparisons(cli, built,
         assert models() == sorted(q_a, key=q_a.get, reverse=True)
         assert page.locator("section.comparison").count() == 2
         browser.close()
+
+
+@pytest.mark.slow  # trains two tiny text-only models for the labels
+def test_language_shortcut_gaps_are_evaluates_by_groups(cli, built, tmp_path):
+    """A VCR build labelled by `vlbench shortcuts`: the card's Biased / Non-Biased scores are those of
+    `evaluate --by` on the same predictions, and the gap their difference."""
+    from pipelines.tiny_models import write_tiny_text_encoder
+
+    encoder = write_tiny_text_encoder(tmp_path / "bert", "bert")
+    data = tmp_path / "data"
+    data.mkdir()
+    code, _, err = cli("shortcuts", "vcr", "--data", built("vcr"), "--out", data / "vcr", "--model", encoder,
+                       "--seed", "0", "--seed", "1", "--epochs", "1")
+    assert code == 0, err
+    out = tmp_path / "card"
+    code, _, err = cli("suite", "--model", "baseline:overlap", "--data", data, "--out", out, "--bootstrap", "100",
+                       "--no-perceptual")
+    assert code == 0, err
+    card = _card(out)
+    found = {d["name"]: d for d in card["diagnostics"] if "language shortcuts" in d["name"]}
+    assert set(found) == {f"vcr: language shortcuts (shortcut_{level}_{kind}, {kind})"
+                          for level in ("sentence", "word") for kind in ("q_a", "qa_r")}
+    code, _, err = cli("evaluate", "vcr", "--data", data / "vcr", "--predictions", out / "predictions" / "vcr.json",
+                       "--by", "shortcut_sentence_q_a", "--bootstrap", "100", "--report", tmp_path / "alone")
+    assert code == 0, err
+    groups = json.loads((tmp_path / "alone" / "metrics.json").read_text())["by"]["groups"]
+    values = found["vcr: language shortcuts (shortcut_sentence_q_a, q_a)"]["values"]
+    assert {"Biased", "Non-Biased"} <= set(groups)  # the tiny models agree on some rows and miss others
+    for label, name in (("Biased", "biased"), ("Non-Biased", "non_biased")):
+        assert values[name]["value"] == groups[label]["q_a"]
+        assert values[name]["interval"] == groups[label]["intervals"]["q_a"]
+    assert values["gap"]["value"] == pytest.approx(values["biased"]["value"] - values["non_biased"]["value"], abs=1e-4)

@@ -10,6 +10,9 @@ and one sentence. Each is computed from the metrics `vlbench evaluate` wrote for
   APQ.
 - The perceptual score (Gat et al., NeurIPS 2021, Eq. 1-5) per modality, P_m / Z_D, where the model
   reads two or more of a benchmark's modalities (from `vlbench perceptual`'s metrics).
+- Language shortcuts (the VCR-Visor paper, Appendix A): where a build carries `vlbench shortcuts`
+  labels, the headline metric on Biased (text-solvable) against Non-Biased examples (`evaluate --by`),
+  disjoint rows, so their difference is read as two independent estimates.
 
 Between two benchmarks the rows differ, so a difference's interval is the normal approximation from
 the two percentile intervals, read as independent estimates (standard error = interval width / 3.92).
@@ -117,13 +120,37 @@ def perceptual(bench: str, metrics: dict) -> dict:
     return {"name": f"{bench}: perceptual score (P/Z_D)", "benchmarks": [bench], "values": values, "reading": reading}
 
 
+def shortcuts(bench: str, headline: list[str], groups_by_column: dict[str, dict]) -> list[dict]:
+    """The VCR-Visor paper's Appendix A labels (`vlbench shortcuts`): per label column, the headline
+    metric of its question kind (else the first) on Biased against Non-Biased examples, and the gap."""
+    out = []
+    for column, groups in groups_by_column.items():
+        kind = column.split("_", 2)[2]
+        key = kind if kind in headline else headline[0]
+
+        def of(label: str) -> Estimate:
+            group = groups.get(label, {})
+            value, interval = group.get(key), (group.get("intervals") or {}).get(key)
+            return Estimate(value if isinstance(value, (int, float)) else None,
+                            None if interval is None or None in interval else tuple(interval))
+
+        biased, non_biased = of("Biased"), of("Non-Biased")
+        gap = difference(biased, non_biased)
+        out.append({"name": f"{bench}: language shortcuts ({column}, {key})", "benchmarks": [bench],
+                    "values": {"biased": biased.as_dict(), "non_biased": non_biased.as_dict(), "gap": gap.as_dict()},
+                    "rows": {label: groups[label].get("rows") for label in groups},
+                    "reading": _reading(gap, "the score on Biased (text-solvable) examples",
+                                        "the score on Non-Biased ones")})
+    return out
+
+
 def _interval(metrics: dict, key: str) -> tuple[float, float] | None:
     interval = (metrics.get("intervals") or {}).get("metrics", {}).get(key)
     return None if interval is None or None in interval else (float(interval[0]), float(interval[1]))
 
 
 def diagnostics(metrics: dict[str, dict], perceptual_scores: dict[str, dict] | None = None,
-                ) -> tuple[list[dict], list[str]]:
+                shortcut_groups: dict[str, dict] | None = None) -> tuple[list[dict], list[str]]:
     """(the diagnostics the scored benchmarks allow, what is missing for the others and how to get it)."""
     found, missing = [], []
     if "gqa-ood" in metrics:
@@ -140,4 +167,9 @@ def diagnostics(metrics: dict[str, dict], perceptual_scores: dict[str, dict] | N
         missing.append("VCR vs VCR-Visor: build and score both vcr and vcr-visor")
     for bench, scores in (perceptual_scores or {}).items():
         found.append(perceptual(bench, scores))
+    for bench, labelled in (shortcut_groups or {}).items():
+        found += shortcuts(bench, labelled["headline"], labelled["groups"])
+    if not shortcut_groups:
+        missing.append("language shortcuts: no scored build carries shortcut labels (vlbench shortcuts BENCH --data "
+                       "DIR --out DIR-labelled, then build the suite's DATA from the labelled folder)")
     return found, missing

@@ -118,6 +118,25 @@ def _perceptual(bench: str, model: str, folder: Path, out: Path, key: str, optio
     return {"metrics": metrics, "reused": False}
 
 
+def shortcut_columns(folder: Path, split: str) -> list[str]:
+    """The language-shortcut label columns (`vlbench shortcuts`) a build carries for a split, if any."""
+    from core.data import available_splits, load_table
+    from evaluator.shortcuts.run import CONFIG
+
+    if split not in available_splits(folder, CONFIG):
+        return []
+    names = load_table(folder, CONFIG, split).column_names
+    return [c for c in names if c.startswith("shortcut_") and not c.endswith("_right")]
+
+
+def _by_shortcuts(bench: str, folder: Path, predictions: Path, split: str, resamples: int, seed: int) -> dict:
+    """{label column: evaluate's metrics by that column's groups (Biased / Neutral / Non-Biased)}."""
+    from evaluator.run import evaluate
+
+    return {column: evaluate(ScoringRequest(bench, str(folder), split, resamples=resamples, seed=seed), predictions,
+                             by=column)["by"]["groups"] for column in shortcut_columns(folder, split)}
+
+
 def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions = ModelOptions(),
               only: list[str] | None = None, images_root: Path | None = None, resamples: int = 1000, seed: int = 0,
               perceptual: bool = True, hub_results: Path | None = None, hub_org: str | None = None,
@@ -147,6 +166,7 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     rows: dict[str, dict] = {}
     scored: dict[str, dict] = {}
     perceptual_scores: dict[str, dict] = {}
+    shortcut_groups: dict[str, dict] = {}
     for bench in (b for b in registered if only is None or b in only):
         folder = builds.get(bench)
         if folder is None:
@@ -178,6 +198,9 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                        "build": sha256_file(folder / MANIFEST),
                        "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
                                             **_value(metrics, h.key)} for h in task.headline}}
+        groups = _by_shortcuts(bench, folder, predictions, metrics["split"], resamples, seed)
+        if groups:
+            shortcut_groups[bench] = {"headline": [h.key for h in task.headline], "groups": groups}
         if perceptual:
             try:
                 found = _perceptual(bench, model, folder, out, key, options, resamples, seed)
@@ -190,7 +213,7 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
         echo(f"{bench:10s} {metrics['split']:10s} {shown}{'  (kept predictions)' if reused else ''}")
     for name, reason in broken.items():
         rows[f"{name}/"] = {"status": "damaged build", "reason": reason}
-    found, missing = diagnostics(scored, perceptual_scores)
+    found, missing = diagnostics(scored, perceptual_scores, shortcut_groups)
     card = {"model": model, "data": str(data), "benchmarks": rows, "diagnostics": found, "missing_diagnostics": missing,
             "resamples": resamples, "seed": seed, "vlbench": vlbench_version()}
     write_card(out, card)
