@@ -116,7 +116,8 @@ def perceptual(bench: str, metrics: dict) -> dict:
             if entry.value is not None and (strongest is None or entry.value > strongest[1]):
                 strongest = (modality, entry.value)
     reading = ("undefined (no normalisation: the benchmark has no training split for Z_D)" if strongest is None else
-               f"the model relies most on the {strongest[0]} (P/Z_D = {strongest[1]:.1f})")
+               "removing any one modality costs the model nothing (every P/Z_D is 0 or below)" if strongest[1] <= 0
+               else f"the model relies most on the {strongest[0]} (P/Z_D = {strongest[1]:.1f})")
     return {"name": f"{bench}: perceptual score (P/Z_D)", "benchmarks": [bench], "values": values, "reading": reading}
 
 

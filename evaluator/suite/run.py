@@ -190,8 +190,11 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                                report=out / "reports" / bench, hub_results=hub_results,
                                hub_dataset=None if hub_org is None else f"{hub_org}/{bench}")
         except VlbenchError as exc:
-            rows[bench] = {"status": "not scored", "reason": str(exc)}
-            echo(f"{bench:10s} not scored: {exc}")
+            reason = str(exc)
+            if "--images" in reason and task.images_folder is not None:
+                reason += f" (the suite takes them from --images-root DIR/{task.images_folder}/)"
+            rows[bench] = {"status": "not scored", "reason": reason}
+            echo(f"{bench:10s} not scored: {reason}")
             continue
         scored[bench] = metrics
         rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused, "folder": str(folder),
