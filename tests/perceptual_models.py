@@ -65,14 +65,19 @@ def reads_missing_column() -> ReadsMissingColumn:
     return ReadsMissingColumn()
 
 
-class VideoAndAnswerText:
-    """Reads video and answer of any Social-IQ table: the answer's length parity, flipped for the videos
-    whose id has an odd CRC-32."""
+class SentimentAndVideo:
+    """Reads video and answer of any Social-IQ table: the answer's VADER sentiment (Gat et al.'s
+    NLTK-Sentiment row, the demo's baseline), nudged by 1e-3 up or down by the video id's CRC-32 parity."""
 
     input_columns = ("video_id", "answer")
+
+    def __init__(self):
+        from evaluator.socialiq.task import AnswerSentiment
+
+        self.sentiment = AnswerSentiment()
 
     def predict(self, table: pa.Table) -> list[float]:
         import zlib
 
-        return [(1.0 if len(a) % 2 else -1.0) * (-1.0 if zlib.crc32(v.encode()) % 2 else 1.0)
-                for v, a in zip(table.column("video_id").to_pylist(), table.column("answer").to_pylist())]
+        return [s + (1e-3 if zlib.crc32(v.encode()) % 2 else -1e-3)
+                for s, v in zip(self.sentiment.predict(table), table.column("video_id").to_pylist())]
