@@ -1,0 +1,117 @@
+"""Benchmark: `vlbench suite` of a tiny generative VLM over every benchmark of the embedded samples.
+
+Target, measured in this run: the time outside the model's forward passes (loading datasets and the
+model, building prompts, decoding images, scoring, intervals, diagnostics, the card) is at most 10% of
+the suite's wall time, at a size where the forward passes take at least a minute (a tiny LLaVA with
+hidden size 256 and 224 px images; --hidden / --image-size change it). The builds and the image folders
+are made before the clock starts; the perceptual scores are left out (--no-perceptual: they are more
+forward passes, not overhead).
+
+    python scripts/bench_suite.py [--hidden 256] [--image-size 224]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchlib import verdict
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_OUTSIDE_SHARE, MIN_FORWARD_SECONDS = 0.10, 60.0
+
+
+def image_root(root: Path, builds: dict[str, Path], sources: Path) -> Path:
+    """An --images-root for the builds: the samples' COCO images, and a small image for every image key
+    of the other benchmarks (their samples have none), under each task's folder."""
+    import shutil
+
+    import numpy as np
+    from PIL import Image
+
+    from builders.registry import get_task
+    from core.data import load_table, pick_split
+
+    shutil.copytree(sources / "coco", root / "coco")
+    rng = np.random.default_rng(0)
+    for bench, folder in builds.items():
+        task = get_task(bench)
+        if task.images_folder in (None, "coco") or task.generative is None or task.generative.image_column is None:
+            continue
+        table = load_table(folder, task.config, pick_split(folder, task.config, None, task.default_split))
+        for key in sorted({str(k) for k in table.column(task.generative.image_column).to_pylist()}):
+            path = root / task.images_folder / (key if "/" in key or key.endswith(".jpg") else f"{key}.png")
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                Image.fromarray(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)).save(path)
+    return root
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hidden", type=int, default=256, help="the tiny LLaVA's hidden size")
+    parser.add_argument("--image-size", type=int, default=224, help="its vision tower's image size")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    import evaluator.models.generative as generative
+    from builders.registry import benchmarks
+    from evaluator.models.options import ModelOptions
+    from evaluator.suite.run import run_suite
+    from pipelines.build import run_build
+    from pipelines.samples import write_samples
+    from pipelines.tiny_models import write_tiny_llava
+
+    forward = {"seconds": 0.0, "depth": 0}
+
+    class TimedVLM(generative.GenerativeVLM):
+        """The suite's model with every module's outermost forward call timed (generate runs the vision
+        tower outside the model's own forward, so every module is hooked)."""
+
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+
+            def before(module, inputs):
+                if forward["depth"] == 0:
+                    forward["start"] = time.perf_counter()
+                forward["depth"] += 1
+
+            def after(module, inputs, output):
+                forward["depth"] -= 1
+                if forward["depth"] == 0:
+                    forward["seconds"] += time.perf_counter() - forward["start"]
+
+            for module in self.model.modules():
+                module.register_forward_pre_hook(before)
+                module.register_forward_hook(after)
+
+    generative.GenerativeVLM = TimedVLM
+    with tempfile.TemporaryDirectory(prefix="bench-suite-") as tmp:
+        tmp = Path(tmp)
+        write_samples(tmp / "sources")
+        builds = {}
+        for entry in benchmarks():
+            if entry.task is not None:
+                run_build(entry.name, tmp / "sources", tmp / "data" / entry.name, assignments=entry.demo_params)
+                builds[entry.name] = tmp / "data" / entry.name
+        images = image_root(tmp / "images", builds, tmp / "sources")
+        model = write_tiny_llava(tmp / "llava", hidden=args.hidden, layers=2, image_size=args.image_size)
+        lines = []
+        start = time.perf_counter()
+        card = run_suite(f"hf:{model}", tmp / "data", tmp / "card", model_options=ModelOptions(max_new_tokens=4),
+                         images_root=images, perceptual=False, echo=lines.append)
+        wall = time.perf_counter() - start
+    scored = [b for b, r in card["benchmarks"].items() if r["status"] == "scored"]
+    print(f"{len(scored)} benchmarks scored ({', '.join(scored)}); {len(card['diagnostics'])} diagnostics")
+    print(f"wall {wall:.1f} s, forward passes {forward['seconds']:.1f} s")
+    outside = 100 * (wall - forward["seconds"]) / wall
+    ok = verdict("suite of a tiny VLM, share of wall outside forward passes", outside, 100 * TARGET_OUTSIDE_SHARE, "%",
+                 holds=forward["seconds"] >= MIN_FORWARD_SECONDS,
+                 detail=f"{len(scored)} benchmarks, forward passes {forward['seconds']:.0f} s (>= 60 s needed)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
