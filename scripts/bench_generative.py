@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import verdict
+from benchlib import ForwardTimer, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH_TARGET, PREFIX_TARGET, OUTSIDE_TARGET, PLAIN_TARGET = 3.0, 3.0, 0.15, 1.0
@@ -109,31 +109,16 @@ def main() -> int:
 
         larger = str(write_tiny_llava(Path(tmp) / "larger", hidden=256, layers=4, image_size=224))
         vlm = GenerativeVLM(larger, hf_config(larger), ModelOptions(batch_size=16))
-        # Time inside any module's forward, outermost calls only: transformers' generate runs the vision
-        # tower (get_image_features) outside the model's own forward, so every module is hooked.
-        forward = {"seconds": 0.0, "depth": 0}
-
-        def before(module, args):
-            if forward["depth"] == 0:
-                forward["start"] = time.perf_counter()
-            forward["depth"] += 1
-
-        def after(module, args, output):
-            forward["depth"] -= 1
-            if forward["depth"] == 0:
-                forward["seconds"] += time.perf_counter() - forward["start"]
-
-        for module in vlm.model.modules():
-            module.register_forward_pre_hook(before)
-            module.register_forward_hook(after)
+        forward = ForwardTimer()
+        forward.attach(vlm.model)
         gqa = [Turn(f"{q}\nAnswer the question using a single word or phrase.", (im,))
                for q, im in zip(questions * (1 + args.gqa // len(questions)), _images(args.gqa, seed=1))][:args.gqa]
         vlm.generate(gqa[:2], 4)
-        forward["seconds"] = 0.0
+        forward.seconds = 0.0
         wall, _ = _timed(lambda: vlm.generate(gqa, 4))
-        outside = 1 - forward["seconds"] / wall
+        outside = 1 - forward.seconds / wall
         print(f"3. GQA-style prediction, {args.gqa} questions (hidden 256, 224 px): wall {wall:.2f} s, forward "
-              f"passes {forward['seconds']:.2f} s")
+              f"passes {forward.seconds:.2f} s")
         ok &= verdict("GQA-style generation, share of wall outside forward passes", 100 * outside,
                       100 * OUTSIDE_TARGET, "%")
         ok &= against_a_plain_loop(Path(tmp), tiny, args.plain_rounds)

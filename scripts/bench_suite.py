@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import verdict
+from benchlib import ForwardTimer, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_OUTSIDE_SHARE, MIN_FORWARD_SECONDS = 0.10, 60.0
@@ -64,28 +64,14 @@ def main() -> int:
     from pipelines.samples import write_samples
     from pipelines.tiny_models import write_tiny_llava
 
-    forward = {"seconds": 0.0, "depth": 0}
+    forward = ForwardTimer()
 
     class TimedVLM(generative.GenerativeVLM):
-        """The suite's model with every module's outermost forward call timed (generate runs the vision
-        tower outside the model's own forward, so every module is hooked)."""
+        """The suite's model, its forward passes timed."""
 
         def __init__(self, *a, **kw):
             super().__init__(*a, **kw)
-
-            def before(module, inputs):
-                if forward["depth"] == 0:
-                    forward["start"] = time.perf_counter()
-                forward["depth"] += 1
-
-            def after(module, inputs, output):
-                forward["depth"] -= 1
-                if forward["depth"] == 0:
-                    forward["seconds"] += time.perf_counter() - forward["start"]
-
-            for module in self.model.modules():
-                module.register_forward_pre_hook(before)
-                module.register_forward_hook(after)
+            forward.attach(self.model)
 
     generative.GenerativeVLM = TimedVLM
     with tempfile.TemporaryDirectory(prefix="bench-suite-") as tmp:
@@ -105,11 +91,11 @@ def main() -> int:
         wall = time.perf_counter() - start
     scored = [b for b, r in card["benchmarks"].items() if r["status"] == "scored"]
     print(f"{len(scored)} benchmarks scored ({', '.join(scored)}); {len(card['diagnostics'])} diagnostics")
-    print(f"wall {wall:.1f} s, forward passes {forward['seconds']:.1f} s")
-    outside = 100 * (wall - forward["seconds"]) / wall
+    print(f"wall {wall:.1f} s, forward passes {forward.seconds:.1f} s")
+    outside = 100 * (wall - forward.seconds) / wall
     ok = verdict("suite of a tiny VLM, share of wall outside forward passes", outside, 100 * TARGET_OUTSIDE_SHARE, "%",
-                 holds=forward["seconds"] >= MIN_FORWARD_SECONDS,
-                 detail=f"{len(scored)} benchmarks, forward passes {forward['seconds']:.0f} s (>= 60 s needed)")
+                 holds=forward.seconds >= MIN_FORWARD_SECONDS,
+                 detail=f"{len(scored)} benchmarks, forward passes {forward.seconds:.0f} s (>= 60 s needed)")
     return 0 if ok else 1
 
 

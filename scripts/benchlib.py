@@ -31,6 +31,32 @@ def verdict(measure: str, value: float, target: float, unit: str = "", *, at_lea
     return ok
 
 
+class ForwardTimer:
+    """Seconds inside the forward passes of torch models it is attached to: every module is hooked and
+    the outermost calls are timed (transformers' generate runs the vision tower outside the model's own
+    forward, so hooking the model alone would miss it)."""
+
+    def __init__(self):
+        self.seconds, self._depth, self._start = 0.0, 0, 0.0
+
+    def attach(self, model) -> None:
+        import time
+
+        def before(module, inputs):
+            if self._depth == 0:
+                self._start = time.perf_counter()
+            self._depth += 1
+
+        def after(module, inputs, output):
+            self._depth -= 1
+            if self._depth == 0:
+                self.seconds += time.perf_counter() - self._start
+
+        for module in model.modules():
+            module.register_forward_pre_hook(before)
+            module.register_forward_hook(after)
+
+
 def report(seconds: float) -> None:
     """Print what a child measured: {"seconds", "peak_rss_mb"} of this process, as one JSON line."""
     print(json.dumps({"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
