@@ -210,6 +210,9 @@ def test_the_perceptual_score_of_a_model_reading_two_modalities_is_perceptuals(c
     assert code == 0, err
     assert (out / "perceptual" / "socialiq.key.json").read_bytes() == key
     assert _card(out)["diagnostics"] == card["diagnostics"]
+    code, _, err = cli(*args[:-1], "50")  # other resamples: other intervals, so the score is computed again
+    assert code == 0, err
+    assert (out / "perceptual" / "socialiq.key.json").read_bytes() != key
 
 
 @pytest.mark.slow  # a real browser

@@ -274,10 +274,6 @@ class ServedVLM:
             self.system_fingerprint = self.system_fingerprint or response.get("system_fingerprint")
         return content or ""
 
-    def score(self, turns: list, continuations: list) -> list:
-        raise ModelError(f"{self.spec}: log-likelihoods are not read from served models; ask multiple choice "
-                         "by letter (--choice-mode letter)")
-
     def server_version(self) -> str | None:
         """The version the server reports, where it has a way to (vLLM's GET /version)."""
         import httpx

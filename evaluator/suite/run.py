@@ -69,14 +69,18 @@ def prediction_key(model: str, folder: Path, options: ModelOptions) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _kept(out: Path, bench: str, key: str) -> bool:
-    """Whether OUT holds this benchmark's predictions made under `key`, unchanged since."""
-    record = out / "predictions" / f"{bench}.key.json"
+def _kept(record: Path, path: Path, key: str) -> bool:
+    """Whether PATH was made under `key` and is unchanged since (its RECORD says so)."""
     try:
         kept = json.loads(record.read_text())
-        return kept["key"] == key and kept["sha256"] == sha256_file(out / "predictions" / f"{bench}.json")
+        return kept["key"] == key and kept["sha256"] == sha256_file(path)
     except (OSError, ValueError, KeyError, TypeError):
         return False
+
+
+def _keep(record: Path, path: Path, key: str) -> None:
+    """RECORD: the key PATH was made under and PATH's SHA-256, for `_kept`."""
+    write_atomically(record, (dumps({"key": key, "sha256": sha256_file(path)}, indent=2) + "\n").encode())
 
 
 def modalities_read(task, adapter, folder: Path) -> list[str]:
@@ -99,22 +103,17 @@ def _perceptual(bench: str, model: str, folder: Path, out: Path, key: str, optio
     task = get_task(bench)
     if not task.modalities:
         return {"skipped": f"{bench} declares no modalities"}
+    report, record = out / "perceptual" / bench, out / "perceptual" / f"{bench}.key.json"
+    key = hashlib.sha256(f"{key}/{resamples}/{seed}".encode()).hexdigest()  # the intervals depend on both
+    if _kept(record, report / "metrics.json", key):
+        return {"metrics": json.loads((report / "metrics.json").read_text()), "reused": True}
     read = modalities_read(task, task.make_model(model, dataclasses.replace(options, data=folder)), folder)
     if len(read) < 2:
         return {"skipped": f"the model reads {' and '.join(read) or 'none'} of {bench}'s modalities "
                            f"({', '.join(m.name for m in task.modalities)}): nothing to compare"}
-    report = out / "perceptual" / bench
-    record = out / "perceptual" / f"{bench}.key.json"
-    try:
-        kept = json.loads(record.read_text())
-        if kept["key"] == key and kept["sha256"] == sha256_file(report / "metrics.json"):
-            return {"metrics": json.loads((report / "metrics.json").read_text()), "reused": True}
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
     metrics = perceptual_score(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed), model,
                                PerceptualOptions(seed=seed), model_options=options, report=report)
-    write_atomically(record, (dumps({"key": key, "sha256": sha256_file(report / "metrics.json")}, indent=2)
-                              + "\n").encode())
+    _keep(record, report / "metrics.json", key)
     return {"metrics": metrics, "reused": False}
 
 
@@ -180,12 +179,12 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                                       else model_options.images)
         predictions = out / "predictions" / f"{bench}.json"
         key = prediction_key(model, folder, options)
-        reused = _kept(out, bench, key)
+        record = out / "predictions" / f"{bench}.key.json"
+        reused = _kept(record, predictions, key)
         try:
             if not reused:
                 predict(bench, str(folder), model, predictions, options=options)
-                write_atomically(out / "predictions" / f"{bench}.key.json", (dumps(
-                    {"key": key, "sha256": sha256_file(predictions)}, indent=2) + "\n").encode())
+                _keep(record, predictions, key)
             metrics = evaluate(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed), predictions,
                                report=out / "reports" / bench, hub_results=hub_results,
                                hub_dataset=None if hub_org is None else f"{hub_org}/{bench}")
