@@ -14,13 +14,9 @@ from core.outdir import write_atomically
 from evaluator.publish.site import copy_assets, metric_cell, render_page, report_page
 
 
-def _interval(entry: dict) -> str:
-    interval = entry.get("interval")
-    return "-" if interval is None else f"[{interval[0]:.2f}, {interval[1]:.2f}]"
-
-
-def _number(value) -> str:
-    return "-" if value is None else f"{value:.2f}"
+def _markdown_cells(cell: dict) -> list[str]:
+    """A value cell (`metric_cell`, shared with the page) as the Markdown table's value and interval."""
+    return [cell["shown"], "–" if not cell["interval"] else f"[{cell['interval'][0]}, {cell['interval'][1]}]"]
 
 
 def card_markdown(card: dict) -> str:
@@ -31,7 +27,7 @@ def card_markdown(card: dict) -> str:
             continue
         for key, entry in row["headline"].items():
             arrow = "" if entry["higher_is_better"] else " (lower is better)"
-            rows.append([bench, row["split"], f"{entry['label']}{arrow}", _number(entry["value"]), _interval(entry)])
+            rows.append([bench, row["split"], f"{entry['label']}{arrow}", *_markdown_cells(metric_cell(entry))])
     md = [f"# Report card: {card['model']}", "",
           f"Every benchmark built under `{card['data']}`, scored with `vlbench evaluate`'s metrics; 95% intervals "
           f"from {card['resamples']:,} cluster-bootstrap resamples (seed {card['seed']}). Per-benchmark reports: "
@@ -42,12 +38,7 @@ def card_markdown(card: dict) -> str:
     md += ["## Diagnostics", ""]
     for d in card["diagnostics"]:
         md += [f"### {d['name']}", "", f"{d['reading'][0].upper()}{d['reading'][1:]}.", ""]
-        table = []
-        for name, entry in d["values"].items():
-            if isinstance(entry, dict) and "value" in entry:
-                table.append([name, _number(entry["value"]), _interval(entry)])
-            else:  # a group of entries (per answer type)
-                table += [[f"{name}: {k}", _number(v["value"]), _interval(v)] for k, v in entry.items()]
+        table = [[name, *_markdown_cells(cell)] for name, cell in _rows(d["values"])]
         md += [report_table(["", "value", "95% interval"], table), ""]
     no_perceptual = [f"{b} ({r['perceptual']})" for b, r in card["benchmarks"].items()
                      if r.get("perceptual") not in (None, "scored")]
