@@ -485,7 +485,8 @@ def shortcuts(
 @app.command()
 def counterbias(
     data: str = typer.Option(..., "--data", help="Built VL-Bias folder or hub dataset repo id."),
-    model: str = typer.Option(..., "--model", help="hf:<ViltForMaskedLM or text masked LM> or py:<module>:<factory>."),
+    model: str = typer.Option(..., "--model", help="hf:<ViltForMaskedLM, text masked LM, generative VLM, CLIP or "
+                                                    "SigLIP> or py:<module>:<factory>."),
     attack: Literal["pgd", "none"] = typer.Option("pgd", "--attack",
                                help="pgd (counterfactual images, Eq. 3) or none (language bias only)."),
     eps: float = typer.Option(8 / 255, "--eps", help="L-infinity budget on pixels in [0, 1]."),
@@ -493,7 +494,10 @@ def counterbias(
     step_size: Optional[float] = typer.Option(None, "--step-size", help="PGD step (default 2.5 eps / steps)."),
     softmax: Literal["full", "targets"] = typer.Option(
         "full", "--softmax", help="full (vocabulary, Eq. 1) or targets (the authors' code)."),
-    b0: Literal["male", "female"] = typer.Option("male", "--b0", help="Eq. 7's B0: positive biases lean towards it."),
+    b0: Optional[str] = typer.Option(None, "--b0", help="Eq. 7's B0: positive biases lean towards it (default: "
+                                                        "the build's B0 side, male for VL-Bias)."),
+    bias_prompt: Optional[str] = typer.Option(None, "--bias-prompt", help="The text with one [MASK] that P(B | V) "
+                                              "is read from (default: the split's; a generative VLM's adaptation)."),
     min_change: float = typer.Option(1e-6, "--min-concept-change",
                                      help="Smaller bias-concept changes leave a bias undefined."),
     split: Optional[str] = typer.Option(None, "--split", metavar="SPLIT", help="Split (default: test)."),
@@ -502,12 +506,14 @@ def counterbias(
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write cached counterfactual images."),
     device: str = typer.Option("auto", "--device", help="torch device (auto: CUDA when present)."),
     batch_size: int = typer.Option(32, "--batch-size", min=1, help="Batch size of forward passes and of the attack."),
-    bf16: bool = typer.Option(False, "--bf16", help="Run the model in bfloat16 autocast."),
+    bf16: bool = typer.Option(False, "--bf16", help="Run the model in bfloat16 (autocast; a generative VLM's "
+                                                    "weights in bfloat16)."),
+    revision: Optional[str] = typer.Option(None, "--revision", help="A hub checkpoint's branch, tag or commit."),
     bootstrap: int = typer.Option(1000, "--bootstrap", min=0,
                                   help="Resamples of the images for 95% confidence intervals (0: none)."),
     seed: int = BOOTSTRAP_SEED_OPTION,
 ):
-    """CounterBias (Zhang, Wang, Sang, ACM MM 2022): social bias of a masked-LM vision-language model on VL-Bias."""
+    """CounterBias (Zhang, Wang, Sang, ACM MM 2022): social bias of a vision-language model on VL-Bias."""
     from core.progress import progress
     from evaluator.models.options import ModelOptions
     from evaluator.vl_bias.attack import PGD
@@ -516,9 +522,10 @@ def counterbias(
     from pipelines.stages import default_cache_dir
 
     options = CounterBiasOptions(attack=PGD(eps, steps, step_size) if attack == "pgd" else None, softmax=softmax,
-                                 b0=b0, min_change=min_change,
+                                 b0=b0, min_change=min_change, bias_prompt=bias_prompt,
                                  cache=None if no_cache else default_cache_dir() / "counterbias")
-    model_options = ModelOptions(device=device, batch_size=batch_size, bf16=bf16)
+    model_options = ModelOptions(device=device, batch_size=batch_size, bf16=bf16,
+                                 dtype="bfloat16" if bf16 else "auto", revision=revision)
     with progress(desc="images", unit="image", leave=True) as bar:
         metrics = run_counterbias(data, model, options, model_options, split=split, report=report,
                                   progress=bar.update, bootstrap=bootstrap, seed=seed)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from builders.vl_bias.words import BIAS_PROMPT, GENDER_PAIRS, TARGETS, TEMPLATES
+from builders.vl_bias.words import BIAS_PROMPT, BIAS_SLOT, GENDER_PAIRS, TARGETS, TEMPLATES
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 EXTRA_GENDERS = ("gentleman", "lady")
@@ -16,7 +16,7 @@ EXTRA_GENDERS = ("gentleman", "lady")
 
 def vocabulary() -> dict[str, int]:
     text = " ".join([BIAS_PROMPT.replace("[MASK]", ""), *(t.text.replace("[MASK]", "") for t in TEMPLATES.values())])
-    words = set(re.findall(r"[a-z]+", text.lower().replace("{gender}", "")))
+    words = set(re.findall(r"[a-z]+", text.lower().replace(BIAS_SLOT, "")))
     words |= {w for pair in GENDER_PAIRS for w in pair.split(":")} | set(EXTRA_GENDERS)
     words |= {w for ws in TARGETS.values() for w in ws}
     return {w: i for i, w in enumerate(SPECIAL + sorted(words))}

@@ -473,7 +473,7 @@ FIELD_CASES = [
         b'{"image": "caf\xe9.jpg"}\n'), ("annotations.jsonl",)),
     SourceCase("vl-bias:unknown-gender-folder", "vl-bias",
                lambda root: (root / "activity" / "cooking" / "man").rename(root / "activity" / "cooking" / "robot"),
-               ("robot", "gender")),
+               ("robot", "bias word")),
     SourceCase("vl-bias:stray-file-for-target", "vl-bias", _stray_file_for_folder("activity/fishing"), ("fishing",)),
 ]
 
@@ -690,7 +690,7 @@ PARAM_CASES = [
     ("vcr-visor", "query_threshold=1.5", "query_threshold"), ("vcr-visor", "seed=x", "seed"),
     ("vqa-cp", "test_fraction=nan", "finite"), ("vqa-cp", "test_fraction=1.5", "test_fraction"),
     ("vqa-cp", "mode=foo", "mode"), ("vqa-v2", "alpha=0.2", "unknown parameter"),
-    ("vl-bias", "gender_pairs=man", "gender_pairs"), ("socialiq", "nothing", "KEY=VALUE"),
+    ("vl-bias", "bias_pairs=man", "bias_pairs"), ("socialiq", "nothing", "KEY=VALUE"),
 ]
 
 

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from builders.vl_bias.samples import write_vl_bias
-from evaluator.models.mlm import load_masked_lm, pad_images
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias import counterbias as cb
 from evaluator.vl_bias.attack import PGD, pgd_attack
+from evaluator.vl_bias.probe import load_probe, pad_images
 from pipelines.tiny_models import write_tiny_bert_mlm, write_tiny_vilt_mlm
 
 
@@ -39,13 +39,16 @@ def _images(src: Path, n: int):
 def test_vilt_probabilities_at_the_mask_equal_a_manual_forward_pass(tiny):
     from transformers import AutoImageProcessor, AutoTokenizer, ViltForMaskedLM
 
-    model = load_masked_lm(f"hf:{tiny['vilt']}", ModelOptions(batch_size=3))
+    model = load_probe(f"hf:{tiny['vilt']}", ModelOptions(batch_size=3))
     images = _images(tiny["src"], 3)
     images[1] = images[1].resize((40, 64))  # another size: the batch is padded
     texts = ["The man is [MASK]", "A photo of a girl who is [MASK]", "A [MASK] is in the picture"]
     words = ["cooking", "nurse", "woman"]
     ids = [model.word_ids([w])[w][0] for w in words]
-    got = np.exp(model.score([(t, model.image_tensor(im)) for t, im in zip(texts, images)], ids))
+    got = np.exp(model.log_probs([(t, model.image_tensor(im)) for t, im in zip(texts, images)], ids))
+    # score() gives each query its own candidates' values, from the same pass
+    own = model.score([(t, model.image_tensor(im)) for t, im in zip(texts, images)], [(w,) for w in words])
+    np.testing.assert_allclose(np.exp([o[0] for o in own]), got.diagonal(), rtol=1e-5)
 
     tok, proc = AutoTokenizer.from_pretrained(tiny["vilt"]), AutoImageProcessor.from_pretrained(tiny["vilt"])
     vilt = ViltForMaskedLM.from_pretrained(tiny["vilt"]).eval()
@@ -63,10 +66,10 @@ def test_vilt_probabilities_at_the_mask_equal_a_manual_forward_pass(tiny):
 def test_text_only_adapter_equals_a_manual_forward_pass(tiny):
     from transformers import AutoTokenizer, BertForMaskedLM
 
-    model = load_masked_lm(f"hf:{tiny['bert']}", ModelOptions())
+    model = load_probe(f"hf:{tiny['bert']}", ModelOptions())
     assert not model.vision
     ids = [model.word_ids(["shopping"])["shopping"][0]]
-    got = np.exp(model.score([("The woman is [MASK]", None), ("A boy who is [MASK]", None)], ids))[:, 0]
+    got = np.exp(model.log_probs([("The woman is [MASK]", None), ("A boy who is [MASK]", None)], ids))[:, 0]
     tok = AutoTokenizer.from_pretrained(tiny["bert"])
     bert = BertForMaskedLM.from_pretrained(tiny["bert"]).eval()
     for k, text in enumerate(["The woman is [MASK]", "A boy who is [MASK]"]):
@@ -77,19 +80,18 @@ def test_text_only_adapter_equals_a_manual_forward_pass(tiny):
 
 
 def test_pgd_raises_the_counterfactual_word_inside_the_ball(tiny):
-    model = load_masked_lm(f"hf:{tiny['vilt']}", ModelOptions())
+    model = load_probe(f"hf:{tiny['vilt']}", ModelOptions())
     images = _images(tiny["src"], 12)
     images[0] = images[0].resize((64, 40))
     xs = [model.image_tensor(im) for im in images]
     pixels, mask = pad_images(xs)
-    text = model.tokenize(["A [MASK] is in the picture"] * len(xs))
-    ids = [model.word_ids([w])[w][0] for w in ("man", "woman")]
+    objective = model.attack_objective(pixels, mask, "A [MASK] is in the picture", ("man", "woman"))
     target = [1] * 6 + [0] * 6  # B' = woman for the first six, man for the others
     attack = PGD(eps=4 / 255, steps=5)
-    adv = pgd_attack(lambda x: model.log_probs_at_mask(x, mask, text, ids), pixels, mask, target, attack)
+    adv = pgd_attack(objective, pixels, mask, target, attack)
     with torch.no_grad():
-        before = model.log_probs_at_mask(pixels, mask, text, ids).exp()
-        after = model.log_probs_at_mask(adv, mask, text, ids).exp()
+        before = objective(pixels).exp()
+        after = objective(adv).exp()
     rows = torch.arange(len(xs))
     raised = (after[rows, target] > before[rows, target]).float().mean().item()
     assert raised >= 0.75, raised
@@ -101,15 +103,14 @@ def test_pgd_raises_the_counterfactual_word_inside_the_ball(tiny):
 
 
 def test_pgd_batched_equals_one_image_at_a_time(tiny):
-    model = load_masked_lm(f"hf:{tiny['vilt']}", ModelOptions())
+    model = load_probe(f"hf:{tiny['vilt']}", ModelOptions())
     xs = [model.image_tensor(im) for im in _images(tiny["src"], 4)]
-    ids = [model.word_ids([w])[w][0] for w in ("man", "woman")]
     attack = PGD(eps=4 / 255, steps=3)
 
     def run(batch):
         pixels, mask = pad_images(batch)
-        text = model.tokenize(["A [MASK] is in the picture"] * len(batch))
-        return pgd_attack(lambda x: model.log_probs_at_mask(x, mask, text, ids), pixels, mask, [1] * len(batch), attack)
+        objective = model.attack_objective(pixels, mask, "A [MASK] is in the picture", ("man", "woman"))
+        return pgd_attack(objective, pixels, mask, [1] * len(batch), attack)
 
     together = run(xs)
     for i, x in enumerate(xs):
@@ -145,7 +146,7 @@ def test_cli_report_table2_and_per_instance_values(cli, tiny, tmp_path):
     np.testing.assert_allclose(rows.bias_l, -(rows.p_t_vf_lcf - rows.p_t_vf_lf))
     np.testing.assert_allclose(rows.bias_l_log, -(np.log(rows.p_t_lcf) - np.log(rows.p_t_lf)))
     sel = rows[(rows.template == "sentence") & (rows.target == "cooking")]
-    signed = np.where(sel.gender_class == "male", 1, -1) * sel.bias_vl
+    signed = np.where(sel.bias_class == "male", 1, -1) * sel.bias_vl
     cell = metrics["measures"]["vl"]["templates"]["sentence"]["activity"]
     assert cell["per_target"]["cooking"]["bias"] == pytest.approx(signed.mean())
     assert cell["mean_abs"] == pytest.approx(np.mean([abs(v["bias"]) for v in cell["per_target"].values()]))
@@ -187,13 +188,13 @@ def test_text_only_model_and_restricted_softmax(cli, tiny, tmp_path):
     full = pq.read_table(tmp_path / "b" / "per_instance.parquet").to_pandas()
     restricted = pq.read_table(tmp_path / "t" / "per_instance.parquet").to_pandas()
     assert (restricted.p_t_lf > full.p_t_lf).all()  # renormalised over 52 / 13 words instead of the vocabulary
-    model = load_masked_lm(f"hf:{tiny['bert']}", ModelOptions())
+    model = load_probe(f"hf:{tiny['bert']}", ModelOptions())
     from builders.vl_bias.words import OCCUPATIONS
 
     ids = [model.word_ids([w])[w][0] for w in OCCUPATIONS]
-    logp = model.score([("The man is [MASK]", None)], ids)[0]
+    logp = model.log_probs([("The man is [MASK]", None)], ids)[0]
     expected = np.exp(logp) / np.exp(logp).sum()
-    row = restricted[(restricted.target == "nurse") & (restricted.gender == "man")
+    row = restricted[(restricted.target == "nurse") & (restricted.bias_word == "man")
                      & (restricted.template == "sentence")]
     assert row.p_t_lf.iloc[0] == pytest.approx(expected[OCCUPATIONS.index("nurse")], rel=1e-5)
 
@@ -217,7 +218,7 @@ def test_bad_input_is_one_line_exit_2(cli, tiny, tmp_path):
              (("--data", broken, "--model", vilt, "--no-cache"), f"image '{bad}': cannot decode image"),
              (("--data", tiny["data"], "--model", vilt, "--softmax", "verbs"),
               "Invalid value for '--softmax': 'verbs' is not one of 'full', 'targets'"),
-             (("--data", tiny["data"], "--model", "baseline:random"), "CounterBias measures a masked LM"),
+             (("--data", tiny["data"], "--model", "baseline:random"), "CounterBias measures hf:"),
              (("--data", tiny["data"], "--model", vilt, "--attack", "fgsm"),
               "Invalid value for '--attack': 'fgsm' is not one of 'pgd', 'none'")]
     for args, needle in cases:
@@ -240,7 +241,7 @@ _PY_MODEL: dict = {}
 
 def tiny_text_model():
     """`py:test_counterbias:tiny_text_model`: a library caller's own adapter object."""
-    return load_masked_lm(f"hf:{_PY_MODEL['path']}", ModelOptions())
+    return load_probe(f"hf:{_PY_MODEL['path']}", ModelOptions())
 
 
 def not_a_masked_lm():
@@ -257,7 +258,7 @@ def test_py_spec_gives_an_adapter_object(cli, tiny, tmp_path):
                        "--report", tmp_path / "h")
     assert via_py == pq.read_table(tmp_path / "h" / "per_instance.parquet").column("bias_l_log").to_pylist()
     code, _, err = cli("counterbias", "--data", tiny["data"], "--model", "py:test_counterbias:not_a_masked_lm")
-    assert code == 2 and "has no score(queries, ids) method" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and "has no score(queries, candidates) method" in err and len(err.strip().splitlines()) == 1
 
 
 def test_report_examples_need_no_second_attack(tiny, tmp_path, monkeypatch):
@@ -282,7 +283,7 @@ def test_report_examples_need_no_second_attack(tiny, tmp_path, monkeypatch):
     first = table[(table.template == metrics["templates"][0]) & table.bias_vl.notna()]
     expected = []
     for side in ("male", "female"):  # the selection rule, computed from the per-instance values
-        rows = first[first.gender_class == side]
+        rows = first[first.bias_class == side]
         order = np.lexsort((rows.index.to_numpy(), -rows.bias_vl.abs().to_numpy()))
         expected += rows.index.to_numpy()[order][:2].tolist()
     report = (tmp_path / "r" / "report.md").read_text()

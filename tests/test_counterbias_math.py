@@ -60,7 +60,7 @@ def test_division_guard_is_reported_not_a_silent_nan():
     assert math.isnan(cb.bias_v([0.2], [0.3], [0.5], [0.5 + 1e-9], min_change=1e-6)[0])
     assert math.isnan(cb.bias_vl([0.2], [0.3], [0.0], [1.0])[0])
     summary = cb.summarise({"template": ["sentence"] * 2, "target": ["x", "x"], "target_type": ["activity"] * 2,
-                            "gender_class": ["male"] * 2, "bias_v": b}, ["v"], ["sentence"])
+                            "bias_class": ["male"] * 2, "bias_v": b}, ["v"], ["sentence"])
     assert summary["v"]["undefined"] == 1
     assert summary["v"]["templates"]["sentence"]["activity"]["per_target"]["x"]["undefined"] == 1
 
@@ -88,7 +88,7 @@ def test_summarise_per_template_and_average():
     # two templates, one target per type; male +0.2 / female -0.1 -> Eq. 7 = (0.2 + 0.1) / 2 = 0.15
     cols = {"template": ["a", "a", "b", "b", "a", "b"], "target": ["cooking"] * 4 + ["nurse"] * 2,
             "target_type": ["activity"] * 4 + ["occupation"] * 2,
-            "gender_class": ["male", "female", "male", "female", "female", "female"],
+            "bias_class": ["male", "female", "male", "female", "female", "female"],
             "bias_l": [0.2, -0.1, 0.4, 0.0, 0.3, 0.1]}
     s = cb.summarise(cols, ["l"], ["a", "b"])["l"]
     assert s["templates"]["a"]["activity"]["mean_abs"] == pytest.approx(0.15)
@@ -114,7 +114,7 @@ def test_bootstrap_resampling_reproduces_the_table_2_cells():
                "template": np.array([t for _, t in rows], dtype=object),
                "target": np.array(["cook" if i % 3 else "teach" for i, _ in rows], dtype=object),
                "target_type": np.array(["activity" if i < 4 else "occupation" for i, _ in rows], dtype=object),
-               "gender_class": np.array(["male" if i % 2 else "female" for i, _ in rows], dtype=object),
+               "bias_class": np.array(["male" if i % 2 else "female" for i, _ in rows], dtype=object),
                "bias_vl": rng.normal(0, 0.1, len(rows))}
     columns["bias_vl"][3] = np.nan  # an undefined instance
     templates = ["sentence", "phrase"]

@@ -48,12 +48,12 @@ def test_rows_captions_and_card(cli, source, tmp_path):
                and r["template"] == "phrase_photo")
     assert row["caption"] == "A photo of a woman who is [MASK]"
     assert row["counterfactual_caption"] == "A photo of a man who is [MASK]"
-    assert (row["target"], row["target_type"], row["gender"], row["gender_class"], row["counterfactual_gender"]) == \
+    assert (row["target"], row["target_type"], row["bias_word"], row["bias_class"], row["counterfactual_bias_word"]) == \
         ("cooking", "activity", "woman", "female", "man")
     assert row["bias_prompt"] == "A [MASK] is in the picture"
     assert row["id"] == "cooking:activity/cooking/woman/cooking_woman_00.jpg:phrase_photo"
     assert row["image"]["bytes"] == (source / row["image_id"]).read_bytes()
-    boy = {r["template"]: r for r in t if r["gender"] == "boy" and r["target"] == "nurse"}
+    boy = {r["template"]: r for r in t if r["bias_word"] == "boy" and r["target"] == "nurse"}
     assert {k: (r["caption"], r["counterfactual_caption"]) for k, r in boy.items()} == {
         "sentence": ("The boy is [MASK]", "The girl is [MASK]"),
         "sentence_photo": ("The boy in the photo is [MASK]", "The girl in the photo is [MASK]"),
@@ -61,7 +61,7 @@ def test_rows_captions_and_card(cli, source, tmp_path):
         "phrase_photo": ("A photo of a boy who is [MASK]", "A photo of a girl who is [MASK]")}
     card = (tmp_path / "out" / "README.md").read_text()
     assert "| nurse | occupation | 1 | 1 | 1 | 1 | 4 |" in card
-    assert "| woman | 10 |" in card and "man <-> woman, boy <-> girl" in card
+    assert "| woman | female | 10 |" in card and "man <-> woman, boy <-> girl" in card
     assert (tmp_path / "out" / "figures" / "instances_per_target.png").is_file()
     assert cli("verify", tmp_path / "out")[0] == 0
     from datasets import load_dataset
@@ -98,15 +98,15 @@ def test_annotation_files_give_the_folder_build_in_any_order(cli, source, tmp_pa
 def test_further_gender_pairs_and_templates(cli, source, tmp_path):
     shutil.copytree(source / "activity" / "cooking" / "man", source / "activity" / "cooking" / "gentleman")
     code, _, err = cli("build", "vl-bias", "--source", source, "--out", tmp_path / "out")
-    assert code == 2 and "unknown gender word 'gentleman'" in err and "cooking/gentleman" in err
+    assert code == 2 and "unknown bias word 'gentleman'" in err and "cooking/gentleman" in err
     code, _, err = cli("build", "vl-bias", "--source", source, "--out", tmp_path / "out",
-                       "--param", "gender_pairs=man:woman,boy:girl,gentleman:lady",
+                       "--param", "bias_pairs=man:woman,boy:girl,gentleman:lady",
                        "--param", "templates=sentence,phrase")
     assert code == 0, err
     t = _table(tmp_path / "out").to_pylist()
     assert {r["template"] for r in t} == {"sentence", "phrase"}
-    g = [r for r in t if r["gender"] == "gentleman"]
-    assert len(g) == 2 and g[0]["counterfactual_caption"] == "The lady is [MASK]" and g[0]["gender_class"] == "male"
+    g = [r for r in t if r["bias_word"] == "gentleman"]
+    assert len(g) == 2 and g[0]["counterfactual_caption"] == "The lady is [MASK]" and g[0]["bias_class"] == "male"
     assert "gentleman <-> lady" in (tmp_path / "out" / "README.md").read_text()
 
 
@@ -116,13 +116,13 @@ def test_bad_input_is_one_line_exit_2_and_no_output(cli, source, tmp_path, case)
     extra = []
     if case == "unknown-gender":
         (source / "activity" / "cooking" / "woman").rename(source / "activity" / "cooking" / "female")
-        expected = "unknown gender word 'female'"
+        expected = "unknown bias word 'female'"
     elif case == "unknown-target":
         shutil.copytree(source / "activity" / "cooking", source / "activity" / "juggling")
         expected = "target 'juggling' is not one of the 52 VL-Bias activity words"
     elif case == "unknown-type":
         (source / "activity").rename(source / "hobby")
-        expected = "hobby/cooking/boy: unknown target type 'hobby' (expected activity or occupation)"
+        expected = "hobby/cooking/boy: unknown target type 'hobby' (expected activity or occupation"
     elif case == "bad-image":
         (source / "occupation" / "nurse" / "girl" / "nurse_girl_00.jpg").write_bytes(b"\xff\xd8not a jpeg")
         expected = "nurse_girl_00.jpg: not a readable image"
@@ -145,8 +145,8 @@ def test_bad_input_is_one_line_exit_2_and_no_output(cli, source, tmp_path, case)
         (source / "annotations.jsonl").write_text('{"image": "a.jpg"\n')
         expected = "annotations.jsonl: record line 1: not valid JSON"
     else:
-        extra = ["--param", "gender_pairs=man:man"]
-        expected = "gender_pairs: gender pair 'man:man'"
+        extra = ["--param", "bias_pairs=man:man"]
+        expected = "bias_pairs: bias pair 'man:man'"
     code, out, err = cli("build", "vl-bias", "--source", source, "--out", tmp_path / "out", "--no-cache", *extra)
     assert code == 2, err
     assert err.count("\n") == 1 and expected in err, err

@@ -166,7 +166,7 @@ class GenerativeVLM:
         self.batch_size = options.batch_size
         # `predict --resume`: answers and scores kept in the response cache as they are computed
         self.cache = None if options.response_cache is None else ResponseCache(options.response_cache)
-        self._identity = {"model": f"hf:{path}", "revision": self.revision, "files": folder_identity(path),
+        self.identity = {"model": f"hf:{path}", "revision": self.revision, "files": folder_identity(path),
                           "dtype": dtype, "device": self.device.type, "vlbench": vlbench_version(),
                           **{k: getattr(options, k) for k in ("min_pixels", "max_pixels", "attn_implementation")}}
 
@@ -208,7 +208,7 @@ class GenerativeVLM:
         return dict(self.processor(text=[self.prompt_text(t) for t in turns], return_tensors="pt", padding=True,
                                    padding_side=padding_side, **kwargs))
 
-    def _to_device(self, enc: dict) -> dict:
+    def to_device(self, enc: dict) -> dict:
         import torch
 
         return {k: (v.to(self.device, dtype=self.model.dtype) if torch.is_floating_point(v) else v.to(self.device))
@@ -218,7 +218,7 @@ class GenerativeVLM:
     def _key(self, turn: Turn, what: dict) -> str:
         """A turn's cache key: the model (checkpoint revision, or a local folder's files), how it runs,
         the templated prompt, the images' SHA-256 and what is asked (`what`)."""
-        return request_key({**self._identity, "prompt": self.prompt_text(turn),
+        return request_key({**self.identity, "prompt": self.prompt_text(turn),
                             "images": [image_digest(s) for s in turn.images], **what})
 
     def _cached(self, keys: list[str | None], field: str) -> dict[int, object]:
@@ -258,7 +258,7 @@ class GenerativeVLM:
         with torch.inference_mode(), progress(total=len(todo), desc="generating", unit="sample") as bar:
             for idx, enc in _prefetched(batches, lambda idx: self._encode([turns[i] for i in idx], "left"),
                                         self.device.type != "cpu"):
-                enc = self._to_device(enc)
+                enc = self.to_device(enc)
                 generated = self.model.generate(**enc, **kwargs, pad_token_id=self.tokenizer.pad_token_id)
                 texts = self.tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
                 for i, text in zip(idx, texts):
@@ -328,13 +328,13 @@ class GenerativeVLM:
 
         def prepare(idx: list[int]):
             conts = [self._continuation_ids(continuations[i]) for i in idx]
-            return _append_right_padded(self._encode([turns[i] for i in idx], "left"), conts,
+            return append_continuations(self._encode([turns[i] for i in idx], "left"), conts,
                                         self.tokenizer.pad_token_id)
 
         batches = [order[b:b + self.batch_size] for b in range(0, len(order), self.batch_size)]
         with torch.inference_mode():
             for idx, (enc, spans) in _prefetched(batches, prepare, self.device.type != "cpu"):
-                logits = self.model(**self._to_device(enc)).logits.float()
+                logits = self.model(**self.to_device(enc)).logits.float()
                 logprobs = torch.log_softmax(logits, dim=-1)
                 for row, (i, (start, cont)) in enumerate(zip(idx, spans)):
                     positions = torch.arange(start - 1, start - 1 + len(cont), device=logprobs.device)
@@ -345,33 +345,46 @@ class GenerativeVLM:
     def score_cached(self, turn: Turn, continuations: list[str]) -> list[float]:
         """log P(continuation | turn) for many continuations of one turn: the turn (image and text) runs
         once with its key/value cache; each batch of continuations extends a copy of that cache."""
+        conts = [self._continuation_ids(c) for c in continuations]
+        token_lps, _ = self.extend_prefix(self.to_device(self._encode([turn], "left")), conts)
+        return [self._reduce(lp, len(c)) for lp, c in zip(token_lps, conts)]
+
+    def extend_prefix(self, enc: dict, sequences: list[list[int]], gather: list[int] = ()):
+        """One encoded prefix (a single unpadded turn, on the device) run once with its key/value cache;
+        each batch of token sequences extends a copy of that cache. Returns per sequence the
+        log-probability of each of its tokens (a float tensor), and the full-vocabulary log-probabilities
+        at its end gathered at the token ids `gather` ((len(sequences), len(gather)); an empty sequence
+        ends where the prefix does)."""
         import torch
 
+        gather_ids = torch.as_tensor(list(gather), dtype=torch.long, device=self.device)
         with torch.inference_mode():
-            enc = self._to_device(self._encode([turn], "left"))
             prefix = self.model(**enc, use_cache=True)
             first = torch.log_softmax(prefix.logits[0, -1].float(), dim=-1)
             cache, length = prefix.past_key_values, enc["input_ids"].shape[1]
-            out = []
-            for b in range(0, len(continuations), self.batch_size):
-                conts = [self._continuation_ids(c) for c in continuations[b:b + self.batch_size]]
-                width = max(map(len, conts))
-                ids = torch.full((len(conts), width), self.tokenizer.pad_token_id, dtype=torch.long)
-                for r, c in enumerate(conts):
-                    ids[r, :len(c)] = torch.as_tensor(c)
+            token_lps: list = [first[:0]] * len(sequences)
+            ends = first[gather_ids].expand(len(sequences), len(gather_ids)).clone()
+            todo = [k for k, c in enumerate(sequences) if c]
+            for b in range(0, len(todo), self.batch_size):
+                rows = todo[b:b + self.batch_size]
+                width = max(len(sequences[k]) for k in rows)
+                ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
+                for r, k in enumerate(rows):
+                    ids[r, :len(sequences[k])] = torch.as_tensor(sequences[k])
                 batch_cache = copy.deepcopy(cache)
-                batch_cache.batch_repeat_interleave(len(conts))
-                # No attention mask: the prefix has no padding and the continuations are right-padded, so
-                # a causal model's real tokens never see a pad; positions follow from the cache (M-RoPE
+                batch_cache.batch_repeat_interleave(len(rows))
+                # No attention mask: the prefix has no padding and the sequences are right-padded, so a
+                # causal model's real tokens never see a pad; positions follow from the cache (M-RoPE
                 # models add the offset their prefix pass stored).
                 logits = self.model(input_ids=ids.to(self.device), past_key_values=batch_cache, use_cache=True,
                                     cache_position=torch.arange(length, length + width, device=self.device)).logits
                 logprobs = torch.log_softmax(logits.float(), dim=-1)
-                for r, c in enumerate(conts):
-                    tokens = torch.as_tensor(c, device=logprobs.device)
-                    token_lp = torch.cat([first[tokens[:1]], logprobs[r, torch.arange(len(c) - 1), tokens[1:]]])
-                    out.append(self._reduce(token_lp, len(c)))
-            return out
+                for r, k in enumerate(rows):
+                    n = len(sequences[k])
+                    tokens = torch.as_tensor(sequences[k], device=logprobs.device)
+                    token_lps[k] = torch.cat([first[tokens[:1]], logprobs[r, torch.arange(n - 1), tokens[1:]]])
+                    ends[k] = logprobs[r, n - 1, gather_ids]
+            return token_lps, ends
 
     def describe(self) -> dict:
         """What the prediction's metadata file records about the model."""
@@ -428,7 +441,7 @@ def _size_dict(size) -> dict:
     return {k: v for k, v in items if v is not None}
 
 
-def _append_right_padded(enc: dict, continuations: list[list[int]], pad_id: int) -> tuple[dict, list]:
+def append_continuations(enc: dict, continuations: list[list[int]], pad_id: int) -> tuple[dict, list]:
     """Left-padded prompts + their continuations -> each row `prompt + continuation` from position 0,
     right-padded. Per-token tensors (ids, mask, token types) move with the tokens; the rest (pixels,
     image grids) stay. Returns the encoding and per row (continuation start, continuation ids)."""

@@ -1,7 +1,7 @@
 """CounterBias (Zhang, Wang, Sang, ACM MM 2022, §3, Eq. 1-13) as pure functions on arrays.
 
 Probabilities come from a masked-LM model at a [MASK]: P(T | V, L) for the target word in a caption
-(Eq. 1, 5, 8, 10), P(B | V) for the gender word in the bias prompt (Eq. 2). The bias concept of text
+(Eq. 1, 5, 8, 10), P(B | V) for the bias word (a gender word in VL-Bias) in the bias prompt (Eq. 2). The bias concept of text
 is binary, P(B | L_f) = 1 and P(B | L_cf) = 0, and that of an image-text pair is the mean
 P(B | V, L) = (P(B | V) + P(B | L)) / 2. An instance bias divides the change of the target
 probability by the change of the bias concept; where the concept does not change (|denominator| below
@@ -114,7 +114,7 @@ def summarise(columns: dict, measures: list[str], templates: list[str], b0: str 
     target type the per-target Eq. 7 bias and the Table 2 cell, the "Avg." over templates, the signed
     per-target bias averaged over templates (Fig. 5 right, Fig. 7) and the count of undefined rows."""
     template, target, target_type = (np.asarray(columns[c]) for c in ("template", "target", "target_type"))
-    is_b0 = np.asarray(columns["gender_class"]) == b0
+    is_b0 = np.asarray(columns["bias_class"]) == b0
     out = {}
     for m in measures:
         values = np.asarray(columns[f"bias_{m}"], dtype=np.float64)
@@ -146,7 +146,7 @@ def resampling(columns: dict, measures: list[str], templates: list[str], b0: str
     from evaluator.stats.bootstrap import Ratio, Resampling, cluster_codes
 
     template, target, target_type = (np.asarray(columns[c]) for c in ("template", "target", "target_type"))
-    sign = np.where(np.asarray(columns["gender_class"]) == b0, 1.0, -1.0)
+    sign = np.where(np.asarray(columns["bias_class"]) == b0, 1.0, -1.0)
     ratios, derived = {}, {}
     for m in measures:
         values = sign * np.asarray(columns[f"bias_{m}"], dtype=np.float64)

@@ -10,14 +10,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from builders.vl_bias.words import TEMPLATES
 from core.figures import FigureSpec, plain
 from core.markdown import report_table
 from evaluator.publish.report import intervals_markdown, write_report
 from evaluator.vl_bias import counterbias as cb
 
-PER_INSTANCE = ("id", "instance_id", "image_id", "template", "target", "target_type", "gender", "gender_class",
-                "counterfactual_gender", "p_b_vf", "p_b_vcf", "p_t_vf_lf", "p_t_vcf_lcf", "p_t_vcf_lf", "p_t_vf_lcf",
+PER_INSTANCE = ("id", "instance_id", "image_id", "template", "target", "target_type", "bias_word", "bias_class",
+                "counterfactual_bias_word", "p_b_vf", "p_b_vcf", "p_t_vf_lf", "p_t_vcf_lcf", "p_t_vcf_lf", "p_t_vf_lcf",
                 "p_t_lf", "p_t_lcf",
                 "bias_vl", "bias_v", "bias_l", "bias_l_log")
 TABLE2 = ("vl", "v", "l")
@@ -43,28 +42,23 @@ def attack_summary(images: list[dict]) -> dict | None:
             "max_linf": float(get("linf").max())}
 
 
-def templates_present(cols: dict) -> list[str]:
-    """The split's templates in Table 1's order."""
-    present = set(cols["template"].tolist())
-    return [t for t in TEMPLATES if t in present]
-
-
-def metrics_of(result: dict, spec: str, split: str, options, model) -> dict:
+def metrics_of(result: dict, spec: str, split: str, options, model, b0: str) -> dict:
     cols = result["columns"]
-    templates = templates_present(cols)
-    vocab = result["vocab"]
-    shared: dict[int, list[str]] = {}
-    for word, col in vocab.column.items():
-        shared.setdefault(col, []).append(word)
+    concept = result["concept"]
+    templates = list(concept.templates)
+    b1 = next(c for c in concept.classes if c != b0)
     return {
         "model": spec, "split": split, "vision": bool(model.vision), "rows": int(len(cols["id"])),
-        "images": len(set(cols["image_id"].tolist())), "templates": templates, "bias_prompt": result["prompt"],
+        "images": len(set(cols["image_id"].tolist())), "templates": templates, "blank_image": result["blank_image"],
+        "template_labels": {t: concept.labels[t] for t in templates}, "bias_prompt": result["prompt"],
+        "concept": {"b0": b0, "b1": b1, "pairs": sorted({tuple(p) for p in concept.pairs.values()}),
+                    "target_types": {k: len(v) for k, v in concept.targets.items()}},
         "settings": {"attack": None if options.attack is None or not model.vision else options.attack.describe(),
-                     "softmax": options.softmax, "b0": options.b0, "min_concept_change": options.min_change},
-        "measures": cb.summarise(cols, result["measures"], templates, options.b0),
+                     "softmax": options.softmax, "b0": b0, "min_concept_change": options.min_change,
+                     "relative_scores": result["relative"]},
+        "measures": cb.summarise(cols, result["measures"], templates, b0),
         "attack": attack_summary(result["images"]),
-        "vocabulary": {"multi_piece": vocab.multi_piece,
-                       "shared_first_piece": sorted(sorted(ws) for ws in shared.values() if len(ws) > 1)},
+        "vocabulary": result["notes"],
     }
 
 
@@ -75,7 +69,7 @@ def table2(metrics: dict) -> str | None:
         return None
     kinds = sorted({k for m in measures for k in metrics["measures"][m]["avg"]})
     header = ["Template"] + [f"{k.capitalize()} {cb.MEASURES[m][0]}" for k in kinds for m in measures]
-    rows = [[TEMPLATES[t].label] + [_pct(metrics["measures"][m]["templates"][t].get(k, {}).get("mean_abs"))
+    rows = [[metrics["template_labels"][t]] + [_pct(metrics["measures"][m]["templates"][t].get(k, {}).get("mean_abs"))
                                     for k in kinds for m in measures] for t in metrics["templates"]]
     rows.append(["Avg."] + [_pct(metrics["measures"][m]["avg"].get(k)) for k in kinds for m in measures])
     return report_table(header, rows)
@@ -97,14 +91,14 @@ def per_target_rows(metrics: dict) -> tuple[list[str], list[list]]:
 
 
 def _scatter(path: Path, metrics: dict) -> None:
-    """Fig. 7: B@V (x) against B@L (y) per target, template averages, in %."""
+    """Fig. 7: B@V (x) against B@L (y) per target, template averages, in %, per target type."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 6), dpi=100)
-    for kind, marker in (("activity", "o"), ("occupation", "s")):
+    for kind, marker in zip(sorted(metrics["measures"]["v"]["per_target_avg"]), "os^vD<>"):
         v = metrics["measures"]["v"]["per_target_avg"].get(kind, {})
         l_ = metrics["measures"]["l"]["per_target_avg"].get(kind, {})
         names = [t for t in sorted(v) if v[t] is not None and l_.get(t) is not None]
@@ -114,8 +108,9 @@ def _scatter(path: Path, metrics: dict) -> None:
             ax.annotate(name, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.axhline(0, color="grey", lw=0.8)
     ax.axvline(0, color="grey", lw=0.8)
-    ax.set_xlabel("B@V (%, + male-leaning)")
-    ax.set_ylabel("B@L (%, + male-leaning)")
+    lean = metrics["concept"]["b0"]
+    ax.set_xlabel(plain(f"B@V (%, + {lean}-leaning)"))
+    ax.set_ylabel(plain(f"B@L (%, + {lean}-leaning)"))
     ax.set_title(plain(f"Visual vs language bias per target: {metrics['model']}"))
     ax.legend()
     fig.tight_layout()
@@ -136,7 +131,7 @@ def _examples_figure(path: Path, rows: list[int], result: dict, pixels: dict) ->
     for ax_row, r in zip(axes, rows):
         image_id = cols["image_id"][r]
         info = per_image[image_id]
-        for ax, key, title in ((ax_row[0], "f", f"V_f: {cols['gender'][r]}  P(B|V)={info['p_b_vf']:.3f}"),
+        for ax, key, title in ((ax_row[0], "f", f"V_f: {cols['bias_word'][r]}  P(B|V)={info['p_b_vf']:.3f}"),
                                (ax_row[1], "cf", f"V_cf  P(B|V)={info['p_b_vcf']:.3f}")):
             ax.imshow(pixels[image_id][key].permute(1, 2, 0).clamp(0, 1).numpy())
             ax.set_title(plain(title), fontsize=8)
@@ -154,12 +149,18 @@ def write_counterbias_report(folder: Path, metrics: dict, result: dict, options)
     """Render what the run measured (it also hands over the Fig. 6 examples with their images)."""
     folder = Path(folder)
     cols = result["columns"]
+    b0, b1 = metrics["concept"]["b0"], metrics["concept"]["b1"]
     softmax = ("full-vocabulary softmax" if options.softmax == "full"
                else "softmax over the target list of the row type (authors code)")
     lines = [f"# CounterBias: {metrics['model']}", "",
              f"VL-Bias split `{metrics['split']}`: {metrics['rows']:,} image x template rows, {metrics['images']:,} "
              f"images. Target probabilities: {softmax}; "
-             f"bias prompt `{metrics['bias_prompt']}`; B0 = {options.b0} (positive = {options.b0}-leaning)."]
+             f"bias prompt `{metrics['bias_prompt']}`; B0 = {b0} (positive = {b0}-leaning), B1 = {b1}; "
+             f"bias pairs {', '.join(f'{a} <-> {b}' for a, b in metrics['concept']['pairs'])}."]
+    lines += [""] + [f"- {note}" for note in metrics["vocabulary"].get("scoring", [])] + [""]
+    if metrics["settings"]["relative_scores"]:
+        lines.append("Relative scores (renormalised over the row's candidates: its target list, or its bias pair): "
+                     + ", ".join(f"`{t}`" for t in metrics["settings"]["relative_scores"]) + ".")
     attack = metrics["settings"]["attack"]
     if attack:
         lines.append(f"Counterfactual images: PGD, eps {attack['eps']:.5g}, {attack['steps']} steps of "
@@ -172,11 +173,12 @@ def write_counterbias_report(folder: Path, metrics: dict, result: dict, options)
     l_log = metrics["measures"]["l_log"]
     lines += ["", "## Language-only bias (Eq. 13), Table 3 layout", "",
               "Mean over targets of |Eq. 7 of Eq. 13| (log-probabilities, no image"
-              + (": a blank image at the mean pixel value" if metrics["vision"] else "") + "), template average.", "",
+              + (": a blank image at the mean pixel value" if metrics["blank_image"] else "") + "), template average.",
+              "",
               report_table(["Target concept", metrics["model"]],
                              [[f"{k} ({len(l_log['per_target_avg'][k])})", _num(v)] for k, v in l_log["avg"].items()])]
     header, rows = per_target_rows(metrics)
-    lines += ["", "## Signed bias per target (template average; + = male-leaning)", "", report_table(header, rows)]
+    lines += ["", f"## Signed bias per target (template average; + = {b0}-leaning)", "", report_table(header, rows)]
     main = next(m for m in ("vl", "l", "l_log") if m in metrics["measures"])
     for kind, values in sorted(metrics["measures"][main]["per_target_avg"].items()):
         names = [t for t in sorted(values, key=lambda t: (values[t] is None, -(values[t] or 0)))
@@ -188,7 +190,7 @@ def write_counterbias_report(folder: Path, metrics: dict, result: dict, options)
                                 {cb.MEASURES[main][0]: signed},
                                 ylabel=cb.MEASURES[main][0] + (" (%)" if scale == 100 else ""),
                                 bar_colors=["tab:blue" if v >= 0 else "tab:red" for v in signed],
-                                legend_colors={"male-leaning": "tab:blue", "female-leaning": "tab:red"}))
+                                legend_colors={f"{b0}-leaning": "tab:blue", f"{b1}-leaning": "tab:red"}))
         lines += ["", f"![{kind}](bias_per_target_{kind}.png)"]
     if metrics["attack"]:
         a = metrics["attack"]

@@ -1,18 +1,17 @@
-"""Masked-LM adapters for CounterBias (Zhang, Wang, Sang, ACM MM 2022, §3): log-probabilities of chosen
-words at the [MASK] of a text, with an image (`ViltForMaskedLM`, e.g. `hf:dandelin/vilt-b32-mlm`) or without one (any
-transformers masked LM, e.g. `hf:bert-base-uncased`, for Table 3's comparison).
+"""Masked-LM bias probes for CounterBias (Zhang, Wang, Sang, ACM MM 2022, §3): full-vocabulary
+log-probabilities of candidate words at the [MASK] of a text, with an image (`ViltForMaskedLM`, e.g.
+`hf:dandelin/vilt-b32-mlm`) or without one (any transformers masked LM, e.g. `hf:bert-base-uncased`,
+for Table 3's comparison).
 
 Images are tensors in [0, 1] after the model's own resize and rescale (the space the L-infinity
 attack budget is measured in); normalisation happens inside the forward pass, so gradients reach
-the pixels. A word is scored by its first word piece (the authors' code does the same); `word_ids`
-reports how many pieces each word has.
+the pixels. A word is scored by its first word piece (the authors' code does the same); `notes`
+reports words of several pieces and words that share their first piece.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 
 import numpy as np
 
@@ -20,55 +19,25 @@ from builders.model_files import load_pretrained
 from core.errors import ModelError
 from evaluator.models.inference import Runner
 from evaluator.models.options import ModelOptions
-from evaluator.models.spec import hf_config, load_py_model, parse_spec
-
-MASK = "[MASK]"
+from evaluator.vl_bias.probe import MASK, BiasProbe, VisionBiasProbe, fingerprint, pad_images
 
 
-def pad_images(images: list):
-    """(B, 3, H, W) zero-padded to the largest height and width, and the (B, H, W) pixel mask."""
-    import torch
-
-    h, w = max(x.shape[1] for x in images), max(x.shape[2] for x in images)
-    batch = torch.zeros(len(images), 3, h, w, dtype=images[0].dtype)
-    mask = torch.zeros(len(images), h, w, dtype=torch.long)
-    for i, x in enumerate(images):
-        batch[i, :, : x.shape[1], : x.shape[2]] = x
-        mask[i, : x.shape[1], : x.shape[2]] = 1
-    return batch, mask
-
-
-def fingerprint(model, extra: dict) -> str:
-    """sha256 of the model class, its configuration, `extra` (e.g. the image processor) and every
-    weight: a changed checkpoint never reuses cached counterfactual images."""
-    import torch
-
-    digest = hashlib.sha256(type(model).__name__.encode())
-    digest.update(json.dumps([model.config.to_dict(), extra], sort_keys=True, default=str).encode())
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().view(-1).view(dtype=torch.uint8).numpy())
-    return digest.hexdigest()
-
-
-class MaskedLM(ABC):
-    """A CounterBias model: `score(queries, ids)` gives full-vocabulary log-probabilities of the token
-    `ids` at each query's [MASK]; `word_ids` the first word piece of each word. `vision`: it reads
-    images (`VisionMaskedLM`), so Eq. 3's attack and the visual measures apply. `fingerprint` names the
-    weights and processor (the counterfactual cache's key), `bf16` whether it runs in bfloat16. Shared
-    text handling: the [MASK] placeholder becomes the tokenizer's mask token, exactly one per text."""
-
-    vision = False
-    fingerprint: str
-    bf16 = False
+class MaskedLM(BiasProbe):
+    """Shared text handling of masked LMs: the [MASK] placeholder becomes the tokenizer's mask token,
+    exactly one per text; a word is its first word piece."""
 
     def __init__(self, options: ModelOptions):
         self.runner = Runner(options)
         self.bf16 = options.bf16
+        self.batch_size = options.batch_size
+
+    @property
+    def device(self):
+        return self.runner.device
 
     @abstractmethod
-    def score(self, queries: list[tuple[str, object]], ids: list[int]) -> np.ndarray:
-        """(len(queries), len(ids)) log-probabilities at the mask of each (text, image or None) query."""
+    def log_probs(self, queries: list[tuple[str, object]], ids: list[int]) -> np.ndarray:
+        """(len(queries), len(ids)) full-vocabulary log-probabilities at each query's mask."""
 
     def word_ids(self, words) -> dict[str, tuple[int, int]]:
         """word -> (id of its first word piece, number of pieces)."""
@@ -79,6 +48,15 @@ class MaskedLM(ABC):
                 raise ModelError(f"{self.name}: the tokenizer gives no token for '{word}'")
             out[word] = (ids[0], len(ids))
         return out
+
+    def notes(self, words: list[str]) -> dict:
+        pieces = self.word_ids(words)
+        shared: dict[int, list[str]] = {}
+        for word, (i, _) in pieces.items():
+            shared.setdefault(i, []).append(word)
+        return {"multi_piece": {w: n for w, (_, n) in sorted(pieces.items()) if n > 1},
+                "shared_first_piece": sorted(sorted(ws) for ws in shared.values() if len(ws) > 1),
+                "scoring": ["P(word) at the [MASK]: the full-vocabulary probability of its first word piece"]}
 
     def tokenize(self, texts: list[str]) -> dict:
         texts = [t.replace(MASK, self.tokenizer.mask_token) for t in texts]
@@ -99,26 +77,19 @@ class MaskedLM(ABC):
         rows = torch.arange(logits.shape[0], device=logits.device)
         return torch.log_softmax(logits[rows, mask_index].float(), dim=-1)[:, ids]
 
-
-class VisionMaskedLM(MaskedLM):
-    """A masked LM that reads an image: what the PGD attack (Eq. 3) and the blank image of Eq. 12 need."""
-
-    vision = True
-
-    @abstractmethod
-    def image_tensor(self, image):
-        """A PIL image as the model sees it: (3, H, W) float32 in [0, 1] (the attack's pixel space)."""
-
-    @abstractmethod
-    def blank_image(self):
-        """V_none of Eq. 12."""
-
-    @abstractmethod
-    def log_probs_at_mask(self, pixels, pixel_mask, text: dict, ids):
-        """Differentiable (B, len(ids)) log-probabilities at the mask for pixels in [0, 1]."""
+    def score(self, queries: list[tuple[str, object]], candidates: list[tuple[str, ...]]) -> list[np.ndarray]:
+        """Each query's candidates' log-probabilities, from one pass gathering every candidate's first piece."""
+        words = sorted({w for c in candidates for w in c})
+        pieces = self.word_ids(words)
+        ids = sorted({i for i, _ in pieces.values()})
+        column = {w: ids.index(pieces[w][0]) for w in words}
+        matrix = self.log_probs(queries, ids) if queries else np.zeros((0, len(ids)))
+        index: dict[tuple, np.ndarray] = {}
+        return [matrix[k, index.setdefault(c, np.array([column[w] for w in c], dtype=np.int64))]
+                for k, c in enumerate(candidates)]
 
 
-class ViltMaskedLM(VisionMaskedLM):
+class ViltMaskedLM(MaskedLM, VisionBiasProbe):
     """`ViltForMaskedLM`: one transformer over text tokens and image patches; the MLM head scores the
     text positions."""
 
@@ -162,12 +133,19 @@ class ViltMaskedLM(VisionMaskedLM):
                                 pixel_values=x, pixel_mask=pixel_mask.to(device)).logits
         return self.gather(logits, text["mask_index"].to(device), torch.as_tensor(ids, device=device))
 
+    def attack_objective(self, pixels, pixel_mask, text: str, words: tuple[str, ...]):
+        pieces = self.word_ids(words)
+        ids = [pieces[w][0] for w in words]
+        enc = self.tokenize([text] * len(pixels))
+        mask = pixel_mask.to(self.runner.device)
+        return lambda x: self.log_probs_at_mask(x, mask, enc, ids)
+
     def _collate(self, items: list) -> dict:
         pixels, mask = pad_images([image for _, image in items])
         return {"text": self.tokenize([t for t, _ in items]), "pixels": pixels, "mask": mask}
 
-    def score(self, queries: list[tuple[str, object]], ids: list[int]) -> np.ndarray:
-        """(len(queries), len(ids)) full-vocabulary log-probabilities; a query is (text, image tensor)."""
+    def log_probs(self, queries: list[tuple[str, object]], ids: list[int]) -> np.ndarray:
+        """A query is (text, image tensor)."""
         def forward(b):
             return self.log_probs_at_mask(b["pixels"], b["mask"], b["text"], ids).cpu().numpy()
 
@@ -190,12 +168,12 @@ class TextMaskedLM(MaskedLM):
             if "Unrecognized configuration class" not in str(exc):
                 raise
             raise ModelError(f"hf:{path}: not a masked language model (AutoModelForMaskedLM does not know its "
-                             "config)") from None
+                             "config), nor a generative VLM, CLIP or SigLIP") from None
         self.model = self.runner.place(model).requires_grad_(False)
         self.max_length = min(self.tokenizer.model_max_length, 512)
         self.fingerprint = fingerprint(self.model, {})
 
-    def score(self, queries: list[tuple[str, object]], ids: list[int]) -> np.ndarray:
+    def log_probs(self, queries: list[tuple[str, object]], ids: list[int]) -> np.ndarray:
         import torch
 
         def forward(text: dict) -> np.ndarray:
@@ -206,24 +184,3 @@ class TextMaskedLM(MaskedLM):
 
         batches = self.runner.map([t for t, _ in queries], lambda t: t, self.tokenize, forward)
         return np.concatenate(batches) if batches else np.zeros((0, len(ids)))
-
-
-def load_masked_lm(spec: str, options: ModelOptions):
-    """`hf:` ViLT MLM or text masked LM, or `py:module:factory` returning a `MaskedLM`."""
-    kind, name = parse_spec(spec)
-    if kind == "py":
-        model = load_py_model(name, "score", "score(queries, ids)")
-        if not isinstance(model, MaskedLM):
-            raise ModelError(f"--model {spec}: the factory's object is not an evaluator.models.mlm.MaskedLM")
-        return model
-    if kind != "hf":
-        raise ModelError(f"--model {spec}: CounterBias measures a masked LM: hf:<hub id or path> or "
-                         "py:<module>:<factory>")
-    config = hf_config(name)
-    if config.model_type == "vilt":
-        if "ViltForMaskedLM" not in (config.architectures or []):
-            raise ModelError(f"hf:{name}: a ViLT checkpoint without its masked-LM head "
-                             f"({', '.join(config.architectures or ['no architecture'])}); "
-                             "use e.g. dandelin/vilt-b32-mlm")
-        return ViltMaskedLM(name, options)
-    return TextMaskedLM(name, options)

@@ -1,0 +1,321 @@
+"""CounterBias (Zhang, Wang, Sang, ACM MM 2022, §3) for generative image-text-to-text VLMs (LLaVA, Qwen2-VL,
+Gemma 3...): the [MASK] probability of Eq. 1-2 becomes the model's own likelihood of a word continuing a
+caption, under its chat template.
+
+The user turn shows the image (none for Eq. 12) and asks "Describe the picture."; the caption is the
+beginning of the assistant's answer.
+
+- Where the [MASK] ends the text (Table 1's four templates): P(word) is the full-vocabulary probability
+  of the word's first token as the next token after the caption's words ("A woman is" -> " cooking").
+  A tokenizer that splits the leading space off as a token of its own (a character-level one) has that
+  space scored too: P(" ") x P(first token | " "). `--softmax targets` renormalises over the row's
+  target list, as for a masked LM.
+- Where the [MASK] is mid-sentence (e.g. VL-Bias's bias prompt "A [MASK] is in the picture", or a
+  template of one's own): the log-likelihood of the whole caption with each candidate filled in,
+  renormalised over the candidates (the row's target list; the image's bias pair). These texts are
+  listed in the report as relative scores.
+- P(B | V) is read from "The person in the picture is a [MASK]" when the split uses VL-Bias's own bias
+  prompt (the paper's prompt, adapted so that the word ends the text); any other split's prompt as it is,
+  and `--bias-prompt` overrides both.
+- V_cf (Eq. 3): PGD through the vision tower on the pixel values after the model's own resize, the
+  processor's normalisation (and, for Qwen2-VL, its patch layout) moved inside the differentiable
+  forward. `pixel_layout` finds the layout from the image processor's output and checks, on a test
+  image, that the differentiable path gives the processor's own pixel values; a processor it cannot
+  reproduce (image tiling: LLaVA-NeXT, Idefics3 / SmolVLM) has no attack (`--attack none` still measures
+  B@L and Eq. 13).
+
+All of an image's questions (templates x factual / counterfactual captions, the bias prompt) share its
+user turn: it runs once with its key/value cache and the captions extend it in batches
+(`GenerativeVLM.extend_prefix`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from builders.vl_bias.words import BIAS_PROMPT
+from core.errors import ModelError
+from evaluator.models.generative import GenerativeVLM, Turn, append_continuations
+from evaluator.models.options import ModelOptions
+from evaluator.models.response_cache import request_key
+from evaluator.vl_bias.probe import MASK, VisionBiasProbe, unpad
+
+INSTRUCTION = "Describe the picture."
+ADAPTED_PROMPTS = {BIAS_PROMPT: "The person in the picture is a [MASK]"}  # the split's prompt -> ours
+
+
+class PlainPixels:
+    """pixel_values (N, 3, H, W): one resized, rescaled, normalised image per picture (LLaVA, Gemma 3...)."""
+
+    name = "one (3, H, W) image per picture"
+
+    def __init__(self, image_processor):
+        import torch
+
+        self.processor = image_processor
+        self.mean = torch.tensor(image_processor.image_mean, dtype=torch.float32).view(3, 1, 1)
+        self.std = torch.tensor(image_processor.image_std, dtype=torch.float32).view(3, 1, 1)
+
+    def image_tensor(self, image):
+        return self.processor(images=[image], do_normalize=False, return_tensors="pt")["pixel_values"][0].float()
+
+    def pixel_values(self, xs: list):
+        import torch
+
+        return torch.stack([(x - self.mean.to(x.device)) / self.std.to(x.device) for x in xs])
+
+
+class PatchPixels(PlainPixels):
+    """Qwen2-VL's layout: each image cut into patch_size^2 patches, grouped merge_size x merge_size, each
+    patch repeated temporal_patch_size times and flattened: (patches, C x T x P x P), images concatenated."""
+
+    name = "Qwen2-VL patches"
+
+    def __init__(self, image_processor):
+        super().__init__(image_processor)
+        self.patch = image_processor.patch_size
+        self.merge = image_processor.merge_size
+        self.temporal = image_processor.temporal_patch_size
+
+    def image_tensor(self, image):
+        out = self.processor(images=[image], do_normalize=False, return_tensors="pt")
+        _, gh, gw = (int(v) for v in out["image_grid_thw"][0])
+        p, m = self.patch, self.merge
+        flat = out["pixel_values"].float().reshape(gh // m, gw // m, m, m, 3, self.temporal, p, p)[:, :, :, :, :, 0]
+        return flat.permute(4, 0, 2, 5, 1, 3, 6).reshape(3, gh * p, gw * p)
+
+    def patchify(self, x):
+        p, m = self.patch, self.merge
+        gh, gw = x.shape[1] // p, x.shape[2] // p
+        patches = x.reshape(3, gh // m, m, p, gw // m, m, p).permute(1, 4, 2, 5, 0, 3, 6).unsqueeze(5)
+        return patches.expand(*patches.shape[:5], self.temporal, p, p).reshape(gh * gw, 3 * self.temporal * p * p)
+
+    def pixel_values(self, xs: list):
+        import torch
+
+        return torch.cat([self.patchify((x - self.mean.to(x.device)) / self.std.to(x.device)) for x in xs])
+
+
+def pixel_layout(image_processor) -> tuple[PlainPixels | None, str]:
+    """(layout, "") when the processor's output on a test image is one the differentiable path reproduces
+    (to 1e-4), else (None, what it gives)."""
+    from PIL import Image
+
+    test = Image.new("RGB", (61, 47), (200, 30, 90))
+    for x in range(0, 61, 3):
+        test.putpixel((x, x % 47), (10, 220, 40))
+    try:
+        out = image_processor(images=[test], return_tensors="pt")
+    except Exception as exc:  # noqa: BLE001 -- a processor's own failure is reported, not raised
+        return None, f"its image processor fails on a test image ({type(exc).__name__})"
+    pixels = out.get("pixel_values")
+    keys = set(out.keys())
+    if pixels is None:
+        return None, "its image processor gives no pixel_values"
+    if keys == {"pixel_values", "image_grid_thw"} and pixels.ndim == 2:
+        layout = PatchPixels(image_processor)
+    elif keys == {"pixel_values"} and pixels.ndim == 4 and pixels.shape[0] == 1:
+        layout = PlainPixels(image_processor)
+    else:
+        return None, f"its image processor gives {', '.join(sorted(keys))} of shape {tuple(pixels.shape)}"
+    x = layout.image_tensor(test)
+    again = layout.pixel_values([x])
+    if x.min() < -1e-6 or x.max() > 1 + 1e-6 or again.shape != pixels.shape or \
+            (again - pixels.float()).abs().max() > 1e-4:
+        return None, f"its processor's pixels are not a normalised {layout.name} of pixels in [0, 1]"
+    return layout, ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one text's candidates are scored. `sequences`: the assistant token sequences to run; per
+    candidate, (sequence, first token whose log-probability counts, token whose end-of-sequence
+    probability counts or -1)."""
+
+    sequences: tuple[tuple[int, ...], ...]
+    parts: tuple[tuple[int, int, int], ...]
+
+    @property
+    def gather(self) -> list[int]:
+        return sorted({t for _, _, t in self.parts if t >= 0})
+
+    def values(self, token_lps: list, ends, gather: list[int]) -> list:
+        """Per candidate: the sum of the counted tokens' log-probabilities plus its end probability."""
+        column = {t: j for j, t in enumerate(gather)}
+        return [token_lps[s][start:].sum() + (ends[s, column[t]] if t >= 0 else 0.0) for s, start, t in self.parts]
+
+
+class GenerativeProbe(VisionBiasProbe):
+    """A generative VLM as a bias probe (see the module's docstring for the rules)."""
+
+    def __init__(self, path: str, config, options: ModelOptions):
+        self.name = f"hf:{path}"
+        self.vlm = GenerativeVLM(path, config, options)
+        self.vlm.model.requires_grad_(False)
+        self.tokenizer = self.vlm.tokenizer
+        self.batch_size = options.batch_size
+        self.bf16 = self.vlm.dtype == "bfloat16"
+        self.layout, reason = pixel_layout(self.vlm.processor.image_processor)
+        if self.layout is None:
+            self.attack_unsupported = (
+                f"{self.name}: no differentiable image path for a {config.model_type} model ({reason}); Eq. 3's "
+                "attack supports image processors giving one (3, H, W) image per picture (LLaVA, Gemma 3) or "
+                "Qwen2-VL patches (Qwen2-VL, Qwen2.5-VL); --attack none measures B@L and Eq. 13")
+        self.fingerprint = request_key({**self.vlm.identity, "instruction": self.vlm.prompt_text(
+            Turn(INSTRUCTION, (None,)))})
+        self._plans: dict[tuple, Plan] = {}
+
+    @property
+    def device(self):
+        return self.vlm.device
+
+    def bias_prompt(self, split_prompt: str) -> str:
+        return ADAPTED_PROMPTS.get(split_prompt, split_prompt)
+
+    def normalised(self, text: str) -> bool:
+        return text.rstrip().endswith(MASK)
+
+    # -- images ---------------------------------------------------------------------------------
+    def image_tensor(self, image):
+        """(3, H, W) in [0, 1] after the processor's resize (the PIL image itself where there is no
+        differentiable layout: then only the processor's own pixels are scored)."""
+        return self.layout.image_tensor(image) if self.layout is not None else image
+
+    def blank_image(self):
+        """Eq. 12's V_none: no image at all (the user turn without one)."""
+        return None
+
+    @staticmethod
+    def _carrier(x):
+        """A PIL image of a tensor's size: what the processor expands into the right number of image
+        tokens (its pixels are replaced by the differentiable path's)."""
+        from PIL import Image
+
+        if not hasattr(x, "permute"):
+            return x
+        return Image.fromarray((x.detach().clamp(0, 1) * 255).round().byte().permute(1, 2, 0).cpu().numpy())
+
+    def _encode(self, images: list, padding_side: str = "left") -> dict:
+        """The user turn (with each row's image, or none) through the processor; the pixels of tensor
+        images from the differentiable layout."""
+        turns = [Turn(INSTRUCTION, () if x is None else (x,)) for x in images]
+        texts = [self.vlm.prompt_text(t) for t in turns]
+        shown = [[self._carrier(x)] for x in images if x is not None]
+        kwargs = {"images": shown} if shown else {}
+        enc = dict(self.vlm.processor(text=texts, return_tensors="pt", padding=True, padding_side=padding_side,
+                                      **kwargs))
+        tensors = [x for x in images if x is not None and hasattr(x, "permute")]
+        if tensors:
+            enc["pixel_values"] = self.layout.pixel_values(tensors)
+        return enc
+
+    # -- words ----------------------------------------------------------------------------------
+    def _ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _word_tokens(self, prefix: str, word: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(prefix tokens + leading whitespace tokens, the word's remaining tokens) of `prefix word`."""
+        head = self._ids(prefix)
+        full = self._ids(f"{prefix} {word}" if prefix else word)
+        rest = full[len(head):] if full[:len(head)] == head else self._ids(f" {word}")
+        lead = 0
+        while lead < len(rest) - 1 and not self.tokenizer.decode(rest[lead:lead + 1]).strip():
+            lead += 1
+        if not rest:
+            raise ModelError(f"{self.name}: the tokenizer gives no token for '{word}'")
+        return tuple(head + rest[:lead]), tuple(rest[lead:])
+
+    def plan(self, text: str, words: tuple[str, ...]) -> Plan:
+        key = (text, words)
+        if key not in self._plans:
+            sequences: dict[tuple, int] = {}
+            parts = []
+            if self.normalised(text):
+                prefix = text.rstrip()[: -len(MASK)].rstrip()
+                start = len(self._ids(prefix))
+                for word in words:
+                    seq, rest = self._word_tokens(prefix, word)
+                    parts.append((sequences.setdefault(seq, len(sequences)), start, rest[0]))
+            else:
+                for word in words:
+                    seq = tuple(self._ids(text.replace(MASK, word)))
+                    parts.append((sequences.setdefault(seq, len(sequences)), 0, -1))
+            self._plans[key] = Plan(tuple(sequences), tuple(parts))
+        return self._plans[key]
+
+    def notes(self, words: list[str]) -> dict:
+        first: dict[int, list[str]] = {}
+        multi = {}
+        for word in words:
+            _, rest = self._word_tokens("The", word)
+            first.setdefault(rest[0], []).append(word)
+            if len(rest) > 1:
+                multi[word] = len(rest)
+        return {"multi_piece": dict(sorted(multi.items())),
+                "shared_first_piece": sorted(sorted(ws) for ws in first.values() if len(ws) > 1),
+                "scoring": [f"user turn: the image (none for Eq. 12) and \"{INSTRUCTION}\"; the caption begins the "
+                            "assistant's answer",
+                            "[MASK] at the end: the full-vocabulary probability of the word's first token as the "
+                            "next token (a leading space token included where the tokenizer splits it off)",
+                            "[MASK] mid-sentence: the caption's log-likelihood with each candidate filled in, "
+                            "renormalised over the candidates"]}
+
+    # -- scores ---------------------------------------------------------------------------------
+    def score(self, queries: list[tuple[str, object]], candidates: list[tuple[str, ...]]) -> list[np.ndarray]:
+        """Queries grouped by image: each image's user turn runs once, its questions' sequences extend it."""
+        groups: dict[int, list[int]] = {}
+        for k, (_, image) in enumerate(queries):
+            groups.setdefault(id(image), []).append(k)
+        out: list = [None] * len(queries)
+        for idx in groups.values():
+            plans = [self.plan(queries[k][0], candidates[k]) for k in idx]
+            sequences: dict[tuple, int] = {}
+            for plan in plans:
+                for seq in plan.sequences:
+                    sequences.setdefault(seq, len(sequences))
+            gather = sorted({t for plan in plans for t in plan.gather})
+            enc = self.vlm.to_device(self._encode([queries[idx[0]][1]]))
+            token_lps, ends = self.vlm.extend_prefix(enc, [list(s) for s in sequences], gather)
+            token_lps = [lp.cpu().double() for lp in token_lps]
+            ends = ends.cpu().double()
+            for k, plan in zip(idx, plans):
+                rows = [sequences[s] for s in plan.sequences]
+                values = plan.values([token_lps[r] for r in rows], ends[rows], gather)
+                out[k] = np.array([float(v) for v in values])
+        return out
+
+    def attack_objective(self, pixels, pixel_mask, text: str, words: tuple[str, ...]):
+        """Full sequences (user turn with the image, then each of the plan's sequences), differentiable in
+        the pixels: fn(x) -> (B, len(words)) log-scores as `score` gives them."""
+        import torch
+
+        plan = self.plan(text, words)
+        sizes = unpad(pixels, pixel_mask)
+        rows = [(i, s) for i in range(len(pixels)) for s in range(len(plan.sequences))]
+        prompt = self._encode([sizes[i] for i, _ in rows])
+        enc, spans = append_continuations(prompt, [list(plan.sequences[s]) for _, s in rows],
+                                          self.tokenizer.pad_token_id)
+        gather = plan.gather
+        gather_ids = torch.as_tensor(gather, dtype=torch.long, device=self.device)
+
+        def objective(x):
+            images = unpad(x, pixel_mask)
+            inputs = self.vlm.to_device({**enc, "pixel_values": self.layout.pixel_values([images[i] for i, _ in rows])})
+            logprobs = torch.log_softmax(self.vlm.model(**inputs).logits.float(), dim=-1)
+            token_lps, ends = [], []
+            for r, (start, cont) in enumerate(spans):
+                positions = torch.arange(start - 1, start - 1 + len(cont), device=logprobs.device)
+                token_lps.append(logprobs[r, positions, torch.as_tensor(cont, dtype=torch.long,
+                                                                        device=logprobs.device)])
+                ends.append(logprobs[r, start - 1 + len(cont), gather_ids])
+            per = len(plan.sequences)
+            return torch.stack([torch.stack(plan.values(token_lps[i * per:(i + 1) * per],
+                                                        torch.stack(ends[i * per:(i + 1) * per]), gather))
+                                for i in range(len(pixels))])
+
+        return objective
+
+    def counterfactual_key(self) -> str:
+        return self.fingerprint
