@@ -254,3 +254,57 @@ def write_tiny_vilt_vqa(path: Path, answers: list[str]) -> Path:
     minilm_tokenizer().save_pretrained(path)
     ViltImageProcessorPil(size={"shortest_edge": 32}, size_divisor=8).save_pretrained(path)
     return path
+
+
+def write_tiny_llava_next(path: Path, seed: int = 0) -> Path:
+    """A LlavaNextForConditionalGeneration (the tiny LLaVA's towers; "anyres": each image tiled into 32 px
+    crops beside a resized copy), whose image processor gives (1, crops, 3, H, W): a layout the
+    CounterBias attack has no differentiable path for."""
+    import torch
+    from transformers import (
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaNextConfig,
+        LlavaNextForConditionalGeneration,
+        LlavaNextImageProcessorPil,
+        LlavaNextProcessor,
+    )
+
+    special = ["<unk>", "<pad>", "<s>", "</s>", "<image>"]
+    tokenizer = _char_tokenizer(special, {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>",
+                                          "image_token": "<image>"})
+    torch.manual_seed(seed)
+    pinpoints = [[32, 64], [64, 32], [64, 64]]
+    config = LlavaNextConfig(
+        vision_config=CLIPVisionConfig(hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                                       num_attention_heads=4, image_size=32, patch_size=8),
+        text_config=LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                                pad_token_id=1, bos_token_id=2, eos_token_id=3),
+        image_token_index=4, vision_feature_layer=-1, vision_feature_select_strategy="default",
+        image_grid_pinpoints=pinpoints, architectures=["LlavaNextForConditionalGeneration"])
+    LlavaNextForConditionalGeneration(config).eval().save_pretrained(path)
+    image_processor = LlavaNextImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
+                                                 image_grid_pinpoints=pinpoints)
+    LlavaNextProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=LLAVA_CHAT_TEMPLATE,
+                       patch_size=8, vision_feature_select_strategy="default",
+                       num_additional_image_tokens=1).save_pretrained(path)
+    return Path(path)
+
+
+def write_tiny_siglip(path: Path) -> Path:
+    """A SiglipModel (hidden size 32, 32 px images in 8 px patches) with the MiniLM tokenizer."""
+    import torch
+    from transformers import SiglipConfig, SiglipImageProcessorPil, SiglipModel
+
+    torch.manual_seed(0)
+    config = SiglipConfig(
+        text_config={"vocab_size": 30522, "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2,
+                     "num_attention_heads": 4, "max_position_embeddings": 16, "pad_token_id": 0,
+                     "bos_token_id": 101, "eos_token_id": 102},
+        vision_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 4,
+                       "image_size": 32, "patch_size": 8})
+    SiglipModel(config).eval().save_pretrained(path)
+    minilm_tokenizer().save_pretrained(path)
+    SiglipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(path)
+    return Path(path)

@@ -48,8 +48,8 @@ def test_rows_captions_and_card(cli, source, tmp_path):
                and r["template"] == "phrase_photo")
     assert row["caption"] == "A photo of a woman who is [MASK]"
     assert row["counterfactual_caption"] == "A photo of a man who is [MASK]"
-    assert (row["target"], row["target_type"], row["bias_word"], row["bias_class"], row["counterfactual_bias_word"]) == \
-        ("cooking", "activity", "woman", "female", "man")
+    assert tuple(row[k] for k in ("target", "target_type", "bias_word", "bias_class", "counterfactual_bias_word")) \
+        == ("cooking", "activity", "woman", "female", "man")
     assert row["bias_prompt"] == "A [MASK] is in the picture"
     assert row["id"] == "cooking:activity/cooking/woman/cooking_woman_00.jpg:phrase_photo"
     assert row["image"]["bytes"] == (source / row["image_id"]).read_bytes()

@@ -191,7 +191,8 @@ def card_fields(stats: dict, params: VLBiasParams) -> dict[str, str]:
     return {
         "statistics": table(["Split", "Images", "Instances (image x target)", "Rows (x templates)",
                              *(f"{t.capitalize()} targets" for t in types)],
-                            [[SPLIT, s["images"], s["instances"], s["rows"], *(s["per_type"].get(t, 0) for t in types)]]),
+                            [[SPLIT, s["images"], s["instances"], s["rows"],
+                              *(s["per_type"].get(t, 0) for t in types)]]),
         "per_bias_word": table(["Bias word", "Side", "Instances"],
                                [[w, params.bias_words[w][1], n] for w, n in s["per_bias_word"].items()]),
         "per_target": table(["Target", "Type", *words, "Total"], targets),

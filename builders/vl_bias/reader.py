@@ -75,7 +75,8 @@ def scan_folders(root: Path, words, vl_bias_lists: bool) -> list[Sample]:
         for target_dir in _visible(type_dir):
             for word_dir in _visible(target_dir):
                 if not word_dir.is_dir():
-                    raise SourceError(word_dir, "expected a bias-word folder (ROOT/<type>/<target>/<bias word>/<image>)")
+                    raise SourceError(word_dir, "expected a bias-word folder "
+                                                "(ROOT/<type>/<target>/<bias word>/<image>)")
                 _check(word_dir, target_dir.name.lower(), type_dir.name.lower(), word_dir.name.lower(), words,
                        vl_bias_lists)
                 for image in _visible(word_dir):

@@ -1,7 +1,8 @@
 """CounterBias (Zhang, Wang, Sang, ACM MM 2022, §3, Eq. 1-13) as pure functions on arrays.
 
-Probabilities come from a masked-LM model at a [MASK]: P(T | V, L) for the target word in a caption
-(Eq. 1, 5, 8, 10), P(B | V) for the bias word (a gender word in VL-Bias) in the bias prompt (Eq. 2). The bias concept of text
+Probabilities come from a model at a [MASK] (evaluator.vl_bias.probe): P(T | V, L) for the target word in
+a caption (Eq. 1, 5, 8, 10), P(B | V) for the bias word (a gender word in VL-Bias) in the bias prompt
+(Eq. 2). The bias concept of text
 is binary, P(B | L_f) = 1 and P(B | L_cf) = 0, and that of an image-text pair is the mean
 P(B | V, L) = (P(B | V) + P(B | L)) / 2. An instance bias divides the change of the target
 probability by the change of the bias concept; where the concept does not change (|denominator| below

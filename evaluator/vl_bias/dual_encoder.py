@@ -87,14 +87,17 @@ class DualEncoderProbe(VisionBiasProbe):
 
     # -- texts ----------------------------------------------------------------------------------
     def _text_embeddings(self, texts: list[str]):
-        """Unit embeddings of the texts, each encoded once per run."""
+        """Unit embeddings of the texts, each encoded once per run, in batches of exactly `batch_size` rows
+        (a short batch is filled with copies of its last text): a text's embedding does not depend on
+        which texts shared its batch, so a rerun whose counterfactual images come from the cache
+        measures exactly what the first run did."""
         import torch
 
         todo = [t for t in dict.fromkeys(texts) if t not in self._texts]
         for start in range(0, len(todo), self.batch_size):
             batch = todo[start:start + self.batch_size]
-            enc = self.tokenizer(batch, padding="max_length", truncation=True, max_length=self.max_length,
-                                 return_tensors="pt")
+            enc = self.tokenizer(batch + batch[-1:] * (self.batch_size - len(batch)), padding="max_length",
+                                 truncation=True, max_length=self.max_length, return_tensors="pt")
             with torch.inference_mode():
                 features = _unit(self.model.get_text_features(**self.runner.to_device(dict(enc))))
             self._texts.update(zip(batch, features))
