@@ -541,6 +541,28 @@ def counterbias(
         typer.echo(f"report: {report / 'report.md'}")
 
 
+@app.command("counterbias-compare")
+def counterbias_compare(
+    a: Path = typer.Argument(..., help="Report folder of model A (vlbench counterbias --report), the reference."),
+    b: Path = typer.Argument(..., help="Report folder of model B on the same VL-Bias split (e.g. after debiasing)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write metrics.json and report.md here."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Paired resamples of the images (0: none)."),
+    seed: int = BOOTSTRAP_SEED_OPTION,
+):
+    """Two CounterBias reports on the same split, cell by cell: B - A with paired 95% intervals (FairVLP, §5)."""
+    from evaluator.vl_bias.compare import compare_reports
+
+    metrics = compare_reports(a, b, out=out, bootstrap=bootstrap, seed=seed)
+    for m, kinds in metrics["measures"].items():
+        scale = 1 if m == "l_log" else 100
+        shown = "  ".join(f"{kind} {_fmt(None if c['avg']['diff'] is None else scale * c['avg']['diff'])}"
+                          + (f" [{scale * c['avg']['diff_interval'][0]:.2f}, {scale * c['avg']['diff_interval'][1]:.2f}]"
+                             if c["avg"]["diff_interval"] else "") for kind, c in kinds.items())
+        typer.echo(f"{m}: B - A of the mean |bias|{' in %' if scale == 100 else ''}: {shown}")
+    if out is not None:
+        typer.echo(f"report: {out / 'report.md'}")
+
+
 @app.command()
 def demo(out: Path = typer.Option(Path("demo_out"), "--out", help="Folder for sources, dataset and reports.")):
     """Sample sources -> build -> verify -> baseline predictions -> evaluation reports."""

@@ -304,3 +304,45 @@ def test_a_planted_visual_bias_is_measured_with_its_sign_and_size(cli, tiny, tmp
     assert v["activity"]["fishing"] == pytest.approx(0.0, abs=1e-9)
     assert metrics["measures"]["l"]["avg"] == {"activity": 0.0, "occupation": 0.0}  # captions are ignored
     assert metrics["attack"]["raised_b_prime"] == 1.0
+
+
+CONCEPT_PARAMS = ("bias_pairs=grass:ground", "bias_classes=grass,ground", "target_lists=annotations",
+                  "templates=A photo of a [MASK] on the {bias},On the {bias} there is a [MASK]",
+                  "bias_prompt=The animal stands on the [MASK]")
+
+
+def test_another_concept_pair_builds_and_is_measured(cli, tiny, tmp_path):
+    """§6, Fig. 9: animals (horse, cow) against their background (grass, ground), from a VL-Bias-format
+    annotation file of generated images; the report's sides, words and templates come from the data."""
+    from builders.vl_bias.samples import write_animal_background
+
+    source = write_animal_background(tmp_path / "src", per_pair=3)
+    params = [a for p in CONCEPT_PARAMS for a in ("--param", p)]
+    code, _, err = cli("build", "vl-bias", "--source", source, "--out", tmp_path / "data", *params)
+    assert code == 0, err
+    rows = pq.read_table(tmp_path / "data" / "default" / "test-00000-of-00001.parquet").to_pylist()
+    assert len(rows) == 2 * 2 * 3 * 2  # animals x backgrounds x images x templates
+    row = next(r for r in rows if r["image_id"] == "images/cow_ground_01.jpg" and r["template"].startswith("On"))
+    assert (row["caption"], row["counterfactual_caption"], row["bias_class"], row["target_type"]) == \
+        ("On the ground there is a [MASK]", "On the grass there is a [MASK]", "ground", "animal")
+    card = (tmp_path / "data" / "README.md").read_text()
+    assert "grass <-> ground" in card and "| cow | animal | 3 | 3 | 6 |" in card
+    code, _, err = cli("build", "vl-bias", "--source", source, "--out", tmp_path / "strict")  # VL-Bias lists
+    assert code == 2 and "unknown target type 'animal'" in err and "target_lists=annotations" in err
+
+    for family in ("clip", "llava"):
+        code, out, err = cli("counterbias", "--data", tmp_path / "data", "--model", f"hf:{tiny[family]}",
+                             "--eps", "0.03", "--steps", "3", "--no-cache", "--report", tmp_path / family,
+                             "--bootstrap", "20")
+        assert code == 0, err
+        metrics = json.loads((tmp_path / family / "metrics.json").read_text())
+        assert metrics["concept"] == {"b0": "grass", "b1": "ground", "pairs": [["grass", "ground"]],
+                                      "target_types": {"animal": 2}}
+        assert metrics["bias_prompt"] == "The animal stands on the [MASK]"  # not the gender adaptation
+        assert set(metrics["measures"]["vl"]["per_target_avg"]["animal"]) == {"horse", "cow"}
+        report = (tmp_path / family / "report.md").read_text()
+        assert "+ = grass-leaning" in report and "| A photo of a [MASK] on the {bias} |" in report
+        assert "male" not in report
+    # the mid-sentence template is scored as a whole caption by the generative VLM (relative), the other not
+    assert metrics["settings"]["relative_scores"] == ["A photo of a [MASK] on the grass",
+                                                      "A photo of a [MASK] on the ground"]

@@ -54,3 +54,43 @@ def write_vl_bias(folder: Path, per_gender: int, seed: int = 0) -> list[Path]:
 
 def write_vl_bias_samples(root: Path, scale: int = 1) -> list[Path]:
     return write_vl_bias(root / "vl_bias", per_gender=2 * scale)
+
+
+CONCEPT_TARGETS = ("horse", "cow")
+BACKGROUNDS = {"grass": (60, 150, 50), "ground": (140, 100, 60)}
+
+
+def _animal(rng: random.Random, animal: str, background: str) -> bytes:
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (WIDTH, HEIGHT), tuple(c + rng.randint(-20, 20) for c in BACKGROUNDS[background]))
+    draw = ImageDraw.Draw(img)
+    x, y = rng.randint(4, 16), rng.randint(12, 20)
+    body = (120, 70, 30) if animal == "horse" else (240, 240, 235)
+    draw.rectangle([x, y, x + 22, y + 10], fill=body)
+    draw.rectangle([x + 20, y - 6, x + 26, y + 2], fill=body)  # head
+    for leg in (x + 2, x + 18):
+        draw.rectangle([leg, y + 10, leg + 2, y + 18], fill=(40, 30, 20))
+    if animal == "cow":
+        draw.ellipse([x + 6, y + 2, x + 12, y + 7], fill=(20, 20, 20))  # a patch
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def write_animal_background(folder: Path, per_pair: int, seed: int = 0) -> Path:
+    """Another concept pair (Zhang, Wang, Sang, ACM MM 2022, §6, Fig. 9): drawn horses and cows on grass or
+    on bare ground, listed in `annotations.csv` (image, target, target_type, bias) -- the bias word is
+    the background. Returns the annotation file."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = ["image,target,target_type,bias"]
+    for animal in CONCEPT_TARGETS:
+        for background in BACKGROUNDS:
+            for n in range(per_pair):
+                name = f"images/{animal}_{background}_{n:02d}.jpg"
+                (folder / name).parent.mkdir(exist_ok=True)
+                (folder / name).write_bytes(_animal(rng, animal, background))
+                lines.append(f"{name},{animal},animal,{background}")
+    (folder / "annotations.csv").write_text("\n".join(lines) + "\n")
+    return folder / "annotations.csv"

@@ -151,6 +151,36 @@ def _clopper_pearson(q: Ratio, clusters: np.ndarray, confidence: float) -> list[
     return [round(q.scale * low, 4), round(q.scale * high, 4)]
 
 
+def point_values(r: Resampling) -> dict[str, float]:
+    """Every metric on the rows as they are (each cluster once): the point estimates beside `intervals`."""
+    n, sums = _cluster_sums(r)
+    return {k: float(v[0]) for k, v in _values(sums, np.ones((1, n)), r).items()}
+
+
+def paired(a: Resampling, b: Resampling, names: tuple[str, str] = ("a", "b")) -> Resampling:
+    """A and B on the same clusters as one Resampling, so that one set of draws resamples both: each
+    metric of A as `a.NAME`, of B as `b.NAME`, and their difference `diff.NAME` = B - A (for metrics whose
+    denominators differ between A and B -- e.g. CounterBias, where an instance's bias can be defined
+    for one model and not the other -- where `compare`'s permutation test does not apply)."""
+    if not np.array_equal(a.clusters, b.clusters):
+        raise ValueError("paired: the two must be resampled over the same clusters, in the same row order")
+
+    def prefixed(prefix: str, name: str) -> str:
+        return f"_{prefix}.{name[1:]}" if name.startswith("_") else f"{prefix}.{name}"
+
+    ratios, derived = {}, {}
+    for prefix, r in zip(names, (a, b)):
+        ratios.update({prefixed(prefix, k): q for k, q in r.ratios.items()})
+        own = [*r.ratios, *r.derived]
+        for k, fn in r.derived.items():
+            derived[prefixed(prefix, k)] = (lambda v, fn=fn, p=prefix, own=own:
+                                            fn({n: v[prefixed(p, n)] for n in own if prefixed(p, n) in v}))
+    for k in _reported(a):
+        if k in b.ratios or k in b.derived:
+            derived[f"diff.{k}"] = lambda v, k=k: v[prefixed(names[1], k)] - v[prefixed(names[0], k)]
+    return Resampling(a.clusters, a.unit, ratios, derived)
+
+
 def compare(a: Resampling, b: Resampling, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
             confidence: float = CONFIDENCE) -> dict:
     """B minus A on the same rows and clusters: per metric the observed difference, its paired

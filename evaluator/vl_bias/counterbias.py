@@ -137,13 +137,15 @@ def summarise(columns: dict, measures: list[str], templates: list[str], b0: str 
     return out
 
 
-def resampling(columns: dict, measures: list[str], templates: list[str], b0: str = "male"):
+def resampling(columns: dict, measures: list[str], templates: list[str], b0: str = "male",
+               per_target: bool = False):
     """The Table 2 cells of `summarise` -- per measure, template and target type the mean over targets
     of |bias(T)| (Eq. 7), and their "Avg." over templates -- as functions of per-target ratios over the
     rows (the sign-aligned instance biases of a target's rows, undefined ones left out), for the
     cluster bootstrap (evaluator.stats.bootstrap) over images: an image's rows (its templates, genders) are
     resampled together. A target whose bias is undefined in a resample is left out of that resample's
-    mean, as `mean_absolute` does."""
+    mean, as `mean_absolute` does. With `per_target`, each target's signed bias averaged over the
+    templates (`per_target_avg`, as `summarise`) too."""
     from evaluator.stats.bootstrap import Ratio, Resampling, cluster_codes
 
     template, target, target_type = (np.asarray(columns[c]) for c in ("template", "target", "target_type"))
@@ -153,7 +155,7 @@ def resampling(columns: dict, measures: list[str], templates: list[str], b0: str
         values = sign * np.asarray(columns[f"bias_{m}"], dtype=np.float64)
         valid = ~np.isnan(values)
         for kind in sorted(set(target_type.tolist())):
-            cells = []
+            cells, per_template = [], {}
             for t in templates:
                 names = []
                 for k, name in enumerate(sorted(set(target[(template == t) & (target_type == kind)].tolist()))):
@@ -161,10 +163,15 @@ def resampling(columns: dict, measures: list[str], templates: list[str], b0: str
                     key = f"_measures.{m}.templates.{t}.{kind}.target{k}"
                     ratios[key] = Ratio(np.where(valid, values, 0.0) * inside, inside, 1.0)
                     names.append(key)
+                    per_template.setdefault(name, []).append(key)
                 cell = f"measures.{m}.templates.{t}.{kind}.mean_abs"
                 derived[cell] = lambda v, names=names: _nanmean_abs([v[n] for n in names])
                 cells.append(cell)
             derived[f"measures.{m}.avg.{kind}"] = lambda v, cells=cells: _nanmean([v[c] for c in cells])
+            if per_target:  # Fig. 5 (right): a target's signed bias, averaged over the templates
+                for name, keys in sorted(per_template.items()):
+                    derived[f"measures.{m}.per_target_avg.{kind}.{name}"] = \
+                        lambda v, keys=keys: _nanmean([v[n] for n in keys])
     return Resampling(cluster_codes(columns["image_id"].tolist()), "image", ratios, derived)
 
 

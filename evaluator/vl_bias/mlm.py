@@ -118,8 +118,8 @@ class ViltMaskedLM(MaskedLM, VisionBiasProbe):
         side = self.processor.size["shortest_edge"]
         return self.mean.view(3, 1, 1).expand(3, side, side).clone()
 
-    def log_probs_at_mask(self, pixels, pixel_mask, text: dict, ids):
-        """Differentiable (B, len(ids)) log-probabilities at the mask for pixels in [0, 1] (B, 3, H, W)."""
+    def logits(self, pixels, pixel_mask, text: dict):
+        """Differentiable (B, tokens, vocab) MLM logits for pixels in [0, 1] (B, 3, H, W) and a tokenized text."""
         import torch
 
         device = self.runner.device
@@ -127,11 +127,18 @@ class ViltMaskedLM(MaskedLM, VisionBiasProbe):
         x = x * pixel_mask.to(device).unsqueeze(1)  # padding is zero after normalisation, as the processor pads
         with torch.random.fork_rng(devices=[]), torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16):
             torch.manual_seed(0)  # ViLT permutes its patches with torch.multinomial: fixed, so runs repeat exactly
-            logits = self.model(input_ids=text["input_ids"].to(device),
-                                attention_mask=text["attention_mask"].to(device),
-                                token_type_ids=text["token_type_ids"].to(device) if "token_type_ids" in text else None,
-                                pixel_values=x, pixel_mask=pixel_mask.to(device)).logits
-        return self.gather(logits, text["mask_index"].to(device), torch.as_tensor(ids, device=device))
+            return self.model(input_ids=text["input_ids"].to(device),
+                              attention_mask=text["attention_mask"].to(device),
+                              token_type_ids=text["token_type_ids"].to(device) if "token_type_ids" in text else None,
+                              pixel_values=x, pixel_mask=pixel_mask.to(device)).logits
+
+    def log_probs_at_mask(self, pixels, pixel_mask, text: dict, ids):
+        """Differentiable (B, len(ids)) log-probabilities at the mask for pixels in [0, 1] (B, 3, H, W)."""
+        import torch
+
+        device = self.runner.device
+        return self.gather(self.logits(pixels, pixel_mask, text), text["mask_index"].to(device),
+                           torch.as_tensor(ids, device=device))
 
     def attack_objective(self, pixels, pixel_mask, text: str, words: tuple[str, ...]):
         pieces = self.word_ids(words)
