@@ -141,10 +141,22 @@ class Plan:
     def gather(self) -> list[int]:
         return sorted({t for _, _, t in self.parts if t >= 0})
 
-    def values(self, token_lps: list, ends, gather: list[int]) -> list:
-        """Per candidate: the sum of the counted tokens' log-probabilities plus its end probability."""
+    def values(self, token_lps: list, ends, gather: list[int]):
+        """Per candidate (a 1-D tensor, differentiable where the inputs are): the sum of its counted
+        tokens' log-probabilities (suffix sums of each sequence) plus its end-of-sequence probability."""
+        import torch
+
         column = {t: j for j, t in enumerate(gather)}
-        return [token_lps[s][start:].sum() + (ends[s, column[t]] if t >= 0 else 0.0) for s, start, t in self.parts]
+        suffix = torch.zeros(len(token_lps), max(len(t) for t in token_lps) + 1, dtype=ends.dtype,
+                             device=ends.device)
+        for i, lp in enumerate(token_lps):
+            if len(lp):
+                suffix[i, : len(lp)] = lp.flip(0).cumsum(0).flip(0)
+        seq, start, token = (torch.as_tensor(c, device=ends.device) for c in zip(*self.parts))
+        if not column:  # a relative plan: whole sequences, no end-of-sequence probability
+            return suffix[seq, start]
+        end = ends[seq, torch.as_tensor([column.get(t, 0) for _, _, t in self.parts], device=ends.device)]
+        return suffix[seq, start] + torch.where(token >= 0, end, torch.zeros_like(end))
 
 
 class GenerativeProbe(VisionBiasProbe):
@@ -166,6 +178,7 @@ class GenerativeProbe(VisionBiasProbe):
         self.fingerprint = request_key({**self.vlm.identity, "instruction": self.vlm.prompt_text(
             Turn(INSTRUCTION, (None,)))})
         self._plans: dict[tuple, Plan] = {}
+        self._prompts: dict[tuple, dict] = {}  # image size -> the processor's encoding of the user turn
 
     @property
     def device(self):
@@ -196,6 +209,16 @@ class GenerativeProbe(VisionBiasProbe):
         if not hasattr(x, "permute"):
             return x
         return Image.fromarray((x.detach().clamp(0, 1) * 255).round().byte().permute(1, 2, 0).cpu().numpy())
+
+    def _encode_one(self, image) -> dict:
+        """`_encode` of one image (or none): the processor's text part depends only on a tensor image's
+        size, so it runs once per size and the pixels come from the differentiable layout."""
+        if image is None or not hasattr(image, "permute"):
+            return self._encode([image])
+        size = tuple(image.shape)
+        if size not in self._prompts:
+            self._prompts[size] = {k: v for k, v in self._encode([image]).items() if k != "pixel_values"}
+        return {**self._prompts[size], "pixel_values": self.layout.pixel_values([image])}
 
     def _encode(self, images: list, padding_side: str = "left") -> dict:
         """The user turn (with each row's image, or none) through the processor; the pixels of tensor
@@ -276,14 +299,13 @@ class GenerativeProbe(VisionBiasProbe):
                 for seq in plan.sequences:
                     sequences.setdefault(seq, len(sequences))
             gather = sorted({t for plan in plans for t in plan.gather})
-            enc = self.vlm.to_device(self._encode([queries[idx[0]][1]]))
+            enc = self.vlm.to_device(self._encode_one(queries[idx[0]][1]))
             token_lps, ends = self.vlm.extend_prefix(enc, [list(s) for s in sequences], gather)
             token_lps = [lp.cpu().double() for lp in token_lps]
             ends = ends.cpu().double()
             for k, plan in zip(idx, plans):
                 rows = [sequences[s] for s in plan.sequences]
-                values = plan.values([token_lps[r] for r in rows], ends[rows], gather)
-                out[k] = np.array([float(v) for v in values])
+                out[k] = plan.values([token_lps[r] for r in rows], ends[rows], gather).numpy()
         return out
 
     def attack_objective(self, pixels, pixel_mask, text: str, words: tuple[str, ...]):
@@ -311,9 +333,8 @@ class GenerativeProbe(VisionBiasProbe):
                                                                         device=logprobs.device)])
                 ends.append(logprobs[r, start - 1 + len(cont), gather_ids])
             per = len(plan.sequences)
-            return torch.stack([torch.stack(plan.values(token_lps[i * per:(i + 1) * per],
-                                                        torch.stack(ends[i * per:(i + 1) * per]), gather))
-                                for i in range(len(pixels))])
+            return torch.stack([plan.values(token_lps[i * per:(i + 1) * per], torch.stack(ends[i * per:(i + 1) * per]),
+                                            gather) for i in range(len(pixels))])
 
         return objective
 
