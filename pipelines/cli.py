@@ -401,6 +401,8 @@ def suite(
     bootstrap: int = typer.Option(1000, "--bootstrap", min=0, help="Resamples of the 95% confidence intervals."),
     no_perceptual: bool = typer.Option(False, "--no-perceptual", help="Skip the perceptual scores (several passes "
                                                                        "of the model per benchmark)."),
+    no_counterbias: bool = typer.Option(False, "--no-counterbias", help="Skip CounterBias on a VL-Bias build (an "
+                                                                         "attack per image)."),
     hub_results: Optional[Path] = typer.Option(
         None, "--hub-results", help="Also write DIR/.eval_results/<benchmark>.yaml of every scored benchmark."),
     hub_org: Optional[str] = typer.Option(
@@ -409,13 +411,15 @@ def suite(
     model_options=None,
 ):
     """One model over every built benchmark: predictions, reports, and one report card of headline metrics
-    with intervals and the diagnostics (OOD tail vs head, changing priors, single vs paired questions).
+    with intervals and the diagnostics (OOD tail vs head, changing priors, single vs paired questions,
+    modality reliance, language shortcuts, CounterBias).
     Resumable: a rerun reuses what is done and still valid."""
     from evaluator.suite.run import run_suite
 
     benchmarks = None if only is None else [b.strip() for b in only.split(",") if b.strip()]
     card = run_suite(model, data, out, model_options=model_options, only=benchmarks, images_root=images_root,
-                     resamples=bootstrap, seed=seed, perceptual=not no_perceptual, hub_results=hub_results,
+                     resamples=bootstrap, seed=seed, perceptual=not no_perceptual, counterbias=not no_counterbias,
+                     hub_results=hub_results,
                      hub_org=hub_org, overwrite=overwrite, echo=typer.echo)
     scored = sum(r["status"] == "scored" for r in card["benchmarks"].values())
     typer.echo(f"{scored} of {len(card['benchmarks'])} benchmarks scored, {len(card['diagnostics'])} diagnostics; "
@@ -555,9 +559,13 @@ def counterbias_compare(
     metrics = compare_reports(a, b, out=out, bootstrap=bootstrap, seed=seed)
     for m, kinds in metrics["measures"].items():
         scale = 1 if m == "l_log" else 100
-        shown = "  ".join(f"{kind} {_fmt(None if c['avg']['diff'] is None else scale * c['avg']['diff'])}"
-                          + (f" [{scale * c['avg']['diff_interval'][0]:.2f}, {scale * c['avg']['diff_interval'][1]:.2f}]"
-                             if c["avg"]["diff_interval"] else "") for kind, c in kinds.items())
+
+        def shown_cell(cell: dict) -> str:
+            iv = cell["diff_interval"]
+            return _fmt(None if cell["diff"] is None else scale * cell["diff"]) + \
+                (f" [{scale * iv[0]:.2f}, {scale * iv[1]:.2f}]" if iv else "")
+
+        shown = "  ".join(f"{kind} {shown_cell(c['avg'])}" for kind, c in kinds.items())
         typer.echo(f"{m}: B - A of the mean |bias|{' in %' if scale == 100 else ''}: {shown}")
     if out is not None:
         typer.echo(f"report: {out / 'report.md'}")

@@ -349,3 +349,44 @@ def test_language_shortcut_gaps_are_evaluates_by_groups(cli, built, tmp_path):
         assert values[name]["value"] == groups[label]["q_a"]
         assert values[name]["interval"] == groups[label]["intervals"]["q_a"]
     assert values["gap"]["value"] == pytest.approx(values["biased"]["value"] - values["non_biased"]["value"], abs=1e-4)
+
+
+def test_counterbias_of_a_generative_vlm_is_the_counterbias_commands(cli, built, tmp_path):
+    """The suite measures a tiny LLaVA on the VL-Bias build with `vlbench counterbias`'s defaults: the
+    diagnostic's cells are that command's Table 2 "Avg." cells (in %) and intervals on the same build;
+    a rerun keeps them; a model CounterBias cannot read is listed with the reason."""
+    from pipelines.tiny_models import write_tiny_llava
+
+    model = write_tiny_llava(tmp_path / "llava")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "vl-bias").symlink_to(built("vl-bias"), target_is_directory=True)
+    (data / "vqa-v2").symlink_to(built("vqa-v2"), target_is_directory=True)
+    args = ("suite", "--model", f"hf:{model}", "--data", data, "--out", tmp_path / "card", "--bootstrap", "100",
+            "--no-perceptual")
+    code, out, err = cli(*args)
+    assert code == 0, err
+    assert "vl-bias    CounterBias mean |bias|" in out
+    card = _card(tmp_path / "card")
+    diagnostic = next(d for d in card["diagnostics"] if d["name"] == "VL-Bias: CounterBias (male vs female)")
+    code, _, err = cli("counterbias", "--data", built("vl-bias"), "--model", f"hf:{model}", "--bootstrap", "100",
+                       "--report", tmp_path / "alone")
+    assert code == 0, err
+    alone = json.loads((tmp_path / "alone" / "metrics.json").read_text())
+    cell = diagnostic["values"]["B@V-L (Eq. 6), activity"]
+    assert cell["value"] == pytest.approx(100 * alone["measures"]["vl"]["avg"]["activity"], abs=1e-4)
+    low, high = alone["intervals"]["metrics"]["measures.vl.avg.activity"]
+    assert cell["interval"] == pytest.approx([100 * low, 100 * high], abs=1e-4)
+    assert diagnostic["values"]["B@L (log, no image) (Eq. 13), occupation"]["value"] == \
+        pytest.approx(alone["measures"]["l_log"]["avg"]["occupation"], abs=1e-4)
+    assert "most male-leaning target" in diagnostic["reading"]
+    assert "VL-Bias: CounterBias" in (tmp_path / "card" / "report.md").read_text()
+    code, out, err = cli(*args)
+    assert code == 0, err
+    assert "(kept)" in out
+
+    code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", tmp_path / "random",
+                       "--bootstrap", "0")
+    assert code == 0, err
+    assert any(m.startswith("CounterBias: CounterBias reads a model's probabilities")
+               for m in _card(tmp_path / "random")["missing_diagnostics"])

@@ -13,6 +13,9 @@ and one sentence. Each is computed from the metrics `vlbench evaluate` wrote for
 - Language shortcuts (the VCR-Visor paper, Appendix A): where a build carries `vlbench shortcuts`
   labels, the headline metric on Biased (text-solvable) against Non-Biased examples (`evaluate --by`),
   disjoint rows, so their difference is read as two independent estimates.
+- CounterBias (Zhang, Wang, Sang, ACM MM 2022, §3-4): on a VL-Bias build, Table 2's "Avg." cells (mean
+  over targets of |Eq. 7|) of each measure and target type, with their image-bootstrap intervals, and the
+  targets that lean most to either side (from `vlbench counterbias`'s metrics).
 
 Between two benchmarks the rows differ, so a difference's interval is the normal approximation from
 the two percentile intervals, read as independent estimates (standard error = interval width / 3.92).
@@ -145,13 +148,45 @@ def shortcuts(bench: str, headline: list[str], groups_by_column: dict[str, dict]
     return out
 
 
+def counterbias(metrics: dict) -> dict:
+    """Table 2's "Avg." cells in % (Eq. 13's in log-probability units) with their intervals; the reading
+    names the largest cell and, for the main measure, the most B0- and B1-leaning targets."""
+    from evaluator.vl_bias.counterbias import MEASURES
+
+    values, largest = {}, None
+    for m, summary in metrics["measures"].items():
+        scale = 1.0 if m == "l_log" else 100.0
+        for kind, value in summary["avg"].items():
+            iv = _interval(metrics, f"measures.{m}.avg.{kind}")
+            entry = Estimate(None if value is None else round(scale * value, 4),
+                             None if iv is None else (round(scale * iv[0], 4), round(scale * iv[1], 4)))
+            values[f"{MEASURES[m][0]} ({MEASURES[m][1]}), {kind}"] = entry.as_dict()
+            if m != "l_log" and entry.value is not None and (largest is None or entry.value > largest[2]):
+                largest = (MEASURES[m][0], kind, entry.value)
+    main = next(iter(metrics["measures"]))
+    b0, b1 = metrics["concept"]["b0"], metrics["concept"]["b1"]
+    leaning = {name: value for targets in metrics["measures"][main]["per_target_avg"].values()
+               for name, value in targets.items() if value is not None}
+    reading = ("undefined on these images" if largest is None and not leaning else
+               (f"the largest mean |bias| is {largest[0]} on {largest[1]} targets, {largest[2]:.2f}%"
+                if largest else "only the language-only measure (Eq. 13) applies to this model"))
+    if leaning:
+        most, least = max(leaning, key=leaning.get), min(leaning, key=leaning.get)
+        scale = 1.0 if main == "l_log" else 100.0
+        reading += (f"; by {MEASURES[main][0]}, the most {b0}-leaning target is {most} ({scale * leaning[most]:+.2f}) "
+                    f"and the most {b1}-leaning {least} ({scale * leaning[least]:+.2f})")
+    return {"name": f"VL-Bias: CounterBias ({b0} vs {b1})", "benchmarks": ["vl-bias"], "values": values,
+            "reading": reading}
+
+
 def _interval(metrics: dict, key: str) -> tuple[float, float] | None:
     interval = (metrics.get("intervals") or {}).get("metrics", {}).get(key)
     return None if interval is None or None in interval else (float(interval[0]), float(interval[1]))
 
 
 def diagnostics(metrics: dict[str, dict], perceptual_scores: dict[str, dict] | None = None,
-                shortcut_groups: dict[str, dict] | None = None) -> tuple[list[dict], list[str]]:
+                shortcut_groups: dict[str, dict] | None = None, bias: dict | None = None
+                ) -> tuple[list[dict], list[str]]:
     """(the diagnostics the scored benchmarks allow, what is missing for the others and how to get it)."""
     found, missing = [], []
     if "gqa-ood" in metrics:
@@ -173,4 +208,8 @@ def diagnostics(metrics: dict[str, dict], perceptual_scores: dict[str, dict] | N
     if not shortcut_groups:
         missing.append("language shortcuts: no scored build carries shortcut labels (vlbench shortcuts BENCH --data "
                        "DIR --out DIR-labelled, then build the suite's DATA from the labelled folder)")
+    if bias is not None and "metrics" in bias:
+        found.append(counterbias(bias["metrics"]))
+    elif bias is not None:
+        missing.append(f"CounterBias: {bias['skipped']}")
     return found, missing

@@ -117,6 +117,34 @@ def _perceptual(bench: str, model: str, folder: Path, out: Path, key: str, optio
     return {"metrics": metrics, "reused": False}
 
 
+def _counterbias(model: str, folder: Path | None, out: Path, options: ModelOptions, resamples: int,
+                 seed: int) -> dict:
+    """CounterBias (Zhang, Wang, Sang, ACM MM 2022) of the model on the VL-Bias build, kept under
+    OUT/counterbias with its key like the predictions; else why not."""
+    from core.errors import ModelError
+    from evaluator.vl_bias.run import CounterBiasOptions, run_counterbias
+    from pipelines.stages import default_cache_dir
+
+    if folder is None:
+        return {"skipped": "no VL-Bias build under --data (vlbench build vl-bias --source SOURCES --out DATA/vl-bias)"}
+    if model.partition(":")[0] not in ("hf", "py"):
+        return {"skipped": f"CounterBias reads a model's probabilities at a [MASK] (an hf: masked LM, generative VLM, "
+                           f"CLIP or SigLIP, or a py: BiasProbe); {model} is not one"}
+    report, record = out / "counterbias", out / "counterbias.key.json"
+    cb_options = CounterBiasOptions(cache=default_cache_dir() / "counterbias")
+    key = hashlib.sha256(f"{prediction_key(model, folder, options)}/{cb_options.attack}/{resamples}/{seed}".encode()
+                         ).hexdigest()
+    if _kept(record, report / "metrics.json", key):
+        return {"metrics": json.loads((report / "metrics.json").read_text()), "reused": True}
+    try:
+        metrics = run_counterbias(str(folder), model, cb_options, options, report=report, bootstrap=resamples,
+                                  seed=seed)
+    except ModelError as exc:
+        return {"skipped": str(exc)}
+    _keep(record, report / "metrics.json", key)
+    return {"metrics": metrics, "reused": False}
+
+
 def shortcut_columns(folder: Path, split: str) -> list[str]:
     """The language-shortcut label columns (`vlbench shortcuts`) a build carries for a split, if any."""
     from core.data import available_splits, load_table
@@ -138,10 +166,11 @@ def _by_shortcuts(bench: str, folder: Path, predictions: Path, split: str, resam
 
 def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions = ModelOptions(),
               only: list[str] | None = None, images_root: Path | None = None, resamples: int = 1000, seed: int = 0,
-              perceptual: bool = True, hub_results: Path | None = None, hub_org: str | None = None,
-              overwrite: bool = False, echo=print) -> dict:
+              perceptual: bool = True, counterbias: bool = True, hub_results: Path | None = None,
+              hub_org: str | None = None, overwrite: bool = False, echo=print) -> dict:
     """Predict and score every benchmark of DATA with MODEL, with the perceptual score where the model
-    reads two or more modalities (`perceptual`); write OUT's card (card.json, report.md, index.html).
+    reads two or more modalities (`perceptual`) and CounterBias on a VL-Bias build where the model can be
+    measured (`counterbias`); write OUT's card (card.json, report.md, index.html).
     `hub_results`: also the Hub's evaluation results of every scored benchmark, naming each one's
     dataset repo `<hub_org>/<benchmark>`."""
     from evaluator.run import evaluate, predict
@@ -153,9 +182,10 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                           "repos hold the builds")
     builds, broken = find_builds(Path(data))
     registered = [b.name for b in benchmarks() if b.task is not None]
-    unknown = sorted(set(only or ()) - set(registered))
+    unknown = sorted(set(only or ()) - set(registered) - {"vl-bias"})
     if unknown:
-        raise ParamsError(f"--benchmarks {unknown[0]}: not a benchmark with a task (known: {', '.join(registered)})")
+        raise ParamsError(f"--benchmarks {unknown[0]}: not a benchmark with a task, nor vl-bias (known: "
+                          f"{', '.join(registered)}, vl-bias)")
     if images_root is not None and not Path(images_root).is_dir():
         raise ParamsError(f"--images-root {images_root}: no such folder")
     # OUT may lie inside DATA (demo_out/card), never in or around one of its builds
@@ -215,7 +245,15 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
         echo(f"{bench:10s} {metrics['split']:10s} {shown}{'  (kept predictions)' if reused else ''}")
     for name, reason in broken.items():
         rows[f"{name}/"] = {"status": "damaged build", "reason": reason}
-    found, missing = diagnostics(scored, perceptual_scores, shortcut_groups)
+    bias = (_counterbias(model, builds.get("vl-bias"), out, model_options, resamples, seed)
+            if counterbias and (only is None or "vl-bias" in only) else
+            {"skipped": "--no-counterbias" if not counterbias else "vl-bias is not among --benchmarks"})
+    if "metrics" in bias:
+        avg = bias["metrics"]["measures"][next(iter(bias["metrics"]["measures"]))]["avg"]
+        echo(f"{'vl-bias':10s} CounterBias mean |bias| " + "  ".join(f"{k} {_fmt(v if v is None else 100 * v)}%"
+                                                                    for k, v in avg.items())
+             + ("  (kept)" if bias["reused"] else ""))
+    found, missing = diagnostics(scored, perceptual_scores, shortcut_groups, bias)
     card = {"model": model, "data": str(data), "benchmarks": rows, "diagnostics": found, "missing_diagnostics": missing,
             "resamples": resamples, "seed": seed, "vlbench": vlbench_version()}
     write_card(out, card)
