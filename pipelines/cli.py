@@ -415,11 +415,12 @@ def suite(
     modality reliance, language shortcuts, CounterBias).
     Resumable: a rerun reuses what is done and still valid."""
     from evaluator.suite.run import run_suite
+    from pipelines.stages import default_cache_dir
 
     benchmarks = None if only is None else [b.strip() for b in only.split(",") if b.strip()]
     card = run_suite(model, data, out, model_options=model_options, only=benchmarks, images_root=images_root,
                      resamples=bootstrap, seed=seed, perceptual=not no_perceptual, counterbias=not no_counterbias,
-                     hub_results=hub_results,
+                     counterbias_cache=default_cache_dir() / "counterbias", hub_results=hub_results,
                      hub_org=hub_org, overwrite=overwrite, echo=typer.echo)
     scored = sum(r["status"] == "scored" for r in card["benchmarks"].values())
     typer.echo(f"{scored} of {len(card['benchmarks'])} benchmarks scored, {len(card['diagnostics'])} diagnostics; "

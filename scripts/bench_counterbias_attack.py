@@ -66,7 +66,8 @@ def main() -> int:
     from builders.vl_bias.samples import write_vl_bias
     from evaluator.models.options import ModelOptions
     from evaluator.vl_bias.attack import PGD, pgd_attack
-    from evaluator.vl_bias.probe import load_probe, pad_images
+    from evaluator.vl_bias.families import load_probe
+    from evaluator.vl_bias.probe import pad_images
 
     ok = True
     words = ("boy", "girl", "man", "woman")

@@ -38,7 +38,7 @@ def main() -> int:
     from builders.vl_bias.samples import write_vl_bias
     from builders.vl_bias.words import ACTIVITIES, BIAS_PROMPT, TEMPLATES
     from evaluator.models.options import ModelOptions
-    from evaluator.vl_bias.probe import load_probe
+    from evaluator.vl_bias.families import load_probe
     from pipelines.tiny_models import write_tiny_llava, write_tiny_qwen2_vl
 
     ok = True

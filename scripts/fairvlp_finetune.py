@@ -65,8 +65,9 @@ def finetune(args) -> dict:
     from evaluator.models.images import open_image
     from evaluator.models.options import ModelOptions
     from evaluator.vl_bias.attack import PGD, pgd_attack
+    from evaluator.vl_bias.families import load_probe
     from evaluator.vl_bias.mlm import ViltMaskedLM
-    from evaluator.vl_bias.probe import MASK, load_probe, pad_images
+    from evaluator.vl_bias.probe import MASK, pad_images
     from evaluator.vl_bias.run import load_split
 
     attack = PGD(args.eps, args.attack_steps)

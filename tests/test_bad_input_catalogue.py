@@ -966,7 +966,7 @@ def test_list_sources_present_missing_folder(cli, tmp_path):
     (("predict", "gqa-ood", "--data", "d", "--model", "m", "--out", "o", "--batch-size", "0"), "--batch-size"),
     (("perceptual", "socialiq", "--data", "d", "--model", "m", "--permutations", "many"), "--permutations"),
     (("counterbias", "--data", "d", "--model", "m", "--attack", "fgsm"), "'fgsm' is not one of 'pgd', 'none'"),
-    (("counterbias", "--data", "d", "--model", "m", "--b0", "other"), "--b0"),
+    (("counterbias", "--data", "d", "--model", "m", "--b0", "other side"), "--b0"),
 ])
 def test_command_line_usage_errors_are_one_line(args, needle, cli):
     code, stdout, stderr = cli(*args)

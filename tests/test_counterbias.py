@@ -15,7 +15,8 @@ from builders.vl_bias.samples import write_vl_bias
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias import counterbias as cb
 from evaluator.vl_bias.attack import PGD, pgd_attack
-from evaluator.vl_bias.probe import load_probe, pad_images
+from evaluator.vl_bias.families import load_probe
+from evaluator.vl_bias.probe import pad_images
 from pipelines.tiny_models import write_tiny_bert_mlm, write_tiny_vilt_mlm
 
 

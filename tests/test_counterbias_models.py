@@ -17,8 +17,9 @@ from builders.vl_bias.samples import write_vl_bias
 from evaluator.models.generative import Turn
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias.attack import PGD, pgd_attack
+from evaluator.vl_bias.families import load_probe
 from evaluator.vl_bias.generative import INSTRUCTION
-from evaluator.vl_bias.probe import VisionBiasProbe, load_probe, pad_images
+from evaluator.vl_bias.probe import VisionBiasProbe, pad_images
 from pipelines.tiny_models import (
     write_tiny_clip,
     write_tiny_llava,

@@ -118,12 +118,11 @@ def _perceptual(bench: str, model: str, folder: Path, out: Path, key: str, optio
 
 
 def _counterbias(model: str, folder: Path | None, out: Path, options: ModelOptions, resamples: int,
-                 seed: int) -> dict:
+                 seed: int, cache: Path | None) -> dict:
     """CounterBias (Zhang, Wang, Sang, ACM MM 2022) of the model on the VL-Bias build, kept under
     OUT/counterbias with its key like the predictions; else why not."""
     from core.errors import ModelError
     from evaluator.vl_bias.run import CounterBiasOptions, run_counterbias
-    from pipelines.stages import default_cache_dir
 
     if folder is None:
         return {"skipped": "no VL-Bias build under --data (vlbench build vl-bias --source SOURCES --out DATA/vl-bias)"}
@@ -131,7 +130,7 @@ def _counterbias(model: str, folder: Path | None, out: Path, options: ModelOptio
         return {"skipped": f"CounterBias reads a model's probabilities at a [MASK] (an hf: masked LM, generative VLM, "
                            f"CLIP or SigLIP, or a py: BiasProbe); {model} is not one"}
     report, record = out / "counterbias", out / "counterbias.key.json"
-    cb_options = CounterBiasOptions(cache=default_cache_dir() / "counterbias")
+    cb_options = CounterBiasOptions(cache=cache)
     key = hashlib.sha256(f"{prediction_key(model, folder, options)}/{cb_options.attack}/{resamples}/{seed}".encode()
                          ).hexdigest()
     if _kept(record, report / "metrics.json", key):
@@ -166,11 +165,13 @@ def _by_shortcuts(bench: str, folder: Path, predictions: Path, split: str, resam
 
 def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions = ModelOptions(),
               only: list[str] | None = None, images_root: Path | None = None, resamples: int = 1000, seed: int = 0,
-              perceptual: bool = True, counterbias: bool = True, hub_results: Path | None = None,
-              hub_org: str | None = None, overwrite: bool = False, echo=print) -> dict:
+              perceptual: bool = True, counterbias: bool = True, counterbias_cache: Path | None = None,
+              hub_results: Path | None = None, hub_org: str | None = None, overwrite: bool = False,
+              echo=print) -> dict:
     """Predict and score every benchmark of DATA with MODEL, with the perceptual score where the model
     reads two or more modalities (`perceptual`) and CounterBias on a VL-Bias build where the model can be
-    measured (`counterbias`); write OUT's card (card.json, report.md, index.html).
+    measured (`counterbias`, its counterfactual images cached in `counterbias_cache`); write OUT's card
+    (card.json, report.md, index.html).
     `hub_results`: also the Hub's evaluation results of every scored benchmark, naming each one's
     dataset repo `<hub_org>/<benchmark>`."""
     from evaluator.run import evaluate, predict
@@ -245,7 +246,7 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
         echo(f"{bench:10s} {metrics['split']:10s} {shown}{'  (kept predictions)' if reused else ''}")
     for name, reason in broken.items():
         rows[f"{name}/"] = {"status": "damaged build", "reason": reason}
-    bias = (_counterbias(model, builds.get("vl-bias"), out, model_options, resamples, seed)
+    bias = (_counterbias(model, builds.get("vl-bias"), out, model_options, resamples, seed, counterbias_cache)
             if counterbias and (only is None or "vl-bias" in only) else
             {"skipped": "--no-counterbias" if not counterbias else "vl-bias is not among --benchmarks"})
     if "metrics" in bias:

@@ -10,7 +10,7 @@ over the candidates: the row's target list for P(T | V, L), the row's bias pair 
 
 Implementations: masked LMs (`evaluator.vl_bias.mlm`: ViLT, text-only), generative image-text-to-text
 VLMs (`evaluator.vl_bias.generative`), CLIP / SigLIP (`evaluator.vl_bias.dual_encoder`); `py:` factories
-return their own. `load_probe` picks by the checkpoint's config.
+return their own. `evaluator.vl_bias.families.load_probe` picks by the checkpoint's config.
 """
 
 from __future__ import annotations
@@ -20,10 +20,6 @@ import json
 from abc import ABC, abstractmethod
 
 import numpy as np
-
-from core.errors import ModelError
-from evaluator.models.options import ModelOptions
-from evaluator.models.spec import hf_config, load_py_model, parse_spec
 
 MASK = "[MASK]"
 
@@ -122,37 +118,3 @@ class VisionBiasProbe(BiasProbe):
     def counterfactual_key(self) -> str:
         """What names a counterfactual image beyond (image, prompt, B', attack): the weights."""
         return self.fingerprint
-
-
-def load_probe(spec: str, options: ModelOptions) -> BiasProbe:
-    """`hf:` ViLT masked LM, text masked LM, generative image-text-to-text VLM or CLIP / SigLIP dual
-    encoder, or `py:module:factory` returning a `BiasProbe`."""
-    kind, name = parse_spec(spec)
-    if kind == "py":
-        model = load_py_model(name, "score", "score(queries, candidates)")
-        if not isinstance(model, BiasProbe):
-            raise ModelError(f"--model {spec}: the factory's object is not an evaluator.vl_bias.probe.BiasProbe")
-        return model
-    if kind != "hf":
-        raise ModelError(f"--model {spec}: CounterBias measures hf:<hub id or path> (a masked LM, a generative "
-                         "VLM, CLIP or SigLIP) or py:<module>:<factory>")
-    config = hf_config(name, options.revision)
-    from evaluator.models.generative import is_generative
-
-    if is_generative(config):
-        from evaluator.vl_bias.generative import GenerativeProbe
-
-        return GenerativeProbe(name, config, options)
-    if config.model_type in ("clip", "siglip", "siglip2"):
-        from evaluator.vl_bias.dual_encoder import DualEncoderProbe
-
-        return DualEncoderProbe(name, config, options)
-    from evaluator.vl_bias.mlm import TextMaskedLM, ViltMaskedLM
-
-    if config.model_type == "vilt":
-        if "ViltForMaskedLM" not in (config.architectures or []):
-            raise ModelError(f"hf:{name}: a ViLT checkpoint without its masked-LM head "
-                             f"({', '.join(config.architectures or ['no architecture'])}); "
-                             "use e.g. dandelin/vilt-b32-mlm")
-        return ViltMaskedLM(name, options)
-    return TextMaskedLM(name, options)

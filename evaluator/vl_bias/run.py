@@ -27,7 +27,8 @@ from evaluator.models.images import open_image
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias import counterbias as cb
 from evaluator.vl_bias.attack import PGD, CounterfactualCache, pgd_attack
-from evaluator.vl_bias.probe import BiasProbe, load_probe, pad_images
+from evaluator.vl_bias.families import load_probe
+from evaluator.vl_bias.probe import BiasProbe, pad_images
 from evaluator.vl_bias.report import metrics_of, write_counterbias_report
 
 COLUMNS = ("id", "instance_id", "image_id", "image", "target", "target_type", "bias_word", "bias_class",
@@ -50,6 +51,8 @@ class CounterBiasOptions:
             raise ParamsError(f"--softmax {self.softmax}: expected full or targets")
         if not 0 < self.min_change < float("inf"):
             raise ParamsError(f"--min-concept-change {self.min_change}: expected a positive number")
+        if self.b0 is not None and not self.b0.replace("-", "").isalpha():
+            raise ParamsError(f"--b0 {self.b0}: expected the name of a side of the bias concept (e.g. male)")
         if self.bias_prompt is not None and self.bias_prompt.count("[MASK]") != 1:
             raise ParamsError(f"--bias-prompt '{self.bias_prompt}': expected exactly one [MASK]")
 
