@@ -293,6 +293,7 @@ def test_report_examples_need_no_second_attack(tiny, tmp_path, monkeypatch):
         table.image_id[expected].tolist()
 
 
+@pytest.mark.slow  # three models measured
 def test_compare_two_models_cell_by_cell_with_paired_intervals(cli, tiny, tmp_path):
     """FairVLP's loop (§5): A and B measured on the same split; every cell of the comparison is B - A of
     the two reports' own values, its paired interval brackets it, and A against A changes nothing."""

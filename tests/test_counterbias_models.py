@@ -182,6 +182,7 @@ def test_generative_attack_batched_equals_one_image_at_a_time(tiny, probes, fami
     np.testing.assert_allclose(cached, full, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.slow  # measured twice
 @pytest.mark.parametrize("family", ("qwen2_vl", "clip"))
 def test_cli_report_and_cache_reuse(cli, tiny, family, tmp_path, monkeypatch):
     """The report of a generative VLM and of CLIP has ViLT's Table 2 cells; a second run takes every

@@ -351,6 +351,7 @@ def test_language_shortcut_gaps_are_evaluates_by_groups(cli, built, tmp_path):
     assert values["gap"]["value"] == pytest.approx(values["biased"]["value"] - values["non_biased"]["value"], abs=1e-4)
 
 
+@pytest.mark.slow  # measured twice
 def test_counterbias_of_a_generative_vlm_is_the_counterbias_commands(cli, built, tmp_path):
     """The suite measures a tiny LLaVA on the VL-Bias build with `vlbench counterbias`'s defaults: the
     diagnostic's cells are that command's Table 2 "Avg." cells (in %) and intervals on the same build;
