@@ -391,7 +391,7 @@ def _fmt(value) -> str:
 def suite(
     model: str = typer.Option(..., "--model", help="A model spec (the menus below)."),
     data: Path = typer.Option(..., "--data", help="Folder of built benchmarks (one sub-folder each, as `make demo` "
-                                                  "writes)."),
+                                                  "writes), or a Hub organisation holding ORG/<benchmark> repos."),
     out: Path = typer.Option(..., "--out", help="The suite folder: predictions, reports, card.json, report.md."),
     only: Optional[str] = typer.Option(None, "--benchmarks", metavar="A,B,...", help="Only these benchmarks."),
     images_root: Optional[Path] = typer.Option(

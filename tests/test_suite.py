@@ -391,3 +391,109 @@ def test_counterbias_of_a_generative_vlm_is_the_counterbias_commands(cli, built,
     assert code == 0, err
     assert any(m.startswith("CounterBias: CounterBias reads a model's probabilities")
                for m in _card(tmp_path / "random")["missing_diagnostics"])
+
+
+def _hub_cache_repo(org: str, name: str, folder: Path) -> None:
+    """Put a built folder in the Hub cache as huggingface_hub lays a downloaded dataset repo out
+    (datasets--ORG--NAME/refs/main naming the snapshot, snapshots/<commit>/ holding the files), so that
+    the real `snapshot_download` finds it offline."""
+    import hashlib
+    import os
+
+    repo = Path(os.environ["HF_HUB_CACHE"]) / f"datasets--{org}--{name}"
+    commit = hashlib.sha1(f"{org}/{name}".encode()).hexdigest()
+    shutil.copytree(folder, repo / "snapshots" / commit, symlinks=False)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+
+
+def test_a_hub_organisation_as_data(cli, built, tmp_path):
+    """--data ORG: every registered benchmark's ORG/<benchmark> dataset repo is looked for (offline, the
+    Hub cache answers); found ones are scored as from a folder, the others listed with the reason, and
+    --hub-results names the repos of ORG without --hub-org."""
+    org = "vlbench-suite-test-org"
+    for bench in ("vcr", "visdial"):
+        _hub_cache_repo(org, bench, built(bench))
+    code, out, err = cli("suite", "--model", "baseline:random", "--data", org, "--out", tmp_path / "card",
+                         "--bootstrap", "0", "--hub-results", tmp_path / "hub")
+    assert code == 0, err
+    rows = _card(tmp_path / "card")["benchmarks"]
+    assert rows["vcr"]["status"] == rows["visdial"]["status"] == "scored"
+    assert rows["gqa-ood"]["status"] == "not built" and f"no {org}/gqa-ood dataset repo" in rows["gqa-ood"]["reason"]
+    code, _, err = cli("evaluate", "vcr", "--data", built("vcr"), "--predictions",
+                       tmp_path / "card" / "predictions" / "vcr.json", "--bootstrap", "0", "--report", tmp_path / "r")
+    assert code == 0, err
+    alone = json.loads((tmp_path / "r" / "metrics.json").read_text())
+    assert rows["vcr"]["headline"]["q_a"]["value"] == alone["q_a"]
+    import yaml
+
+    entries = yaml.safe_load((tmp_path / "hub" / ".eval_results" / "vcr.yaml").read_text())
+    assert {e["dataset"]["id"] for e in entries} == {f"{org}/vcr"}
+    code, _, err = cli("suite", "--model", "baseline:random", "--data", "no-such-org-here", "--out",
+                       tmp_path / "none", "--bootstrap", "0")
+    assert_one_error_line(code, err, ("--data no-such-org-here: no such folder, and no no-such-org-here/<benchmark>",))
+
+
+@pytest.mark.slow  # a generative model over two benchmarks, killed, resumed, and a clean run to compare
+def test_a_killed_generative_suite_redoes_at_most_the_batch_in_flight(built, sample_sources, tmp_path):
+    """`suite --resume` with a tiny LLaVA over VQA v2 and VQA-CP, SIGKILLed at three quarters of the rows
+    (VQA v2 done, VQA-CP half-way): the rerun keeps VQA v2's predictions and takes every answer of VQA-CP
+    the killed run stored from the response cache (its record's cache hits), computing exactly the rows
+    that were missing, so what is computed twice is at most the batch that was in flight; the card
+    equals an uninterrupted run's."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from pipelines.tiny_models import write_tiny_llava
+
+    model = write_tiny_llava(tmp_path / "llava", hidden=64, layers=2, image_size=64)
+    data = tmp_path / "data"
+    data.mkdir()
+    for bench in ("vqa-v2", "vqa-cp"):
+        (data / bench).symlink_to(built(bench), target_is_directory=True)
+    env = {**os.environ, "VLBENCH_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(Path(__file__).parents[1])}
+    args = [sys.executable, "-m", "pipelines.cli", "suite", "--model", f"hf:{model}", "--data", str(data),
+            "--images-root", str(sample_sources), "--max-new-tokens", "8", "--batch-size", "4", "--bootstrap", "0",
+            "--no-perceptual", "--resume"]
+    cache = tmp_path / "cache" / "responses.sqlite3"
+
+    def stored() -> int:
+        try:
+            with sqlite3.connect(cache) as db:
+                return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    clean = subprocess.run([*args[:-1], "--out", str(tmp_path / "clean")], env=env, capture_output=True, text=True,
+                           timeout=900)
+    assert clean.returncode == 0, clean.stderr
+    asked = {b: len(json.loads((tmp_path / "clean" / "predictions" / f"{b}.json").read_text()))
+             for b in ("vqa-v2", "vqa-cp")}
+    half = 3 * sum(asked.values()) // 4
+    run = subprocess.Popen([*args, "--out", str(tmp_path / "card")], env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE)
+    for _ in range(3000):  # bounded: at most 300 s to reach half of the rows
+        if stored() >= half or run.poll() is not None:
+            break
+        time.sleep(0.1)
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=30)
+    assert run.returncode == -signal.SIGKILL and not (tmp_path / "card" / "card.json").exists(), "killed too late"
+    before = stored()
+    assert half <= before < sum(asked.values())
+    resumed = subprocess.run([*args, "--out", str(tmp_path / "card")], env=env, capture_output=True, text=True,
+                             timeout=900)
+    assert resumed.returncode == 0, resumed.stderr
+    kept = {line.split()[0] for line in resumed.stdout.splitlines() if "(kept predictions)" in line}
+    assert kept == {"vqa-v2"}
+    hits = json.loads((tmp_path / "card" / "predictions" / "vqa-cp.meta.json").read_text())["cache"]["hits"]
+    computed = asked["vqa-cp"] - hits  # rows the rerun ran through the model (VQA-CP shares some VQA v2 questions)
+    # each of them added a new answer: nothing the killed run had stored was computed again, so what is done
+    # twice is at most the batch that was in flight at the kill (the cache is written batch by batch)
+    assert 0 < hits and computed == stored() - before
+    headline = {b: r.get("headline") for b, r in _card(tmp_path / "card")["benchmarks"].items()}
+    assert headline == {b: r.get("headline") for b, r in _card(tmp_path / "clean")["benchmarks"].items()}

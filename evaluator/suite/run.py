@@ -59,6 +59,41 @@ def find_builds(data: Path) -> tuple[dict[str, Path], dict[str, str]]:
     return builds, broken
 
 
+def is_hub_org(data: str) -> bool:
+    """Whether --data names a Hub organisation (one word, no local file or folder of that name)."""
+    return not Path(data).exists() and "/" not in data and not data.startswith((".", "~")) and bool(data.strip())
+
+
+def find_hub_builds(org: str) -> tuple[dict[str, Path], dict[str, str], dict[str, str]]:
+    """({benchmark: downloaded snapshot} of the ORG/<benchmark> dataset repos, {repo: why it is not a usable
+    build}, {benchmark: why it was not found}): every registered benchmark's repo is looked for (the
+    hub cache answers offline)."""
+    from core.data import resolve_data
+
+    builds: dict[str, Path] = {}
+    broken: dict[str, str] = {}
+    absent: dict[str, str] = {}
+    for entry in benchmarks():
+        repo = f"{org}/{entry.name}"
+        try:
+            folder = resolve_data(repo)
+            bench = read_manifest(folder).get("benchmark")
+        except ParamsError as exc:
+            absent[entry.name] = str(exc).removeprefix(f"--data {repo}: ")
+            continue
+        except VlbenchError as exc:
+            broken[repo] = f"{exc} (not a repo `vlbench push` wrote?)"
+            continue
+        if bench != entry.name:
+            broken[repo] = f"{repo}: its manifest names the benchmark {bench!r}"
+        else:
+            builds[entry.name] = folder
+    if not builds and not broken:
+        raise ParamsError(f"--data {org}: no such folder, and no {org}/<benchmark> dataset repo on the Hub "
+                          f"({next(iter(absent.values()), 'none looked for')})")
+    return builds, broken, absent
+
+
 def prediction_key(model: str, folder: Path, options: ModelOptions) -> str:
     """What a kept prediction file was made under; a change to any part makes the suite predict again."""
     kind, _, name = model.partition(":")
@@ -178,10 +213,16 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     from evaluator.suite.card import write_card
     from evaluator.suite.diagnostics import diagnostics
 
+    on_hub = is_hub_org(str(data))
+    hub_org = hub_org or (str(data) if on_hub else None)
     if hub_results is not None and hub_org is None:
         raise ParamsError("--hub-results: pass --hub-org ORG, the Hub organisation whose ORG/<benchmark> dataset "
                           "repos hold the builds")
-    builds, broken = find_builds(Path(data))
+    absent: dict[str, str] = {}
+    if on_hub:
+        builds, broken, absent = find_hub_builds(str(data))
+    else:
+        builds, broken = find_builds(Path(data))
     registered = [b.name for b in benchmarks() if b.task is not None]
     unknown = sorted(set(only or ()) - set(registered) - {"vl-bias"})
     if unknown:
@@ -200,8 +241,9 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     for bench in (b for b in registered if only is None or b in only):
         folder = builds.get(bench)
         if folder is None:
-            rows[bench] = {"status": "not built", "reason": f"no build of {bench} under {data} (vlbench build {bench} "
-                                                             f"--source SOURCES --out {Path(data) / bench})"}
+            rows[bench] = {"status": "not built", "reason": f"no {data}/{bench} dataset repo ({absent[bench]})"
+                           if bench in absent else f"no build of {bench} under {data} (vlbench build {bench} "
+                                                   f"--source SOURCES --out {Path(data) / bench})"}
             echo(f"{bench:10s} not built")
             continue
         task = get_task(bench)
