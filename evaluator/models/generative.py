@@ -359,7 +359,7 @@ class GenerativeVLM:
 
         gather_ids = torch.as_tensor(list(gather), dtype=torch.long, device=self.device)
         with torch.inference_mode():
-            prefix = self.model(**enc, use_cache=True)
+            prefix = self.model(**enc, use_cache=True, logits_to_keep=1)  # the vocabulary at the last position only
             first = torch.log_softmax(prefix.logits[0, -1].float(), dim=-1)
             cache, length = prefix.past_key_values, enc["input_ids"].shape[1]
             token_lps: list = [first[:0]] * len(sequences)

@@ -321,17 +321,22 @@ class GenerativeProbe(VisionBiasProbe):
                                           self.tokenizer.pad_token_id)
         gather = plan.gather
         gather_ids = torch.as_tensor(gather, dtype=torch.long, device=self.device)
+        # the vocabulary only where a token is read: each continuation's positions and its end
+        needed = sorted({p for start, cont in spans for p in range(start - 1, start + len(cont))})
+        column = {p: j for j, p in enumerate(needed)}
+        keep = torch.as_tensor(needed, dtype=torch.long, device=self.device)
 
         def objective(x):
             images = unpad(x, pixel_mask)
             inputs = self.vlm.to_device({**enc, "pixel_values": self.layout.pixel_values([images[i] for i, _ in rows])})
-            logprobs = torch.log_softmax(self.vlm.model(**inputs).logits.float(), dim=-1)
+            logprobs = torch.log_softmax(self.vlm.model(**inputs, logits_to_keep=keep).logits.float(), dim=-1)
             token_lps, ends = [], []
             for r, (start, cont) in enumerate(spans):
-                positions = torch.arange(start - 1, start - 1 + len(cont), device=logprobs.device)
+                positions = torch.as_tensor([column[p] for p in range(start - 1, start - 1 + len(cont))],
+                                            dtype=torch.long, device=logprobs.device)
                 token_lps.append(logprobs[r, positions, torch.as_tensor(cont, dtype=torch.long,
                                                                         device=logprobs.device)])
-                ends.append(logprobs[r, start - 1 + len(cont), gather_ids])
+                ends.append(logprobs[r, column[start - 1 + len(cont)], gather_ids])
             per = len(plan.sequences)
             return torch.stack([plan.values(token_lps[i * per:(i + 1) * per], torch.stack(ends[i * per:(i + 1) * per]),
                                             gather) for i in range(len(pixels))])
