@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import verdict
+from benchlib import reported, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 5.0
@@ -114,8 +114,8 @@ def main() -> int:
             best = max(sizes, key=lambda b: base_seconds / results[b][0])
             ratio = base_seconds / results[best][0]
             if config in UNBATCHED_VISION:
-                print(f"PGD attack, {config}, batch {best} vs one image at a time (per image): {ratio:.2f}x, "
-                      f"no target: {UNBATCHED_VISION[config]}")
+                reported(f"PGD attack, {config}, batch {best} vs one image at a time (per image)", ratio, "x",
+                         UNBATCHED_VISION[config])
                 continue
             ok &= verdict(f"PGD attack, {config}, batch {best} vs one image at a time (per image)", ratio, TARGET, "x",
                           at_least=True, detail=f"{len(xs) / results[best][0]:.1f} images/s")

@@ -23,12 +23,22 @@ def verdict(measure: str, value: float, target: float, unit: str = "", *, at_lea
     ok = (value >= target if at_least else value <= target) and holds
     bound = f"{'>=' if at_least else '<='} {target:g}{unit}"
     print(f"{measure}: {value:.3g}{unit} (target {bound}){'; ' + detail if detail else ''}  {'PASS' if ok else 'FAIL'}")
+    _record(measure, value, unit, bound, ok, detail)
+    return ok
+
+
+def reported(measure: str, value: float, unit: str, why: str) -> None:
+    """Print a measure that has no target, with the reason (`make bench`'s table shows it, met "-")."""
+    print(f"{measure}: {value:.3g}{unit} (no target: {why})")
+    _record(measure, value, unit, "-", None, f"no target: {why}")
+
+
+def _record(measure: str, value: float, unit: str, bound: str, passed: bool | None, detail: str) -> None:
     path = os.environ.get(RESULTS_ENV)
     if path:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"bench": Path(sys.argv[0]).stem, "measure": measure, "value": round(value, 4),
-                                 "unit": unit, "target": bound, "passed": ok, "detail": detail}) + "\n")
-    return ok
+                                 "unit": unit, "target": bound, "passed": passed, "detail": detail}) + "\n")
 
 
 class ForwardTimer:

@@ -17,7 +17,7 @@ def table(lines: list[str]) -> str:
     for r in rows:
         detail = f" ({r['detail']})" if r["detail"] else ""
         out.append(f"| {r['bench']} | {r['measure']}{detail} | {r['value']:.3g}{r['unit']} | {r['target']} | "
-                   f"{'yes' if r['passed'] else 'NO'} |")
+                   f"{'-' if r['passed'] is None else 'yes' if r['passed'] else 'NO'} |")
     return "\n".join(out)
 
 
