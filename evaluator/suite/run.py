@@ -238,7 +238,10 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     scored: dict[str, dict] = {}
     perceptual_scores: dict[str, dict] = {}
     shortcut_groups: dict[str, dict] = {}
-    for bench in (b for b in registered if only is None or b in only):
+    from core.progress import progress
+
+    todo = [b for b in registered if only is None or b in only]
+    for bench in progress(todo, desc="benchmarks", unit="benchmark", leave=True):  # one bar over the benchmarks
         folder = builds.get(bench)
         if folder is None:
             rows[bench] = {"status": "not built", "reason": f"no {data}/{bench} dataset repo ({absent[bench]})"
