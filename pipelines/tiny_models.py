@@ -85,32 +85,32 @@ QWEN2_VL_CHAT_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
-def write_tiny_llava(path: Path, seed: int = 0, hidden: int = 32, layers: int = 2, image_size: int = 32) -> Path:
-    """A LlavaForConditionalGeneration (CLIP vision tower and Llama decoder; by default hidden size 32,
-    2 layers, 32 px images in 8 px patches) with its LlavaProcessor, which needs no torchvision."""
+def _llava_parts(seed: int, hidden: int, layers: int, image_size: int) -> tuple:
+    """(tokenizer, {"vision_config", "text_config"}) of the tiny LLaVA family: a character tokenizer with
+    LLaVA's special tokens, a CLIP vision tower (8 px patches) and a Llama decoder, seeded."""
     import torch
-    from transformers import (
-        CLIPImageProcessorPil,
-        CLIPVisionConfig,
-        LlamaConfig,
-        LlavaConfig,
-        LlavaForConditionalGeneration,
-        LlavaProcessor,
-    )
+    from transformers import CLIPVisionConfig, LlamaConfig
 
     special = ["<unk>", "<pad>", "<s>", "</s>", "<image>"]
     tokenizer = _char_tokenizer(special, {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>",
                                           "image_token": "<image>"})
     torch.manual_seed(seed)
-    config = LlavaConfig(
-        vision_config=CLIPVisionConfig(hidden_size=hidden, intermediate_size=hidden + 5, num_hidden_layers=layers,
-                                       num_attention_heads=4, image_size=image_size, patch_size=8),
-        text_config=LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden + 5,
-                                num_hidden_layers=layers,
-                                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                                pad_token_id=1, bos_token_id=2, eos_token_id=3),
-        image_token_index=4, vision_feature_layer=-1, vision_feature_select_strategy="full",
-        architectures=["LlavaForConditionalGeneration"])
+    return tokenizer, {
+        "vision_config": CLIPVisionConfig(hidden_size=hidden, intermediate_size=hidden + 5, num_hidden_layers=layers,
+                                          num_attention_heads=4, image_size=image_size, patch_size=8),
+        "text_config": LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=hidden + 5,
+                                   num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                                   max_position_embeddings=2048, pad_token_id=1, bos_token_id=2, eos_token_id=3)}
+
+
+def write_tiny_llava(path: Path, seed: int = 0, hidden: int = 32, layers: int = 2, image_size: int = 32) -> Path:
+    """A LlavaForConditionalGeneration (CLIP vision tower and Llama decoder; by default hidden size 32,
+    2 layers, 32 px images in 8 px patches) with its LlavaProcessor, which needs no torchvision."""
+    from transformers import CLIPImageProcessorPil, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+
+    tokenizer, towers = _llava_parts(seed, hidden, layers, image_size)
+    config = LlavaConfig(**towers, image_token_index=4, vision_feature_layer=-1, vision_feature_select_strategy="full",
+                         architectures=["LlavaForConditionalGeneration"])
     LlavaForConditionalGeneration(config).eval().save_pretrained(path)
     processor = LlavaProcessor(image_processor=CLIPImageProcessorPil(size={"shortest_edge": image_size},
                                                                      crop_size={"height": image_size,
@@ -220,19 +220,23 @@ def write_tiny_sequence_classifier(path: Path, id2label: dict[int, str], favour:
     return path
 
 
+def _dual_encoder_towers(max_positions: int) -> dict:
+    """The text and vision configs of the tiny dual encoders: hidden size 32, 2 layers, the MiniLM
+    vocabulary, 32 px images in 8 px patches."""
+    return {"text_config": {"vocab_size": 30522, "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2,
+                            "num_attention_heads": 4, "max_position_embeddings": max_positions, "pad_token_id": 0,
+                            "bos_token_id": 101, "eos_token_id": 102},
+            "vision_config": {"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2,
+                              "num_attention_heads": 4, "image_size": 32, "patch_size": 8}}
+
+
 def write_tiny_clip(path: Path) -> Path:
     """A CLIPModel (hidden size 32, 32 px images in 8 px patches) with the MiniLM tokenizer."""
     import torch
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
     torch.manual_seed(0)
-    config = CLIPConfig(
-        text_config={"vocab_size": 30522, "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2,
-                     "num_attention_heads": 4, "max_position_embeddings": 77, "pad_token_id": 0,
-                     "bos_token_id": 101, "eos_token_id": 102},
-        vision_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 4,
-                       "image_size": 32, "patch_size": 8},
-        projection_dim=16)
+    config = CLIPConfig(**_dual_encoder_towers(77), projection_dim=16)
     CLIPModel(config).eval().save_pretrained(path)
     minilm_tokenizer().save_pretrained(path)
     CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(path)
@@ -260,29 +264,18 @@ def write_tiny_llava_next(path: Path, seed: int = 0) -> Path:
     """A LlavaNextForConditionalGeneration (the tiny LLaVA's towers; "anyres": each image tiled into 32 px
     crops beside a resized copy), whose image processor gives (1, crops, 3, H, W): a layout the
     CounterBias attack has no differentiable path for."""
-    import torch
     from transformers import (
-        CLIPVisionConfig,
-        LlamaConfig,
         LlavaNextConfig,
         LlavaNextForConditionalGeneration,
         LlavaNextImageProcessorPil,
         LlavaNextProcessor,
     )
 
-    special = ["<unk>", "<pad>", "<s>", "</s>", "<image>"]
-    tokenizer = _char_tokenizer(special, {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>",
-                                          "image_token": "<image>"})
-    torch.manual_seed(seed)
+    tokenizer, towers = _llava_parts(seed, 32, 2, 32)
     pinpoints = [[32, 64], [64, 32], [64, 64]]
-    config = LlavaNextConfig(
-        vision_config=CLIPVisionConfig(hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-                                       num_attention_heads=4, image_size=32, patch_size=8),
-        text_config=LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-                                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                                pad_token_id=1, bos_token_id=2, eos_token_id=3),
-        image_token_index=4, vision_feature_layer=-1, vision_feature_select_strategy="default",
-        image_grid_pinpoints=pinpoints, architectures=["LlavaNextForConditionalGeneration"])
+    config = LlavaNextConfig(**towers, image_token_index=4, vision_feature_layer=-1,
+                             vision_feature_select_strategy="default", image_grid_pinpoints=pinpoints,
+                             architectures=["LlavaNextForConditionalGeneration"])
     LlavaNextForConditionalGeneration(config).eval().save_pretrained(path)
     image_processor = LlavaNextImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32},
                                                  image_grid_pinpoints=pinpoints)
@@ -298,12 +291,7 @@ def write_tiny_siglip(path: Path) -> Path:
     from transformers import SiglipConfig, SiglipImageProcessorPil, SiglipModel
 
     torch.manual_seed(0)
-    config = SiglipConfig(
-        text_config={"vocab_size": 30522, "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2,
-                     "num_attention_heads": 4, "max_position_embeddings": 16, "pad_token_id": 0,
-                     "bos_token_id": 101, "eos_token_id": 102},
-        vision_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 4,
-                       "image_size": 32, "patch_size": 8})
+    config = SiglipConfig(**_dual_encoder_towers(16))
     SiglipModel(config).eval().save_pretrained(path)
     minilm_tokenizer().save_pretrained(path)
     SiglipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(path)

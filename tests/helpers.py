@@ -74,3 +74,25 @@ def offline_params(bench: str) -> list[str]:
 def offline_flags(bench: str) -> list[str]:
     """`offline_params` as command-line flags."""
     return [flag for value in offline_params(bench) for flag in ("--param", value)]
+
+
+def tiny_vl_bias(root: Path) -> dict:
+    """The VL-Bias samples with one image per target and gender word (40 images) written under ROOT/src and
+    built into ROOT/data: what the CounterBias tests measure their tiny models on."""
+    from builders.vl_bias.samples import write_vl_bias
+    from pipelines.build import run_build
+
+    write_vl_bias(root / "src" / "vl_bias", per_gender=1)
+    run_build("vl-bias", root / "src", root / "data", use_cache=False)
+    return {"data": root / "data", "src": root / "src" / "vl_bias"}
+
+
+def response_cache_rows(path: Path) -> int:
+    """The answers a response cache (evaluator/models/response_cache.py) holds; 0 before it exists."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(path) as db:
+            return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    except sqlite3.Error:
+        return 0

@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from helpers import tiny_vl_bias
 
-from builders.vl_bias.samples import write_vl_bias
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias import counterbias as cb
 from evaluator.vl_bias.attack import PGD, pgd_attack
@@ -22,13 +22,9 @@ from pipelines.tiny_models import write_tiny_bert_mlm, write_tiny_vilt_mlm
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> dict:
-    from pipelines.build import run_build
-
     root = tmp_path_factory.mktemp("counterbias")
-    write_vl_bias(root / "src" / "vl_bias", per_gender=1)
-    run_build("vl-bias", root / "src", root / "data", use_cache=False)
-    return {"vilt": write_tiny_vilt_mlm(root / "vilt"), "bert": write_tiny_bert_mlm(root / "bert"),
-            "data": root / "data", "src": root / "src" / "vl_bias"}
+    return {**tiny_vl_bias(root), "vilt": write_tiny_vilt_mlm(root / "vilt"),
+            "bert": write_tiny_bert_mlm(root / "bert")}
 
 
 def _images(src: Path, n: int):

@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
+from helpers import tiny_vl_bias
 
-from builders.vl_bias.samples import write_vl_bias
 from evaluator.models.generative import Turn
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias.attack import PGD, pgd_attack
@@ -34,15 +34,10 @@ DUAL = ("clip", "siglip")
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> dict:
-    from pipelines.build import run_build
-
     root = tmp_path_factory.mktemp("counterbias_models")
-    write_vl_bias(root / "src" / "vl_bias", per_gender=1)
-    run_build("vl-bias", root / "src", root / "data", use_cache=False)
-    return {"llava": write_tiny_llava(root / "llava"), "qwen2_vl": write_tiny_qwen2_vl(root / "qwen2_vl"),
-            "clip": write_tiny_clip(root / "clip"), "siglip": write_tiny_siglip(root / "siglip"),
-            "llava_next": write_tiny_llava_next(root / "llava_next"), "data": root / "data",
-            "src": root / "src" / "vl_bias"}
+    return {**tiny_vl_bias(root), "llava": write_tiny_llava(root / "llava"),
+            "qwen2_vl": write_tiny_qwen2_vl(root / "qwen2_vl"), "clip": write_tiny_clip(root / "clip"),
+            "siglip": write_tiny_siglip(root / "siglip"), "llava_next": write_tiny_llava_next(root / "llava_next")}
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_error_line
+from helpers import assert_one_error_line, response_cache_rows
 from served_helpers import CannedEndpoint, Proxy, chat_answer, transformers_serve
 
 from core.errors import ModelError
@@ -447,11 +447,7 @@ def test_a_killed_hf_predict_resumes_at_its_last_batch(built, sample_sources, tm
     cache = tmp_path / "cache" / "responses.sqlite3"
 
     def stored() -> int:
-        try:
-            with sqlite3.connect(cache) as db:
-                return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-        except sqlite3.Error:
-            return 0
+        return response_cache_rows(cache)
 
     run = subprocess.Popen([*args, "--resume", "--out", str(tmp_path / "p.json")], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_error_line
+from helpers import assert_one_error_line, response_cache_rows
 
 from builders.registry import benchmarks
 
@@ -443,7 +443,6 @@ def test_a_killed_generative_suite_redoes_at_most_the_batch_in_flight(built, sam
     equals an uninterrupted run's."""
     import os
     import signal
-    import sqlite3
     import subprocess
     import sys
     import time
@@ -462,11 +461,7 @@ def test_a_killed_generative_suite_redoes_at_most_the_batch_in_flight(built, sam
     cache = tmp_path / "cache" / "responses.sqlite3"
 
     def stored() -> int:
-        try:
-            with sqlite3.connect(cache) as db:
-                return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-        except sqlite3.Error:
-            return 0
+        return response_cache_rows(cache)
 
     clean = subprocess.run([*args[:-1], "--out", str(tmp_path / "clean")], env=env, capture_output=True, text=True,
                            timeout=900)
