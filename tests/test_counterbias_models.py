@@ -71,11 +71,14 @@ def _forward_log_probs(probe, x, assistant_ids: list[int]):
 @pytest.mark.parametrize("family", GENERATIVE)
 def test_generative_next_token_probability_equals_a_hand_run_forward_pass(tiny, probes, family):
     """Golden: P(word) where the [MASK] ends the caption = P(" " | turn, "The man is") x P(first letter |
-    ..., " ") -- the tiny models' character tokenizer splits the space off -- from one full forward pass."""
+    ..., " ") -- the tiny models' character tokenizer splits the space off -- from one full forward pass.
+    The caption begins the answer as the chat template writes one: after "ASSISTANT:" and a space (LLaVA's
+    template), right after "assistant\n" (ChatML, Qwen2-VL's)."""
     probe = probes[family]
+    assert probe.lead == {"llava": " ", "qwen2_vl": ""}[family]
     x = probe.image_tensor(_images(tiny["src"], 1)[0])
     got = probe.score([("The man is [MASK]", x)], [("cooking", "nurse")])[0]
-    prefix, space = probe._ids("The man is"), probe._ids(" ")
+    prefix, space = probe._ids(probe.lead + "The man is"), probe._ids(" ")
     logp, n = _forward_log_probs(probe, x, prefix + space)
     expected = [float(logp[n + len(prefix) - 1, space[0]] + logp[n + len(prefix), probe._ids(c)[0]]) for c in "cn"]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
@@ -89,7 +92,7 @@ def test_generative_mid_sentence_mask_scores_the_whole_caption(tiny, probes, fam
     assert not probe.normalised("A [MASK] is in the picture") and probe.normalised("The man is [MASK]")
     got = probe.score([("A [MASK] is in the picture", x)], [("man", "woman")])[0]
     for value, word in zip(got, ("man", "woman")):
-        ids = probe._ids(f"A {word} is in the picture")
+        ids = probe._ids(f"{probe.lead}A {word} is in the picture")
         logp, n = _forward_log_probs(probe, x, ids)
         expected = sum(float(logp[n - 1 + j, t]) for j, t in enumerate(ids))
         assert value == pytest.approx(expected, rel=1e-5, abs=1e-4)

@@ -3,7 +3,8 @@ Gemma 3...): the [MASK] probability of Eq. 1-2 becomes the model's own likelihoo
 caption, under its chat template.
 
 The user turn shows the image (none for Eq. 12) and asks "Describe the picture."; the caption is the
-beginning of the assistant's answer.
+beginning of the assistant's answer, after what the chat template puts before an answer (a space after
+LLaVA-1.5's "ASSISTANT:").
 
 - Where the [MASK] ends the text (Table 1's four templates): P(word) is the full-vocabulary probability
   of the word's first token as the next token after the caption's words ("A woman is" -> " cooking").
@@ -177,6 +178,7 @@ class GenerativeProbe(VisionBiasProbe):
                 "Qwen2-VL patches (Qwen2-VL, Qwen2.5-VL); --attack none measures B@L and Eq. 13")
         self.fingerprint = request_key({**self.vlm.identity, "instruction": self.vlm.prompt_text(
             Turn(INSTRUCTION, (None,)))})
+        self.lead = self._answer_lead()
         self._plans: dict[tuple, Plan] = {}
         self._prompts: dict[tuple, dict] = {}  # image size -> the processor's encoding of the user turn
 
@@ -235,6 +237,23 @@ class GenerativeProbe(VisionBiasProbe):
         return enc
 
     # -- words ----------------------------------------------------------------------------------
+    def _answer_lead(self) -> str:
+        """What the chat template puts between its generation prompt and an assistant answer (LLaVA-1.5's
+        "ASSISTANT:" is followed by a space; ChatML's "assistant\n" by nothing), so that a caption begins
+        the answer as the template writes one."""
+        user = [{"role": "user", "content": [{"type": "text", "text": INSTRUCTION}]}]
+        marker = "\u2063"  # an invisible separator no template writes itself
+        try:
+            ask = self.vlm.processor.apply_chat_template(user, add_generation_prompt=True, tokenize=False)
+            full = self.vlm.processor.apply_chat_template(
+                user + [{"role": "assistant", "content": [{"type": "text", "text": marker}]}], tokenize=False)
+        except Exception:  # noqa: BLE001 -- a template that cannot render an answer: the caption follows directly
+            return ""
+        if not full.startswith(ask) or marker not in full[len(ask):]:
+            return ""
+        lead = full[len(ask):full.index(marker, len(ask))]
+        return lead if not lead.strip() else ""
+
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
@@ -255,6 +274,7 @@ class GenerativeProbe(VisionBiasProbe):
         if key not in self._plans:
             sequences: dict[tuple, int] = {}
             parts = []
+            text = self.lead + text
             if self.normalised(text):
                 prefix = text.rstrip()[: -len(MASK)].rstrip()
                 start = len(self._ids(prefix))
