@@ -346,3 +346,21 @@ def test_another_concept_pair_builds_and_is_measured(cli, tiny, tmp_path):
     # the mid-sentence template is scored as a whole caption by the generative VLM (relative), the other not
     assert metrics["settings"]["relative_scores"] == ["A photo of a [MASK] on the grass",
                                                       "A photo of a [MASK] on the ground"]
+
+
+@pytest.mark.slow  # two models measured
+def test_clip_next_to_a_generative_vlm_in_one_comparison(cli, tiny, tmp_path):
+    """Table 2 cells of two families on the same split side by side (counterbias-compare), with the note
+    that a dual encoder's probabilities are renormalised over the candidates."""
+    for name in ("llava", "clip"):
+        code, _, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny[name]}", "--eps", "0.03",
+                           "--steps", "2", "--no-cache", "--bootstrap", "0", "--report", tmp_path / name)
+        assert code == 0, err
+    code, _, err = cli("counterbias-compare", tmp_path / "llava", tmp_path / "clip", "--out", tmp_path / "both",
+                       "--bootstrap", "50")
+    assert code == 0, err
+    clip = json.loads((tmp_path / "clip" / "metrics.json").read_text())
+    both = json.loads((tmp_path / "both" / "metrics.json").read_text())
+    cell = both["measures"]["vl"]["occupation"]["avg"]
+    assert cell["b"] == pytest.approx(clip["measures"]["vl"]["avg"]["occupation"])
+    assert "renormalised over the candidates" in (tmp_path / "both" / "report.md").read_text()

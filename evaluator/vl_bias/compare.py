@@ -117,6 +117,11 @@ def _markdown(metrics: dict) -> str:
         if metrics["a"]["settings"].get(key) != metrics["b"]["settings"].get(key):
             lines.append(f"Note: the runs differ in {key} ({metrics['a']['settings'].get(key)} against "
                          f"{metrics['b']['settings'].get(key)}); the difference mixes the models and the settings.")
+    relative = {side: bool(metrics[side]["settings"].get("relative_scores")) for side in "ab"}
+    if relative["a"] != relative["b"]:
+        lines.append("Note: one model's word probabilities are renormalised over the candidates (a dual encoder, or a "
+                     "generative VLM's mid-sentence [MASK]) and the other's are full-vocabulary: their biases are "
+                     "on different scales, so read the signs and the ranking of targets rather than B - A.")
     labels = metrics["template_labels"]
     for m, kinds in metrics["measures"].items():
         scale = 1.0 if m == "l_log" else 100.0
