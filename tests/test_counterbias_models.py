@@ -159,7 +159,9 @@ def test_attack_moves_the_bias_concept_towards_b_prime(tiny, probes, family):
 @pytest.mark.parametrize("family", GENERATIVE)
 def test_generative_attack_batched_equals_one_image_at_a_time(tiny, probes, family):
     probe = probes[family]
-    xs = [probe.image_tensor(im) for im in _images(tiny["src"], 3)]
+    images = _images(tiny["src"], 3)
+    images[1] = images[1].resize((150, 60))  # Qwen2-VL: another patch grid, so more image tokens in its row
+    xs = [probe.image_tensor(im) for im in images]
     prompt = probe.bias_prompt("A [MASK] is in the picture")
     attack = PGD(eps=4 / 255, steps=3)
 
