@@ -329,6 +329,7 @@ def test_another_concept_pair_builds_and_is_measured(cli, tiny, tmp_path):
         ("On the ground there is a [MASK]", "On the grass there is a [MASK]", "ground", "animal")
     card = (tmp_path / "data" / "README.md").read_text()
     assert "grass <-> ground" in card and "| cow | animal | 3 | 3 | 6 |" in card
+    assert "for another concept pair" in card and "Gendered image-caption pairs" not in card
     code, _, err = cli("build", "vl-bias", "--source", source, "--out", tmp_path / "strict")  # VL-Bias lists
     assert code == 2 and "unknown target type 'animal'" in err and "target_lists=annotations" in err
 

@@ -188,7 +188,19 @@ def card_fields(stats: dict, params: VLBiasParams) -> dict[str, str]:
     missing = [f"{t} ({type_})" for type_, names in TARGETS.items() for t in names
                if f"{type_}/{t}" not in s["per_target"]]
     pairs = ", ".join(f"{p.split(':')[0]} <-> {p.split(':')[1]}" for p in params.bias_pairs)
+    gender = params.target_lists == "vl-bias" and tuple(params.bias_classes) == GENDER_CLASSES
+    about = ("Gendered image-caption pairs for measuring social bias in vision-language pre-training (VLP) models "
+             "(Zhang, Wang, Sang. *Counterfactually Measuring and Eliminating Social Bias in Vision-Language "
+             "Pre-training Models*, ACM MM 2022, §4.1): images of people doing one of 52 activities or working in "
+             "one of 13 occupations, annotated with a gender word, each paired with captions from the templates "
+             "of the paper's Table 1 with the activity or occupation masked." if gender else
+             f"Image-caption pairs in the VL-Bias format for another concept pair (Zhang, Wang, Sang, ACM MM 2022, "
+             f"§6, Fig. 9): each image is annotated with a target ({', '.join(types)}) and a bias word ({pairs}; "
+             f"sides {params.bias_classes[0]} and {params.bias_classes[1]}), each paired with captions from the "
+             f"templates below with the target masked. The gender-specific notes further down describe the "
+             f"original VL-Bias, not this build.")
     return {
+        "about": about,
         "statistics": table(["Split", "Images", "Instances (image x target)", "Rows (x templates)",
                              *(f"{t.capitalize()} targets" for t in types)],
                             [[SPLIT, s["images"], s["instances"], s["rows"],
