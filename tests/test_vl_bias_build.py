@@ -61,7 +61,8 @@ def test_rows_captions_and_card(cli, source, tmp_path):
         "phrase_photo": ("A photo of a boy who is [MASK]", "A photo of a girl who is [MASK]")}
     card = (tmp_path / "out" / "README.md").read_text()
     assert "| nurse | occupation | 1 | 1 | 1 | 1 | 4 |" in card
-    assert "| woman | female | 10 |" in card and "Gendered image-caption pairs for measuring social bias" in card and "man <-> woman, boy <-> girl" in card
+    assert "| woman | female | 10 |" in card and "man <-> woman, boy <-> girl" in card
+    assert "Gendered image-caption pairs for measuring social bias" in card
     assert (tmp_path / "out" / "figures" / "instances_per_target.png").is_file()
     assert cli("verify", tmp_path / "out")[0] == 0
     from datasets import load_dataset

@@ -252,7 +252,8 @@ class GenerativeProbe(VisionBiasProbe):
         if not full.startswith(ask) or marker not in full[len(ask):]:
             return ""
         lead = full[len(ask):full.index(marker, len(ask))]
-        return lead if not lead.strip() else ""
+        return lead if not lead.strip() else ""  # whitespace only: a template's own text (a thinking block) is not
+        # the answer's beginning
 
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -362,6 +363,3 @@ class GenerativeProbe(VisionBiasProbe):
                                             gather) for i in range(len(pixels))])
 
         return objective
-
-    def counterfactual_key(self) -> str:
-        return self.fingerprint

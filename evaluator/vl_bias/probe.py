@@ -114,7 +114,3 @@ class VisionBiasProbe(BiasProbe):
     def attack_objective(self, pixels, pixel_mask, text: str, words: tuple[str, ...]):
         """fn(x) -> differentiable (B, len(words)) log-scores of `words` at the mask of `text` for the
         padded batch x (pixels in [0, 1], `pixel_mask` marking the real pixels), as `score` gives them."""
-
-    def counterfactual_key(self) -> str:
-        """What names a counterfactual image beyond (image, prompt, B', attack): the weights."""
-        return self.fingerprint

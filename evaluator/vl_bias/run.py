@@ -148,9 +148,8 @@ def counterfactuals(model, images: dict[str, tuple[bytes, object]], swapped: dic
     import torch
 
     out, todo = {}, []
-    key_of = model.counterfactual_key()
     for image_id, (data, x_f) in images.items():
-        key = cache.key(data, key_of, prompt, swapped[image_id], attack, model.bf16)
+        key = cache.key(data, model.fingerprint, prompt, swapped[image_id], attack, model.bf16)
         hit = cache.get(key)
         if hit is None:
             todo.append((image_id, key, x_f))
