@@ -66,20 +66,30 @@ def _report_card(out: Path, echo) -> dict:
 
 
 def _counterbias(out: Path, echo) -> dict:
-    """CounterBias (Zhang, Wang, Sang, ACM MM 2022) of a tiny random ViLT masked LM, written under OUT/models
-    (offline)."""
+    """CounterBias (Zhang, Wang, Sang, ACM MM 2022) of a tiny random ViLT masked LM and of a tiny random
+    generative VLM (LLaVA), written under OUT/models (offline), and the two compared cell by cell."""
+    from evaluator.vl_bias.compare import compare_reports
     from evaluator.vl_bias.counterbias import MEASURES
     from evaluator.vl_bias.run import CounterBiasOptions, run_counterbias
-    from pipelines.tiny_models import write_tiny_vilt_mlm
+    from pipelines.tiny_models import write_tiny_llava, write_tiny_vilt_mlm
 
-    model = write_tiny_vilt_mlm(out / "models" / "tiny-vilt-mlm")
-    report = out / "reports" / "counterbias-tiny-vilt-mlm"
-    metrics = run_counterbias(str(out / "vl-bias"), f"hf:{model}", CounterBiasOptions(), ModelOptions(), report=report)
-    shown = "  ".join(f"{MEASURES[m][0]} {_fmt(100 * metrics['measures'][m]['avg']['activity'])}%"
-                      for m in ("vl", "v", "l"))
-    echo(f"counterbias vl-bias hf:tiny-vilt-mlm (random weights): activities {shown}; counterfactual images raise "
-         f"P(B') on {100 * metrics['attack']['raised_b_prime']:.0f}% of images   report: {report / 'report.md'}")
-    return metrics
+    results = {}
+    for name, writer in (("tiny-vilt-mlm", write_tiny_vilt_mlm), ("tiny-llava", write_tiny_llava)):
+        model = writer(out / "models" / name)
+        report = out / "reports" / f"counterbias-{name}"
+        metrics = run_counterbias(str(out / "vl-bias"), f"hf:{model}", CounterBiasOptions(), ModelOptions(),
+                                  report=report)
+        shown = "  ".join(f"{MEASURES[m][0]} {_fmt(100 * metrics['measures'][m]['avg']['activity'])}%"
+                          for m in ("vl", "v", "l"))
+        echo(f"counterbias vl-bias hf:{name} (random weights): activities {shown}; counterfactual images raise "
+             f"P(B') on {100 * metrics['attack']['raised_b_prime']:.0f}% of images   report: {report / 'report.md'}")
+        results[name] = metrics
+    compared = out / "reports" / "counterbias-vilt-vs-llava"
+    results["compared"] = compare_reports(out / "reports" / "counterbias-tiny-vilt-mlm",
+                                          out / "reports" / "counterbias-tiny-llava", out=compared)
+    echo(f"counterbias-compare tiny ViLT vs tiny LLaVA, cell by cell with paired intervals   report: "
+         f"{compared / 'report.md'}")
+    return results
 
 
 def _fmt(value) -> str:

@@ -72,8 +72,10 @@ def test_demo_end_to_end(cli, tmp_path):
     assert abs(siq["accuracy"] - 100 * 4 / 7) < 1e-3
     # CounterBias of the tiny random ViLT: the attack moves the bias prompt towards B' inside its budget
     assert "counterbias vl-bias hf:tiny-vilt-mlm" in stdout
-    cb = json.loads((reports / "counterbias-tiny-vilt-mlm" / "metrics.json").read_text())
-    assert cb["attack"]["raised_b_prime"] > 0.75 and cb["attack"]["max_linf"] <= 8 / 255 + 1e-6
+    for name in ("tiny-vilt-mlm", "tiny-llava"):  # a masked LM and a generative VLM
+        cb = json.loads((reports / f"counterbias-{name}" / "metrics.json").read_text())
+        assert cb["attack"]["raised_b_prime"] > 0.75 and cb["attack"]["max_linf"] <= 8 / 255 + 1e-6
+    assert "| Avg. |" in (reports / "counterbias-vilt-vs-llava" / "report.md").read_text()
 
 
 @pytest.mark.slow
