@@ -96,3 +96,12 @@ def response_cache_rows(path: Path) -> int:
             return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
     except sqlite3.Error:
         return 0
+
+
+def counterbias_reports(cli, data: Path, models: dict, folder: Path, *args) -> None:
+    """`vlbench counterbias --report FOLDER/NAME` of each {name: model folder} on DATA (no cache, no
+    bootstrap), with ARGS (e.g. the attack's --eps and --steps); each must succeed."""
+    for name, model in models.items():
+        code, _, err = cli("counterbias", "--data", data, "--model", f"hf:{model}", "--no-cache", "--bootstrap", "0",
+                           "--report", folder / name, *args)
+        assert code == 0, err

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from helpers import tiny_vl_bias
+from helpers import counterbias_reports, tiny_vl_bias
 
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias import counterbias as cb
@@ -294,10 +294,7 @@ def test_compare_two_models_cell_by_cell_with_paired_intervals(cli, tiny, tmp_pa
     """FairVLP's loop (§5): A and B measured on the same split; every cell of the comparison is B - A of
     the two reports' own values, its paired interval brackets it, and A against A changes nothing."""
     other = write_tiny_vilt_mlm(tmp_path / "vilt_b", seed=1)
-    for name, model in (("a", tiny["vilt"]), ("b", other)):
-        code, _, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{model}", "--eps", "0.02",
-                           "--steps", "3", "--report", tmp_path / name, "--bootstrap", "0", "--no-cache")
-        assert code == 0, err
+    counterbias_reports(cli, tiny["data"], {"a": tiny["vilt"], "b": other}, tmp_path, "--eps", "0.02", "--steps", "3")
     code, out, err = cli("counterbias-compare", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "ab",
                          "--bootstrap", "200")
     assert code == 0, err
@@ -360,10 +357,8 @@ def test_fairvlp_finetuning_lowers_the_measured_language_bias(cli, tiny, tmp_pat
     assert done.returncode == 0, done.stderr
     history = json.loads((tmp_path / "after" / "fairvlp.json").read_text())["history"]
     assert len(history) == 40 and all(h["kl"] >= 0 for h in history)
-    for name, model in (("before", tiny["vilt"]), ("after", tmp_path / "after")):
-        code, _, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{model}", "--eps", "0.03",
-                           "--steps", "3", "--no-cache", "--bootstrap", "0", "--report", tmp_path / name)
-        assert code == 0, err
+    counterbias_reports(cli, tiny["data"], {"before": tiny["vilt"], "after": tmp_path / "after"}, tmp_path,
+                        "--eps", "0.03", "--steps", "3")
     code, _, err = cli("counterbias-compare", tmp_path / "before", tmp_path / "after", "--out", tmp_path / "cmp",
                        "--bootstrap", "300")
     assert code == 0, err

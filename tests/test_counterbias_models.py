@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from helpers import tiny_vl_bias
+from helpers import counterbias_reports, tiny_vl_bias
 
 from evaluator.models.generative import Turn
 from evaluator.models.options import ModelOptions
@@ -355,10 +355,8 @@ def test_another_concept_pair_builds_and_is_measured(cli, tiny, tmp_path):
 def test_clip_next_to_a_generative_vlm_in_one_comparison(cli, tiny, tmp_path):
     """Table 2 cells of two families on the same split side by side (counterbias-compare), with the note
     that a dual encoder's probabilities are renormalised over the candidates."""
-    for name in ("llava", "clip"):
-        code, _, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny[name]}", "--eps", "0.03",
-                           "--steps", "2", "--no-cache", "--bootstrap", "0", "--report", tmp_path / name)
-        assert code == 0, err
+    counterbias_reports(cli, tiny["data"], {n: tiny[n] for n in ("llava", "clip")}, tmp_path, "--eps", "0.03",
+                        "--steps", "2")
     code, _, err = cli("counterbias-compare", tmp_path / "llava", tmp_path / "clip", "--out", tmp_path / "both",
                        "--bootstrap", "50")
     assert code == 0, err
