@@ -111,7 +111,7 @@ def test_differentiable_pixels_equal_the_processors_own(tiny, probes, family):
             ours = probe.layout.pixel_values([x])
         else:
             own = probe.processor(images=[image], return_tensors="pt")["pixel_values"]
-            ours = ((x - probe.mean) / probe.std)[None]
+            ours = probe.pixels.pixel_values([x])
         torch.testing.assert_close(ours, own.float(), rtol=0, atol=1e-5)
 
 
@@ -219,22 +219,17 @@ def test_cli_report_and_cache_reuse(cli, tiny, family, tmp_path, monkeypatch):
 def test_renormalised_generative_probabilities_are_a_softmax_over_the_target_list(tiny):
     """--softmax targets: a row's P(T | V_f, L_f) is its target's first-token probability renormalised
     over the 52 activities (or 13 occupations), computed here from the probe's own scores."""
+    from evaluator.models.images import open_image
     from evaluator.vl_bias.run import Concept, CounterBiasOptions, load_split, measure
 
     folder, _, table = load_split(str(tiny["data"]), None)
     probe = load_probe(f"hf:{tiny['llava']}", ModelOptions(batch_size=8))
-    cols = {c: np.asarray(table.column(c).to_pylist(), dtype=object) for c in
-            ("template", "bias_word", "counterfactual_bias_word", "bias_class", "target_type", "target")}
-    concept = Concept.of(folder, cols)
+    concept = Concept.of(folder, table)
     assert len(concept.targets["activity"]) == 52 and len(concept.targets["occupation"]) == 13
     result = measure(table, probe, CounterBiasOptions(attack=None, softmax="targets"), concept)
     out = result["columns"]
     for r in (0, 17, len(table) - 1):
-        import io
-
-        from PIL import Image
-
-        image = Image.open(io.BytesIO(table.column("image")[r].as_py()["bytes"])).convert("RGB")
+        image = open_image(table.column("image")[r].as_py()["bytes"])
         kind = out["target_type"][r]
         scores = probe.score([(out["caption"][r], probe.image_tensor(image))], [concept.targets[kind]])[0]
         expected = np.exp(scores - np.logaddexp.reduce(scores))[concept.targets[kind].index(out["target"][r])]

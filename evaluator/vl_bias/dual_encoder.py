@@ -20,6 +20,7 @@ import numpy as np
 from builders.model_files import load_pretrained
 from evaluator.models.inference import Runner
 from evaluator.models.options import ModelOptions
+from evaluator.vl_bias.pixels import PlainPixels
 from evaluator.vl_bias.probe import MASK, VisionBiasProbe, fingerprint, unpad
 
 
@@ -32,7 +33,6 @@ class DualEncoderProbe(VisionBiasProbe):
     """A CLIP or SigLIP checkpoint (`AutoModel`) with its tokenizer and image processor."""
 
     def __init__(self, path: str, config, options: ModelOptions):
-        import torch
         from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
         self.name = f"hf:{path}"
@@ -42,8 +42,7 @@ class DualEncoderProbe(VisionBiasProbe):
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.processor = AutoImageProcessor.from_pretrained(path)
         self.model = self.runner.place(load_pretrained(AutoModel, path, self.name)).requires_grad_(False)
-        self.mean = torch.tensor(self.processor.image_mean, dtype=torch.float32).view(3, 1, 1)
-        self.std = torch.tensor(self.processor.image_std, dtype=torch.float32).view(3, 1, 1)
+        self.pixels = PlainPixels(self.processor)  # resize and crop outside, normalisation inside the forward
         self.max_length = config.text_config.max_position_embeddings
         self.fingerprint = fingerprint(self.model, self.processor.to_dict())
         self._texts: dict[str, object] = {}  # caption -> unit text embedding
@@ -63,21 +62,19 @@ class DualEncoderProbe(VisionBiasProbe):
 
     # -- images ---------------------------------------------------------------------------------
     def image_tensor(self, image):
-        out = self.processor(images=[image], do_normalize=False, return_tensors="pt")
-        return out["pixel_values"][0].float()
+        return self.pixels.image_tensor(image)
 
     def blank_image(self):
         from PIL import Image
 
         side = self.image_tensor(Image.new("RGB", (8, 8))).shape[1:]
-        return self.mean.expand(3, *side).clone()
+        return self.pixels.mean.expand(3, *side).clone()
 
     def _image_features(self, images: list):
         """Unit image embeddings of (3, H, W) images in [0, 1], normalised inside the forward pass."""
         import torch
 
-        x = torch.stack([(im.to(self.device) - self.mean.to(self.device)) / self.std.to(self.device)
-                         for im in images])
+        x = self.pixels.pixel_values([im.to(self.device) for im in images])
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             return _unit(self.model.get_image_features(pixel_values=x))
 

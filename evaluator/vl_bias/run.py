@@ -70,11 +70,13 @@ class Concept:
     targets: dict  # target type -> candidate targets (sorted)
 
     @classmethod
-    def of(cls, folder: Path, cols: dict) -> "Concept":
+    def of(cls, folder: Path, table: pa.Table) -> "Concept":
+        cols = {c: table.column(c).to_pylist() for c in ("template", "bias_word", "counterfactual_bias_word",
+                                                          "bias_class", "target_type", "target")}
         # a folder without a manifest (not written by vlbench build) is read with VL-Bias's own parameters
         params = read_manifest(folder).get("params", {}) if (Path(folder) / MANIFEST).is_file() else {}
         classes = tuple(params.get("bias_classes", GENDER_CLASSES))
-        present = set(cols["template"].tolist())
+        present = set(cols["template"])
         chosen = [template(t) for t in params.get("templates", TEMPLATES)]
         templates = tuple(t.key for t in chosen if t.key in present) or tuple(sorted(present))
         labels = {t.key: t.label for t in chosen} | {k: k for k in present if k not in {t.key for t in chosen}}
@@ -338,9 +340,7 @@ def run_counterbias(data: str, spec: str, options: CounterBiasOptions, model_opt
     """Measure a model on a built VL-Bias split; returns the metrics (and writes the report), with 95%
     confidence intervals of the Table 2 / Table 3 cells from `bootstrap` resamples of the images."""
     folder, split, table = load_split(data, split)
-    concept = Concept.of(folder, {c: np.asarray(table.column(c).to_pylist(), dtype=object)
-                                  for c in ("template", "bias_word", "counterfactual_bias_word", "bias_class",
-                                            "target_type", "target")})
+    concept = Concept.of(folder, table)
     b0 = options.b0 or concept.classes[0]
     if b0 not in concept.classes:
         raise ParamsError(f"--b0 {b0}: the split's sides are {' and '.join(concept.classes)}")
