@@ -37,6 +37,8 @@ def _model_folder(tmp: Path, config: str) -> Path:
     writers = {"tiny-vilt": write_tiny_vilt_mlm, "tiny-llava": write_tiny_llava, "tiny-qwen2-vl": write_tiny_qwen2_vl}
     if config in writers:
         return writers[config](tmp / config)
+    if config != "vilt-b32":
+        raise SystemExit(f"--models {config}: expected {', '.join(writers)} or vilt-b32")
     import torch
     from transformers import ViltConfig, ViltForMaskedLM, ViltImageProcessorPil
 

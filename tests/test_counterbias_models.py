@@ -213,7 +213,9 @@ def test_cli_report_and_cache_reuse(cli, tiny, family, tmp_path, monkeypatch):
         assert a["settings"]["relative_scores"] == []
     else:  # a dual encoder's every score is renormalised over the candidates
         assert "The man is [MASK]" in a["settings"]["relative_scores"] and a["blank_image"]
-        assert (rows.groupby(["image_id", "template", "bias_word"]).p_t_vf_lf.count() > 0).all()
+        # P(B | V) is a softmax over the image's pair: P(B | V) + P(B' | V) = 1 on every image, V_f and V_cf alike
+        assert a["attack"]["mean_p_b_vf"] + a["attack"]["mean_p_bcf_vf"] == pytest.approx(1.0)
+        assert a["attack"]["mean_p_b_vcf"] + a["attack"]["mean_p_bcf_vcf"] == pytest.approx(1.0)
 
 
 def test_renormalised_generative_probabilities_are_a_softmax_over_the_target_list(tiny):
