@@ -46,11 +46,13 @@ class LateFusion(Model):
     def input_columns(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(c for cols in self.encoders.values() for c in cols))
 
+    @abstractmethod
     def encode(self, name: str, table):
-        raise NotImplementedError
+        """The encoding of one modality (`encoders[name]`'s columns) of the rows."""
 
+    @abstractmethod
     def fuse(self, encodings: dict, table) -> list:
-        raise NotImplementedError
+        """Predictions from every modality's encoding."""
 
     def predict(self, table) -> list:
         return self.fuse({name: self.encode(name, table) for name in self.encoders}, table)
