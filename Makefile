@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_out
 
-.PHONY: venv demo test test-fast lint browser bench clean
+.PHONY: venv vllm-venv demo test test-fast lint browser bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -18,8 +18,13 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/vlbench demo --out $(DEMO_OUT)
 
+# The vLLM tests run a real vLLM (its CPU build) from a second venv that scripts/vllm_venv.sh builds beside
+# the main one, outside the checkout and cached between runs; the main venv is never touched by it.
 test: lint browser
-	$(PY) -m pytest -q
+	py="$$(bash scripts/vllm_venv.sh)" && VLBENCH_VLLM_PYTHON="$$py" $(PY) -m pytest -q
+
+vllm-venv:
+	bash scripts/vllm_venv.sh
 
 # Debian's chromium for the leaderboard page test (playwright drives it; no browser download).
 browser:
@@ -38,7 +43,9 @@ BENCHES := $(sort $(wildcard scripts/bench_*.py))
 BENCH_RESULTS ?= bench_results.jsonl
 bench: $(STAMP)
 	@rm -f $(BENCH_RESULTS); failed=""; \
-	for b in $(BENCHES); do echo "== $$b"; VLBENCH_BENCH_RESULTS=$(BENCH_RESULTS) $(PY) $$b || failed="$$failed $$b"; done; \
+	vllm_python="$$(bash scripts/vllm_venv.sh)" || exit 1; \
+	for b in $(BENCHES); do echo "== $$b"; VLBENCH_BENCH_RESULTS=$(BENCH_RESULTS) VLBENCH_VLLM_PYTHON=$$vllm_python \
+		$(PY) $$b || failed="$$failed $$b"; done; \
 	echo; $(PY) scripts/summarise_benches.py $(BENCH_RESULTS); \
 	if [ -n "$$failed" ]; then echo "missed a target:$$failed"; exit 1; fi
 

@@ -18,14 +18,10 @@ from typing import Any, Callable, ClassVar
 
 import pyarrow as pa
 
-from core.errors import ModelError
 from evaluator.interop import HarnessSplit
-from evaluator.models.ask import CHOICE_MODES, Ask
-from evaluator.models.generative import generative_only, is_generative
+from evaluator.models.ask import Ask
 from evaluator.models.menu import Baseline, HfFamily, menu_entry
-from evaluator.models.model import as_model
 from evaluator.models.options import ModelOptions
-from evaluator.models.spec import hf_config, load_py_model, parse_spec
 from evaluator.submission import Coverage
 
 
@@ -135,9 +131,8 @@ class Task(ABC):
         generative VLM where it declares how to ask one, `features:` heads where it fits them, `py:`."""
         return [*(menu_entry(f"baseline:{b.name}", b.note) for b in cls.baselines),
                 *(menu_entry(f"hf:<{f.label}>", f.note) for f in cls.hf_families),
-                *(["hf:<image-text-to-text VLM>"] if cls.generative is not None else []),
-                *(["openai:<served VLM> (with --base-url)"] if cls.generative is not None and (
-                    cls.generative.mode == "generate" or not cls.generative.letter_reason) else []),
+                *(["hf:<image-text-to-text VLM>", "vllm:<image-text-to-text VLM>",
+                   "openai:<served VLM> (with --base-url)"] if cls.generative is not None else []),
                 *(["features:<folder>"] if cls.feature_heads else []), "py:<module>:<factory>"]
 
     @classmethod
@@ -145,81 +140,9 @@ class Task(ABC):
         return ", ".join(cls.model_menu())
 
     def make_model(self, spec: str, options: ModelOptions):
-        """The Model of a spec, from the task's menu: `py:` for every task, `baseline:` and `hf:` as
-        declared, a generative `hf:` VLM where `generative` is set, `features:` where `feature_heads`."""
-        kind, name = parse_spec(spec)
-        if options.videos is not None and (self.generative is None or self.generative.video_column is None):
-            raise ModelError(f"--videos: {self.name} rows have no videos to show a model")
-        if options.choice_mode not in CHOICE_MODES:
-            raise ModelError(f"--choice-mode {options.choice_mode}: expected one of {', '.join(CHOICE_MODES)}")
-        if kind == "openai":
-            return self._served_model(name, options)
-        if options.base_url is not None:
-            raise ModelError(f"--base-url: {spec} is not served (openai:<model> is)")
-        config = hf_config(name, options.revision) if kind == "hf" else None
-        if config is not None and is_generative(config):
-            return self._generative_model(name, config, options)
-        if options.videos is not None:
-            raise ModelError(f"--videos: {spec} does not read videos (generative hf: models do)")
-        given = generative_only(options) or ("--choice-mode" if options.choice_mode != "auto" else None)
-        if given:
-            raise ModelError(f"{given}: {spec} is not a generative hf: model (the option applies to those)")
-        if kind == "py":
-            return as_model(load_py_model(name))
-        if kind == "features" and self.feature_heads:
-            from evaluator.models.features import feature_head
+        """The Model of a spec, from the task's menu (resolved in evaluator/models/resolve.py: `py:` for
+        every task, `baseline:` and `hf:` as declared, generative VLMs (`hf:`, `vllm:`, `openai:`) where
+        `generative` is set, `features:` where `feature_heads`)."""
+        from evaluator.models.resolve import make_model
 
-            return feature_head(name, self, options, spec)
-        if kind == "baseline":
-            for baseline in self.baselines:
-                if baseline.name == name:
-                    return baseline.build(self, options, spec)
-        if config is not None:
-            for family in self.hf_families:
-                if family.accepts(config):
-                    return family.build(self, name, options)
-            raise ModelError(f"hf:{name}: a {config.model_type} model is none of {self.name}'s; {self.name} "
-                             f"predictions come from {self.models_help()}")
-        raise ModelError(f"--model {spec}: {self.name} predictions come from {self.models_help()}")
-
-    def _generative_model(self, name: str, config, options: ModelOptions):
-        """An image-text-to-text checkpoint, asked the way this benchmark declares (`generative`)."""
-        if self.generative is None:
-            raise ModelError(f"hf:{name}: a generative {config.model_type} model cannot answer {self.name}: "
-                             f"{self.generative_reason}")
-        from evaluator.models.ask import GenerativeAdapter, prompt_template
-        from evaluator.models.generative import GenerativeVLM, read_chat_template
-        from evaluator.models.videos import VideoFolder
-
-        # Checked before the weights are loaded: the prompt and chat templates and the video folder here,
-        # the rows' image and video files by the adapter, which loads the model on its first predict.
-        template = prompt_template(options, self.generative, self.name)
-        chat_template = read_chat_template(options.chat_template)
-        videos = None if options.videos is None else VideoFolder(options.videos)
-        mode = "loglik" if options.choice_mode == "auto" else options.choice_mode
-        return GenerativeAdapter(lambda: GenerativeVLM(name, config, options, chat_template), self.generative, template,
-                                 options, videos, mode)
-
-    def _served_model(self, name: str, options: ModelOptions):
-        """A model behind an OpenAI-compatible endpoint, asked the way this benchmark declares, multiple
-        choice by letter (a served model's log-likelihoods are not read)."""
-        from evaluator.models.ask import GenerativeAdapter, prompt_template
-        from evaluator.models.served import ServedVLM, check_endpoint, check_served_options
-        from evaluator.models.videos import VideoFolder
-
-        spec = f"openai:{name}"
-        if self.generative is None:
-            raise ModelError(f"{spec}: a served model cannot answer {self.name}: {self.generative_reason}")
-        check_endpoint(options.base_url, spec)
-        check_served_options(options, spec)
-        if self.generative.mode == "score":
-            if options.choice_mode == "loglik":
-                raise ModelError(f"--choice-mode loglik: {spec}: log-likelihoods are not read from served models; "
-                                 "multiple choice is asked by letter")
-            if self.generative.letter_reason:
-                raise ModelError(f"{spec}: a served model answers multiple choice by letter, and "
-                                 f"{self.generative.letter_reason}")
-        template = prompt_template(options, self.generative, self.name)
-        videos = None if options.videos is None else VideoFolder(options.videos)
-        return GenerativeAdapter(lambda: ServedVLM(name, options), self.generative, template, options, videos,
-                                 "letter")
+        return make_model(self, spec, options)

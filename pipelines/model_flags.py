@@ -59,8 +59,8 @@ MODEL_FLAGS: dict[str, tuple[object, object]] = {
     "device_map": (Optional[str], typer.Option(
         None, "--device-map", help="auto: spread a model larger than one device over all of them (needs accelerate).")),
     "choice_mode": (ChoiceMode, typer.Option(
-        "auto", "--choice-mode", help="Multiple choice: by log-likelihood or by letter (auto: loglik for hf:, letter "
-                                      "for openai:).")),
+        "auto", "--choice-mode", help="Multiple choice: by log-likelihood or by letter (auto: loglik for hf: and "
+                                      "vllm:; letter for openai: unless a benchmark cannot be asked by letter).")),
     # Served models (openai:MODEL)
     "base_url": (Optional[str], typer.Option(
         None, "--base-url", metavar="URL", help="The OpenAI-compatible endpoint of openai: models, e.g. "
@@ -74,8 +74,24 @@ MODEL_FLAGS: dict[str, tuple[object, object]] = {
                                                               "or a dropped connection (openai:).")),
     "no_cache": (bool, typer.Option(False, "--no-cache", help="Ask every request again: no response cache (openai:; "
                                                               "the cache makes a killed run resumable).")),
-    "resume": (bool, typer.Option(False, "--resume", help="Keep a generative hf: model's answers in the response "
-                                                          "cache as they come and reuse them (a killed run resumes).")),
+    "resume": (bool, typer.Option(False, "--resume", help="Keep a generative hf: or vllm: model's answers in the "
+                                                          "response cache as they come and reuse them (a killed run "
+                                                          "resumes).")),
+    # vLLM's offline engine (vllm:MODEL)
+    "tensor_parallel_size": (int, typer.Option(1, "--tensor-parallel-size", min=1,
+                                               help="GPUs one copy of the model is split over (vllm:).")),
+    "data_parallel_size": (int, typer.Option(1, "--data-parallel-size", min=1,
+                                             help="Copies of the model, each on its own GPUs (vllm:).")),
+    "gpu_memory_utilization": (Optional[float], typer.Option(
+        None, "--gpu-memory-utilization", min=0.0, max=1.0, help="Share of each GPU's memory vLLM takes (vllm:; "
+                                                                 "default: vLLM's).")),
+    "max_model_len": (Optional[int], typer.Option(None, "--max-model-len", min=1, help="Longest prompt + answer in "
+                                                  "tokens (vllm:; default: the model's).")),
+    "enforce_eager": (bool, typer.Option(False, "--enforce-eager", help="No CUDA graphs or torch.compile: a faster "
+                                                                        "start, slower steps (vllm:).")),
+    "engine_args": (list[str], typer.Option([], "--engine-arg", metavar="KEY=VALUE",
+                                            help="Any other vLLM engine argument, e.g. kv_cache_dtype=fp8 (repeat; "
+                                                 "vllm:; checked against vLLM's own).")),
 }
 
 
@@ -92,9 +108,11 @@ def with_model_flags(command):
         from core.errors import ParamsError
         from evaluator.models.generation import parse_gen_kwargs
         from evaluator.models.options import ModelOptions
+        from evaluator.models.vllm_engine import parse_engine_args
 
         values = {name: kwargs.pop(name) for name in MODEL_FLAGS}
-        values.update(gen_kwargs=parse_gen_kwargs(values["gen_kwargs"]), stop=tuple(values["stop"]))
+        values.update(gen_kwargs=parse_gen_kwargs(values["gen_kwargs"]), stop=tuple(values["stop"]),
+                      engine_args=parse_engine_args(values["engine_args"]))
         served = str(kwargs.get("model", "")).startswith("openai:")
         resume, no_cache = values.pop("resume"), values.pop("no_cache")
         if resume and no_cache:

@@ -121,6 +121,24 @@ def write_tiny_llava(path: Path, seed: int = 0, hidden: int = 32, layers: int = 
     return Path(path)
 
 
+def write_tiny_llava_for_vllm(path: Path, seed: int = 0, hidden: int = 128, layers: int = 2,
+                              image_size: int = 32) -> Path:
+    """The tiny LLaVA in a form both transformers and vLLM load: heads of size 32 (vLLM's CPU attention
+    takes 32, 64, 80, ... only; 4 heads of a hidden size 128), and the CLIP tower's weights under
+    `vision_tower.vision_model.*`, the layout of the published llava-hf checkpoints that vLLM 0.32
+    reads (transformers 5 saves `vision_tower.*` and reads both)."""
+    from safetensors.torch import load_file, save_file
+
+    write_tiny_llava(path, seed=seed, hidden=hidden, layers=layers, image_size=image_size)
+    weights = Path(path) / "model.safetensors"
+    tensors = load_file(weights)
+    renamed = {("vision_tower.vision_model." + k[len("vision_tower."):]
+                if k.startswith("vision_tower.") and not k.startswith("vision_tower.vision_model.") else k): v
+               for k, v in tensors.items()}
+    save_file(renamed, weights, metadata={"format": "pt"})
+    return Path(path)
+
+
 def write_tiny_llava_answering(path: Path, answer: str) -> Path:
     """The tiny LLaVA, with greedy decoding biased to ANSWER and then </s> whatever it is shown (its
     generation config's `sequence_bias`: a bias applies to a sequence's last token when the tokens

@@ -105,3 +105,31 @@ def counterbias_reports(cli, data: Path, models: dict, folder: Path, *args) -> N
         code, _, err = cli("counterbias", "--data", data, "--model", f"hf:{model}", "--no-cache", "--bootstrap", "0",
                            "--report", folder / name, *args)
         assert code == 0, err
+
+
+def write_row_images(bench: str, data: Path, folder: Path) -> Path:
+    """A small random PNG for every image key of a built benchmark's rows, under the name `--images`
+    finds it by (a path-like key as is, any other as <key>.png, found by its stem)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from builders.registry import get_task
+    from core.data import load_table, pick_split
+
+    task = get_task(bench)
+    table = load_table(data, task.config, pick_split(data, task.config, None, task.default_split))
+    column = task.generative.image_column
+    keys = set() if column is None or "image" in table.column_names else \
+        {str(k) for k in table.column(column).to_pylist()}
+    names = sorted(k if "/" in k or k.endswith(".jpg") else f"{k}.png" for k in keys)
+    rng = np.random.default_rng(0)
+    for i, name in enumerate(names):
+        buffer = io.BytesIO()
+        Image.fromarray((rng.random((24 + i % 17, 30 + i % 11, 3)) * 255).astype("uint8")).save(buffer, format="PNG")
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(buffer.getvalue())
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

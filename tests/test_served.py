@@ -188,7 +188,6 @@ def test_a_cache_file_that_is_not_sqlite_is_one_error(tmp_path):
     (("--model", "openai:tiny", "--base-url", "http://127.0.0.1:9/v1", "--revision", "main"), "--revision"),
     (("--model", "baseline:random", "--base-url", "http://127.0.0.1:9/v1"), "--base-url"),
     (("--model", "baseline:random", "--choice-mode", "letter"), "--choice-mode"),
-    (("--model", "openai:tiny", "--base-url", "http://127.0.0.1:9/v1", "--choice-mode", "loglik"), "letter"),
 ])
 def test_bad_served_usage_is_one_line(args, needle, cli, built, tmp_path):
     code, _, err = cli("predict", "vcr", "--data", built("vcr"), "--out", tmp_path / "p.json", *args)
@@ -216,13 +215,6 @@ def test_a_refused_run_writes_nothing_but_the_cache_of_what_succeeded(cli, built
         code, _, err = cli(*args, "--base-url", endpoint.url)
         assert code == 0, err
         assert len(endpoint.requests) == 3  # the three refused rows only
-
-
-def test_visdial_and_socialiq_say_why_a_served_model_cannot_answer(cli, built, tmp_path):
-    for bench, needle in (("visdial", "ranks a round's 100 options"), ("socialiq", "each answer alone")):
-        code, _, err = cli("predict", bench, "--data", built(bench), "--out", tmp_path / "p.json",
-                           "--model", "openai:tiny", "--base-url", "http://127.0.0.1:9/v1")
-        assert_one_error_line(code, err, ("by letter", needle))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,6 +305,20 @@ def test_served_and_in_process_letter_choices_agree(cli, server, models, built, 
     for name in ("served", "local"):
         asked = json.loads((tmp_path / f"{name}.meta.json").read_text())["asked"]
         assert asked["choice_mode"] == "letter" and asked["unparsed_outputs"] == 0
+
+
+@pytest.mark.slow  # a real server process
+def test_a_server_without_prompt_logprobs_is_refused_for_loglik(cli, server, models, built, tmp_path, monkeypatch):
+    """`transformers serve` returns no prompt log-probabilities: Social-IQ (scored by log-likelihood only,
+    so a served model is asked for them) stops at the first request with one line quoting the server's
+    answer, and writes nothing."""
+    monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cache"))
+    code, _, err = cli("predict", "socialiq", "--data", built("socialiq"), "--out", tmp_path / "p.json", "--limit",
+                       "3", "--model", f"openai:{models['random']}", "--base-url", server["random"])
+    line = assert_one_error_line(code, err, ("--choice-mode loglik", server["random"], "cannot score continuations"))
+    # the server's own answer, quoted (measured: HTTP 422 "Unexpected fields in the request: {'return_token_ids'}")
+    assert "422" in line and "return_token_ids" in line
+    assert not (tmp_path / "p.json").exists()
 
 
 @pytest.mark.slow  # a real server behind a fault-injecting proxy

@@ -4,8 +4,8 @@ A Task declares `generative = <Ask subclass>()`: per row, the values of its prom
 the image (if any), and either nothing (the model generates an answer, `mode = "generate"`) or the
 continuations to score (`mode = "score"`: answers, responses, dialogue options); then how a raw
 output or the continuations' log-likelihoods become the row's prediction in the benchmark's format.
-`GenerativeAdapter` runs that over a table with a loaded `GenerativeVLM`
-(evaluator/models/generative.py) or a served model (evaluator/models/served.py). A multiple-choice
+`GenerativeAdapter` runs that over a table with a backend (evaluator/models/backend.py: `hf:`,
+`vllm:` or `openai:`), and sees nothing of a backend but that contract. A multiple-choice
 Ask (`mode = "score"`) may also be asked by letter (`--choice-mode letter`): the continuations listed
 as `A. ...`, `B. ...` after the prompt, the model asked for the letter (`letter_prompt`), the answer
 read by `parse_letter`'s rules; the chosen option scores 1, the others 0, and an answer naming no
@@ -226,7 +226,8 @@ class GenerativeAdapter(Model):
         if letter:
             turns = [Turn(letter_prompt(t.text, c), t.images) for t, c in zip(turns, continuations)]
         generate = self.ask.mode == "generate"
-        raw = self.vlm.generate(turns, names=names) if generate or letter else self.vlm.score(turns, continuations)
+        raw = (self.vlm.generate(turns, names=names) if generate or letter else
+               self.vlm.score(turns, continuations, names=names))
         chosen = [parse_letter(o, c) for o, c in zip(raw, continuations)] if letter else None
         outputs = ([[1.0 if i == k else 0.0 for i in range(len(c))] for k, c in zip(chosen, continuations)]
                    if letter else raw)

@@ -16,11 +16,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from abc import abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
 from builders.model_files import load_pretrained
 from core.errors import ModelError
+from evaluator.models.backend import VLMBackend
 from evaluator.models.images import open_image
 from evaluator.models.options import ModelOptions
 from evaluator.models.response_cache import ResponseCache, folder_identity, image_digest, request_key, vlbench_version
@@ -95,7 +97,8 @@ def _image_only_processor(path: str, config):
                       chat_template=template or getattr(tokenizer, "chat_template", None))
 
 
-def load_processor(path: str, config, revision: str | None = None) -> tuple[object, str | None]:
+def load_processor(path: str, config, revision: str | None = None, spec: str | None = None,
+                   ) -> tuple[object, str | None]:
     """(processor, note): the note says when only the image and text parts could be loaded."""
     from transformers import AutoProcessor
 
@@ -103,7 +106,8 @@ def load_processor(path: str, config, revision: str | None = None) -> tuple[obje
         return AutoProcessor.from_pretrained(path, **({"revision": revision} if revision else {})), None
     except (ImportError, OSError) as exc:
         if "torchvision" not in str(exc).lower():
-            raise ModelError(f"hf:{path}: cannot load the processor ({str(exc).strip().splitlines()[0]})") from None
+            raise ModelError(f"{spec or 'hf:' + path}: cannot load the processor "
+                             f"({str(exc).strip().splitlines()[0]})") from None
     return _image_only_processor(path, config), (
         "the processor's video part needs torchvision (not installed): loaded its image and text parts only "
         "(no benchmark here reads video)")
@@ -117,31 +121,21 @@ def _snapshot(path: str, config) -> str | None:
     return getattr(config, "_commit_hash", None)
 
 
-class GenerativeVLM:
-    """A loaded image-text-to-text checkpoint and its processor."""
+class TemplatedVLM(VLMBackend):
+    """A checkpoint whose processor and chat template run here (`hf:` and `vllm:`): the prompts, the
+    continuations' tokens and the response-cache keys are built once, the same way, for both; a
+    subclass runs the model (`_generate`, `_score`, `describe`)."""
+
+    prefix = "hf"  # the spec's kind
 
     def __init__(self, path: str, config, options: ModelOptions, chat_template: str | None = None):
-        import torch
-        from transformers import AutoModelForImageTextToText
-
-        from builders.nlp import torch_device
-        from evaluator.models.distributed import local_device
         from evaluator.models.generation import Generation
 
-        if options.dtype not in DTYPES:
-            raise ModelError(f"--dtype {options.dtype}: expected one of {', '.join(DTYPES)}")
         if options.loglik not in ("sum", "mean"):
             raise ModelError(f"--loglik {options.loglik}: expected sum or mean")
-        for value, known, flag in ((options.attn_implementation, ATTENTION, "--attn-implementation"),
-                                   (options.device_map, DEVICE_MAPS, "--device-map")):
-            if value is not None and value not in known:
-                raise ModelError(f"{flag} {value}: expected one of {', '.join(known)}")
-        self.path, self.options = path, options
+        self.path, self.options, self.spec = path, options, f"{self.prefix}:{path}"
         self.generation = Generation(options.max_new_tokens, tuple(options.gen_kwargs), tuple(options.stop))
-        self.device = torch_device(local_device(options.device))
-        dtype = options.dtype if options.dtype != "auto" else "bfloat16" if self.device.type == "cuda" else "float32"
-        self.dtype = dtype
-        self.processor, self.note = load_processor(path, config, options.revision)
+        self.processor, self.note = load_processor(path, config, options.revision, self.spec)
         self._bound_pixels(options)
         self.tokenizer = self.processor.tokenizer
         if self.tokenizer.pad_token_id is None:
@@ -149,26 +143,16 @@ class GenerativeVLM:
         if chat_template is not None:
             self.processor.chat_template = chat_template
         if getattr(self.processor, "chat_template", None) is None:
-            raise ModelError(f"hf:{path}: the processor has no chat template (not an instruction-tuned VLM?); "
+            raise ModelError(f"{self.spec}: the processor has no chat template (not an instruction-tuned VLM?); "
                              "--chat-template FILE gives one")
-        loading = {k: getattr(options, k) for k in ("revision", "attn_implementation", "device_map")
-                   if getattr(options, k) is not None}
-        if options.device_map is not None:
-            _need_accelerate()
-        self.model = load_pretrained(AutoModelForImageTextToText, path, f"hf:{path}", dtype=getattr(torch, dtype),
-                                     **loading)
-        if options.device_map is None:
-            self.model.to(self.device)
-        else:  # spread over the devices: inputs go where the model's embeddings are
-            self.device = self.model.device
-        self.model.eval()
         self.revision = options.revision or _snapshot(path, config)
         self.batch_size = options.batch_size
         # `predict --resume`: answers and scores kept in the response cache as they are computed
         self.cache = None if options.response_cache is None else ResponseCache(options.response_cache)
-        self.identity = {"model": f"hf:{path}", "revision": self.revision, "files": folder_identity(path),
-                          "dtype": dtype, "device": self.device.type, "vlbench": vlbench_version(),
-                          **{k: getattr(options, k) for k in ("min_pixels", "max_pixels", "attn_implementation")}}
+        self.identity = {"model": self.spec, "revision": self.revision, "files": folder_identity(path),
+                         "vlbench": vlbench_version(),
+                         **{k: getattr(options, k) for k in ("min_pixels", "max_pixels")}}
+        self._lead: str | None = None
 
     def _bound_pixels(self, options: ModelOptions) -> None:
         bounds = {k: v for k, v in (("min_pixels", options.min_pixels), ("max_pixels", options.max_pixels))
@@ -179,7 +163,7 @@ class GenerativeVLM:
         known = getattr(getattr(image_processor, "valid_kwargs", None), "__annotations__", {})
         if not all(k in known for k in bounds):
             raise ModelError(f"--{next(iter(bounds)).replace('_', '-')}: the {type(image_processor).__name__} of "
-                             f"hf:{self.path} has no pixel bounds")
+                             f"{self.spec} has no pixel bounds")
         # Qwen2-VL's processors keep the pixel bounds as size = {shortest_edge: min, longest_edge: max}.
         size = _size_dict(image_processor.size)
         size = {"shortest_edge": bounds.get("min_pixels", size.get("shortest_edge")),
@@ -189,18 +173,169 @@ class GenerativeVLM:
         image_processor.size = {k: v for k, v in size.items() if v is not None}
 
     # -- inputs -----------------------------------------------------------------------------------
+    def _messages(self, turn: Turn) -> list[dict]:
+        content = [{"type": "image"} for _ in turn.images] + [{"type": "text", "text": turn.text}]
+        system = self.options.system_prompt
+        return ([{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []) + [
+            {"role": "user", "content": content}]
+
     def prompt_text(self, turn: Turn) -> str:
         """The chat-template text of one user turn with its images inside the message, ready for the
         assistant's answer."""
-        content = [{"type": "image"} for _ in turn.images] + [{"type": "text", "text": turn.text}]
-        system = self.options.system_prompt
-        messages = ([{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []) + [
-            {"role": "user", "content": content}]
         try:
-            return self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return self.processor.apply_chat_template(self._messages(turn), add_generation_prompt=True,
+                                                      tokenize=False)
         except Exception as exc:  # noqa: BLE001 -- a user's template fails in Jinja or in its own raise_exception
-            raise ModelError(f"hf:{self.path}: the chat template fails on a turn ({type(exc).__name__}: "
+            raise ModelError(f"{self.spec}: the chat template fails on a turn ({type(exc).__name__}: "
                              f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+
+    @property
+    def answer_lead(self) -> str:
+        """What the chat template puts between its generation prompt and an assistant answer (LLaVA-1.5's
+        "ASSISTANT:" is followed by a space; ChatML's "assistant\\n" by nothing): the beginning of every
+        answer as the template writes one, so a scored continuation is the text a server sees in an
+        assistant message (whitespace only; a template's own text, a thinking block, is not an answer's)."""
+        if self._lead is None:
+            user = [{"role": "user", "content": [{"type": "text", "text": "?"}]}]
+            marker = "\u2063"  # an invisible separator no template writes itself
+            try:
+                ask = self.processor.apply_chat_template(user, add_generation_prompt=True, tokenize=False)
+                full = self.processor.apply_chat_template(
+                    user + [{"role": "assistant", "content": [{"type": "text", "text": marker}]}], tokenize=False)
+            except Exception:  # noqa: BLE001 -- a template that cannot render an answer: the text follows directly
+                ask, full = "", ""
+            lead = full[len(ask):full.index(marker, len(ask))] if full.startswith(ask) and marker in full[
+                len(ask):] else ""
+            self._lead = lead if not lead.strip() else ""
+        return self._lead
+
+    def _ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def continuation_ids(self, prompt: str, text: str, context: list[int] | None = None) -> list[int]:
+        """The tokens of a continuation written as an answer after `prompt`: the template's lead and the
+        text, tokenised together with the prompt and taken after the prompt's own tokens (as a server
+        tokenises the whole prompt it renders; lm-evaluation-harness splits context and continuation
+        the same way). Where the two tokenisations disagree at the seam, the lead and text alone."""
+        context = self._ids(prompt) if context is None else context
+        whole = self._ids(prompt + self.answer_lead + text)
+        ids = whole[len(context):] if whole[:len(context)] == context else self._ids(self.answer_lead + text)
+        if not ids or not text:
+            raise ModelError(f"{self.spec}: the continuation {text!r} has no tokens")
+        return ids
+
+    def _reduce(self, logprobs, n: int) -> float:
+        total = float(logprobs.sum()) if hasattr(logprobs, "sum") else float(sum(logprobs))
+        return total / n if self.options.loglik == "mean" else total
+
+    def describe_prompts(self) -> dict:
+        """The record's entries on how prompts were built (the same for every backend that runs here)."""
+        size = _size_dict(getattr(self.processor.image_processor, "size", None))
+        return {"model": self.spec, "revision": self.revision, "processor": type(self.processor).__name__,
+                "processor_note": self.note, "image_size": json.loads(json.dumps(size, default=str)),
+                "answer_lead": self.answer_lead,
+                **{k: str(getattr(self.options, k)) for k in ("system_prompt", "chat_template")
+                   if getattr(self.options, k) is not None}}
+
+    # -- the response cache (predict --resume) ------------------------------------------------------
+    def _key(self, turn: Turn, what: dict) -> str:
+        """A turn's cache key: the model (checkpoint revision, or a local folder's files), how it runs,
+        the templated prompt, the images' SHA-256 and what is asked (`what`)."""
+        return request_key({**self.identity, "prompt": self.prompt_text(turn),
+                            "images": [image_digest(s) for s in turn.images], **what})
+
+    # -- the two questions: generate, score ---------------------------------------------------------
+    def generate(self, turns: list[Turn], max_new_tokens: int | None = None, names: list[str] | None = None,
+                 ) -> list[str]:
+        """Answers, in order (greedy unless `--gen-kwargs` says otherwise; cut before a stop string); the
+        response cache answers what it holds, `_generate` the rest. (`names`, the rows' names in a
+        served model's errors, are not needed here: a batch fails as a whole.)"""
+        from core.progress import progress
+
+        generation = self.generation if max_new_tokens is None else \
+            dataclasses.replace(self.generation, max_new_tokens=max_new_tokens)
+        keys = ([self._key(t, {"generation": generation.record()}) for t in turns]
+                if self.cache is not None and generation.greedy else [None] * len(turns))
+        out: list[str | None] = [None] * len(turns)
+        for i, text in self.cached(keys, "content").items():
+            out[i] = generation.cut(text)
+        todo = [i for i in range(len(turns)) if out[i] is None]
+        with progress(total=len(todo), desc="generating", unit="sample") as bar:
+            for idx, texts in self._generate(turns, todo, generation):
+                for i, text in zip(idx, texts):
+                    out[i] = generation.cut(text)
+                    if keys[i] is not None and text:
+                        self.cache.put(keys[i], {"content": text})
+                bar.update(len(idx))
+        return out
+
+    def score(self, turns: list[Turn], continuations: list[list[str]], names: list[str] | None = None,
+              ) -> list[list[float]]:
+        """Per turn, the log-likelihood of each of its continuations. Each distinct continuation of a
+        turn is scored once and its value shared by its duplicates, so that equal options always tie
+        (in a batch, a row's position can move a score by a rounding step); the response cache answers
+        what it holds, `_score` the rest, turn by turn as they finish."""
+        from core.progress import progress
+
+        distinct = [list(dict.fromkeys(c)) for c in continuations]
+        keys = ([self._key(t, {"continuations": c, "loglik": self.options.loglik}) for t, c in zip(turns, distinct)]
+                if self.cache is not None else [None] * len(turns))
+        scored: list[dict[str, float]] = [{} for _ in turns]
+        for i, values in self.cached(keys, "loglik").items():
+            scored[i] = dict(zip(distinct[i], values))
+        todo = [i for i in range(len(turns)) if not scored[i]]
+        with progress(total=len(todo), desc="scoring", unit="sample") as bar:
+            for idx, values in self._score(turns, distinct, todo):
+                for i, v in zip(idx, values):
+                    scored[i] = dict(zip(distinct[i], v))
+                    if keys[i] is not None:
+                        self.cache.put(keys[i], {"loglik": list(v)})
+                bar.update(len(idx))
+        return [[scored[i][c] for c in conts] for i, conts in enumerate(continuations)]
+
+    @abstractmethod
+    def _generate(self, turns: list[Turn], todo: list[int], generation):
+        """Yield (turn indices, raw answers) for the turns `todo`, a batch at a time."""
+
+    @abstractmethod
+    def _score(self, turns: list[Turn], distinct: list[list[str]], todo: list[int]):
+        """Yield (turn indices, per turn the log-likelihoods of its `distinct` continuations), a batch of
+        turns at a time (a killed run keeps what it scored)."""
+
+
+class GenerativeVLM(TemplatedVLM):
+    """`hf:`: a loaded image-text-to-text checkpoint and its processor, run by transformers."""
+
+    def __init__(self, path: str, config, options: ModelOptions, chat_template: str | None = None):
+        import torch
+        from transformers import AutoModelForImageTextToText
+
+        from builders.nlp import torch_device
+        from evaluator.models.distributed import local_device
+
+        if options.dtype not in DTYPES:
+            raise ModelError(f"--dtype {options.dtype}: expected one of {', '.join(DTYPES)}")
+        for value, known, flag in ((options.attn_implementation, ATTENTION, "--attn-implementation"),
+                                   (options.device_map, DEVICE_MAPS, "--device-map")):
+            if value is not None and value not in known:
+                raise ModelError(f"{flag} {value}: expected one of {', '.join(known)}")
+        super().__init__(path, config, options, chat_template)
+        self.device = torch_device(local_device(options.device))
+        dtype = options.dtype if options.dtype != "auto" else "bfloat16" if self.device.type == "cuda" else "float32"
+        self.dtype = dtype
+        loading = {k: getattr(options, k) for k in ("revision", "attn_implementation", "device_map")
+                   if getattr(options, k) is not None}
+        if options.device_map is not None:
+            _need_accelerate()
+        self.model = load_pretrained(AutoModelForImageTextToText, path, self.spec, dtype=getattr(torch, dtype),
+                                     **loading)
+        if options.device_map is None:
+            self.model.to(self.device)
+        else:  # spread over the devices: inputs go where the model's embeddings are
+            self.device = self.model.device
+        self.model.eval()
+        self.identity |= {"dtype": dtype, "device": self.device.type,
+                          "attn_implementation": options.attn_implementation}
 
     def _encode(self, turns: list[Turn], padding_side: str) -> dict:
         images = [[open_image(source) for source in t.images] for t in turns]
@@ -214,108 +349,38 @@ class GenerativeVLM:
         return {k: (v.to(self.device, dtype=self.model.dtype) if torch.is_floating_point(v) else v.to(self.device))
                 if hasattr(v, "to") else v for k, v in enc.items()}
 
-    # -- the response cache (predict --resume) ------------------------------------------------------
-    def _key(self, turn: Turn, what: dict) -> str:
-        """A turn's cache key: the model (checkpoint revision, or a local folder's files), how it runs,
-        the templated prompt, the images' SHA-256 and what is asked (`what`)."""
-        return request_key({**self.identity, "prompt": self.prompt_text(turn),
-                            "images": [image_digest(s) for s in turn.images], **what})
-
-    def _cached(self, keys: list[str | None], field: str) -> dict[int, object]:
-        """{turn index: cached value} of the turns the cache answers."""
-        found = {}
-        for i, key in enumerate(keys):
-            hit = None if key is None or self.cache is None else self.cache.get(key)
-            if hit is not None:
-                found[i] = hit[field]
-        return found
-
     # -- generation -------------------------------------------------------------------------------
-    def generate(self, turns: list[Turn], max_new_tokens: int | None = None, names: list[str] | None = None,
-                 ) -> list[str]:
-        """Answers, in order (greedy unless `--gen-kwargs` says otherwise; cut before a stop string);
-        batches of similar prompt length, left-padded. (`names`, the rows' names in a served model's
-        errors, are not needed here: a batch fails as a whole.)"""
+    def _generate(self, turns: list[Turn], todo: list[int], generation):
+        """Batches of similar prompt length, left-padded; only the new tokens are decoded."""
         import torch
 
-        generation = self.generation if max_new_tokens is None else \
-            dataclasses.replace(self.generation, max_new_tokens=max_new_tokens)
         kwargs = generation.generate_kwargs()
         if generation.stop:
             kwargs |= {"stop_strings": list(generation.stop), "tokenizer": self.tokenizer}
         if generation.sampling:
             torch.manual_seed(self.options.seed)
-        keys = ([self._key(t, {"generation": generation.record()}) for t in turns]
-                if self.cache is not None and generation.greedy else [None] * len(turns))
-        out: list[str | None] = [None] * len(turns)
-        for i, text in self._cached(keys, "content").items():
-            out[i] = generation.cut(text)
-        todo = [i for i in range(len(turns)) if out[i] is None]
         order = sorted(todo, key=lambda i: (len(turns[i].images), len(turns[i].text)))
-        from core.progress import progress
-
         batches = [order[b:b + self.batch_size] for b in range(0, len(order), self.batch_size)]
-        with torch.inference_mode(), progress(total=len(todo), desc="generating", unit="sample") as bar:
+        with torch.inference_mode():
             for idx, enc in _prefetched(batches, lambda idx: self._encode([turns[i] for i in idx], "left"),
                                         self.device.type != "cpu"):
                 enc = self.to_device(enc)
                 generated = self.model.generate(**enc, **kwargs, pad_token_id=self.tokenizer.pad_token_id)
-                texts = self.tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-                for i, text in zip(idx, texts):
-                    out[i] = generation.cut(text)
-                    if keys[i] is not None and text:
-                        self.cache.put(keys[i], {"content": text})
-                bar.update(len(idx))
-        return out
+                yield idx, self.tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:],
+                                                       skip_special_tokens=True)
 
     # -- log-likelihoods --------------------------------------------------------------------------
-    def _continuation_ids(self, text: str) -> list[int]:
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if not ids:
-            raise ModelError(f"hf:{self.path}: the continuation {text!r} has no tokens")
-        return ids
-
-    def _reduce(self, logprobs, n: int) -> float:
-        total = float(logprobs.sum())
-        return total / n if self.options.loglik == "mean" else total
-
-    def score(self, turns: list[Turn], continuations: list[list[str]]) -> list[list[float]]:
-        """Per turn, the log-likelihood of each of its continuations. Each distinct continuation of a
-        turn is scored once and its value shared by its duplicates, so that equal options always tie
-        (in a batch, a row's position can move a score by a rounding step). Turns with many distinct
-        continuations run their context once (score_cached); the others are batched as full sequences
-        (score_full)."""
-        from core.progress import progress
-
-        distinct = [list(dict.fromkeys(c)) for c in continuations]
-        keys = ([self._key(t, {"continuations": c, "loglik": self.options.loglik}) for t, c in zip(turns, distinct)]
-                if self.cache is not None else [None] * len(turns))
-        scored: list[dict[str, float]] = [{} for _ in turns]
-        for i, values in self._cached(keys, "loglik").items():
-            scored[i] = dict(zip(distinct[i], values))
-        todo = [i for i in range(len(turns)) if not scored[i]]
+    def _score(self, turns: list[Turn], distinct: list[list[str]], todo: list[int]):
+        """Turns with many distinct continuations run their context once (score_cached); the others
+        are batched as full sequences (score_full), in chunks."""
         few = [i for i in todo if len(distinct[i]) < PREFIX_CACHE_MIN_CONTINUATIONS]
         many = [i for i in todo if len(distinct[i]) >= PREFIX_CACHE_MIN_CONTINUATIONS]
-
-        def done(i: int) -> None:
-            if keys[i] is not None:
-                self.cache.put(keys[i], {"loglik": [scored[i][c] for c in distinct[i]]})
-
-        with progress(total=len(todo), desc="scoring", unit="sample") as bar:
-            # turns of few continuations in chunks, so that a killed run keeps what it scored
-            for chunk in (few[b:b + 4 * self.batch_size] for b in range(0, len(few), 4 * self.batch_size)):
-                flat = [(i, c) for i in chunk for c in distinct[i]]
-                scores = self.score_full([turns[i] for i, _ in flat], [c for _, c in flat])
-                for (i, c), s in zip(flat, scores):
-                    scored[i][c] = s
-                for i in chunk:
-                    done(i)
-                bar.update(len(chunk))
-            for i in many:
-                scored[i] = dict(zip(distinct[i], self.score_cached(turns[i], distinct[i])))
-                done(i)
-                bar.update()
-        return [[scored[i][c] for c in conts] for i, conts in enumerate(continuations)]
+        for chunk in (few[b:b + 4 * self.batch_size] for b in range(0, len(few), 4 * self.batch_size)):
+            flat = [(i, c) for i in chunk for c in distinct[i]]
+            scores = iter(self.score_full([turns[i] for i, _ in flat], [c for _, c in flat]))
+            yield chunk, [[next(scores) for _ in distinct[i]] for i in chunk]
+        for i in many:
+            yield [i], [self.score_cached(turns[i], distinct[i])]
 
     def score_full(self, turns: list[Turn], continuations: list[str]) -> list[float]:
         """log P(continuation | turn) for each (turn, continuation), each run as one full sequence;
@@ -327,7 +392,7 @@ class GenerativeVLM:
         out = [0.0] * len(turns)
 
         def prepare(idx: list[int]):
-            conts = [self._continuation_ids(continuations[i]) for i in idx]
+            conts = [self.continuation_ids(self.prompt_text(turns[i]), continuations[i]) for i in idx]
             return append_continuations(self._encode([turns[i] for i in idx], "left"), conts,
                                         self.tokenizer.pad_token_id)
 
@@ -345,7 +410,9 @@ class GenerativeVLM:
     def score_cached(self, turn: Turn, continuations: list[str]) -> list[float]:
         """log P(continuation | turn) for many continuations of one turn: the turn (image and text) runs
         once with its key/value cache; each batch of continuations extends a copy of that cache."""
-        conts = [self._continuation_ids(c) for c in continuations]
+        prompt = self.prompt_text(turn)
+        context = self._ids(prompt)
+        conts = [self.continuation_ids(prompt, c, context) for c in continuations]
         token_lps, _ = self.extend_prefix(self.to_device(self._encode([turn], "left")), conts)
         return [self._reduce(lp, len(c)) for lp, c in zip(token_lps, conts)]
 
@@ -391,18 +458,12 @@ class GenerativeVLM:
         import torch
         import transformers
 
-        size = _size_dict(getattr(self.processor.image_processor, "size", None))
-        return {
-            "model": f"hf:{self.path}", "revision": self.revision, "class": type(self.model).__name__,
-            "processor": type(self.processor).__name__, "processor_note": self.note,
-            "dtype": self.dtype, "device": str(self.device), "batch_size": self.batch_size,
-            "image_size": json.loads(json.dumps(size, default=str)),
-            **{k: str(getattr(self.options, k)) for k in ("attn_implementation", "device_map", "system_prompt",
-                                                          "chat_template") if getattr(self.options, k) is not None},
-            "versions": {"transformers": transformers.__version__, "torch": torch.__version__},
-            **({"cache": {"file": str(self.cache.path), "hits": self.cache.hits, "stored": self.cache.stored}}
-               if self.cache is not None else {}),
-        }
+        return {**self.describe_prompts(), "class": type(self.model).__name__, "dtype": self.dtype,
+                "device": str(self.device), "batch_size": self.batch_size,
+                **{k: str(getattr(self.options, k)) for k in ("attn_implementation", "device_map")
+                   if getattr(self.options, k) is not None},
+                "versions": {"transformers": transformers.__version__, "torch": torch.__version__},
+                **self.cache_stats()}
 
 
 def _need_accelerate() -> None:

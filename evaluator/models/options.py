@@ -42,3 +42,17 @@ class ModelOptions:
     request_timeout: float = 120.0  # seconds per request
     retries: int = 5  # retries of a request after a 429, a 5xx, a timeout or a dropped connection
     response_cache: Path | None = None  # SQLite file of deterministic responses (evaluator/models/response_cache.py)
+    # vLLM's offline engine, `vllm:MODEL` (evaluator/models/vllm_engine.py):
+    tensor_parallel_size: int = 1  # GPUs one copy of the model is split over
+    data_parallel_size: int = 1  # copies of the model, each on its own GPUs
+    gpu_memory_utilization: float | None = None  # share of each GPU's memory vLLM takes (None: vLLM's default)
+    max_model_len: int | None = None  # the longest prompt + answer, in tokens (None: the model's own)
+    enforce_eager: bool = False  # no CUDA graphs / torch.compile: faster start, slower steps
+    engine_args: tuple = ()  # (name, value) of any other vLLM engine argument, checked against vLLM's own
+
+
+# ModelOptions fields only a vllm: model reads: field -> (command-line flag, default)
+VLLM_ONLY = {"tensor_parallel_size": ("--tensor-parallel-size", 1), "data_parallel_size": ("--data-parallel-size", 1),
+             "gpu_memory_utilization": ("--gpu-memory-utilization", None),
+             "max_model_len": ("--max-model-len", None), "enforce_eager": ("--enforce-eager", False),
+             "engine_args": ("--engine-arg", ())}

@@ -26,6 +26,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from core.errors import ModelError
+from evaluator.models.backend import VLMBackend
 from evaluator.models.options import ModelOptions
 from evaluator.models.response_cache import ResponseCache, request_key, vlbench_version
 
@@ -98,8 +99,10 @@ def messages(turn, system_prompt: str | None) -> list[dict]:
         {"role": "user", "content": content}]
 
 
-class ServedVLM:
-    """The `vlm` of a GenerativeAdapter for `openai:MODEL`: `generate(turns)` over HTTP."""
+class ServedVLM(VLMBackend):
+    """`openai:MODEL`: the backend (evaluator/models/backend.py) of a model behind an OpenAI-compatible
+    endpoint: `generate` by chat completions; `score` from the prompt log-probabilities a server such as
+    vLLM returns (`score`'s docstring)."""
 
     def __init__(self, model: str, options: ModelOptions):
         import httpx
@@ -121,6 +124,7 @@ class ServedVLM:
         self.cache = (ResponseCache(options.response_cache)
                       if options.response_cache is not None and self.generation.greedy else None)
         self.requests = self.retries = 0
+        self.prompt_logprobs: bool | None = None  # whether the server returns them (asked once, on the first score)
         self.served_model: str | None = None
         self.system_fingerprint: str | None = None
         self._count = threading.Lock()
@@ -166,15 +170,130 @@ class ServedVLM:
             else:
                 todo.append((k, body, key))
         with progress(total=len(todo), desc="requests", unit="request") as bar:
-            for k, content in self._ask_all(todo, names):
+            for k, content in self._ask_all(todo, names, lambda response, name, k: self._content(response, name),
+                                            "content"):
                 out[k] = self.generation.cut(content)
                 bar.update()
                 if self.retries:
                     bar.set_postfix(retries=self.retries, refresh=False)
         return out
 
-    def _ask_all(self, todo: list, names: list[str]):
-        """(index, answer) of every request as it arrives, `--concurrency` workers asking at a time.
+    # -- log-likelihoods --------------------------------------------------------------------------
+    def context_body(self, turn) -> dict:
+        """The request that returns a turn's own prompt tokens: the generation prompt, one token asked."""
+        return {"model": self.model, "messages": messages(turn, self.options.system_prompt), "max_tokens": 1,
+                "temperature": 0.0, "return_token_ids": True}
+
+    def score_body(self, turn, continuation: str) -> dict:
+        """The request that returns a continuation's log-probabilities (vLLM's chat completions): the turn
+        and an assistant message holding the continuation, continued rather than closed, no generation
+        prompt, the prompt's log-probabilities and token ids returned."""
+        return {"model": self.model, "max_tokens": 1, "temperature": 0.0,
+                "messages": messages(turn, self.options.system_prompt) + [
+                    {"role": "assistant", "content": [{"type": "text", "text": continuation}]}],
+                "add_generation_prompt": False, "continue_final_message": True, "prompt_logprobs": 0,
+                "return_token_ids": True}
+
+    def _key_of(self, body: dict) -> str:
+        return request_key({"endpoint": self.endpoint, "body": body, "vlbench": vlbench_version()})
+
+    def score(self, turns: list, continuations: list[list[str]], names: list[str] | None = None) -> list[list[float]]:
+        """Per turn, the log-likelihood of each continuation, read from the server's prompt
+        log-probabilities. A turn's own prompt tokens come from one request with its generation prompt;
+        each continuation's request renders the same turn with the continuation as the assistant's answer,
+        and the continuation's tokens are the ones after the turn's own (the hf: split: the template's
+        answer lead, LLaVA-1.5's space, is the continuation's first text). They are checked by the
+        returned token ids and their decoded text: a template that writes closing tokens after an
+        answer is refused, never scored. Whether the server returns prompt log-probabilities is asked
+        once, on the first request, and recorded; one that does not is one error line quoting its answer."""
+        names = names or [f"request {k + 1}" for k in range(len(turns))]
+        distinct = [list(dict.fromkeys(c)) for c in continuations]
+        flat = [(k, c) for k, conts in enumerate(distinct) for c in conts]
+
+        def read(response, name, n):
+            k, text = flat[n]
+            return self._continuation_logprobs(response, name, contexts[k], text)
+
+        probing = self.prompt_logprobs is None
+        try:
+            contexts = self._gather([(k, self.context_body(t)) for k, t in enumerate(turns)], names,
+                                    self._prompt_ids, "prompt_token_ids", "turns", probe=probing)
+            token_lps = self._gather([(n, self.score_body(turns[k], c)) for n, (k, c) in enumerate(flat)],
+                                     [names[k] for k, _ in flat], read, "token_logprobs", "continuations",
+                                     probe=probing, probed=lambda: setattr(self, "prompt_logprobs", True))
+        except ModelError as exc:
+            if self.prompt_logprobs is None:  # nothing scored yet: the server cannot
+                self.prompt_logprobs = False
+                raise ModelError(f"--choice-mode loglik: {self.endpoint} cannot score continuations: {exc}") from None
+            raise
+        scored = [{} for _ in turns]
+        for n, (k, text) in enumerate(flat):
+            values = token_lps[n]
+            total = float(sum(values))
+            scored[k][text] = total / len(values) if self.options.loglik == "mean" else total
+        return [[scored[k][c] for c in conts] for k, conts in enumerate(continuations)]
+
+    def _gather(self, asked: list, names: list[str], read, field: str, what: str, probe: bool = False,
+                probed=None) -> list:
+        """`read(response, name, n)` of every request `asked` ((n, body), ...): the cached ones first, the
+        rest `--concurrency` at a time. With `probe`, the first request the cache lacks is asked alone
+        first (what the server can answer is learnt there), then `probed()` is called."""
+        from core.progress import progress
+
+        out: list = [None] * len(asked)
+        todo = []
+        for n, body in asked:
+            key = self._key_of(body)
+            hit = None if self.cache is None else self.cache.get(key)
+            if hit is not None and hit.get(field) is not None:
+                out[n] = hit[field]
+            else:
+                todo.append((n, body, key))
+        if probe and todo:
+            n, body, key = todo.pop(0)
+            out[n] = self._ask(body, key, names[n], lambda r, name: read(r, name, n), field)
+            if probed is not None:
+                probed()
+        with progress(total=len(todo), desc=f"requests ({what})", unit="request") as bar:
+            for n, value in self._ask_all(todo, names, read, field):
+                out[n] = value
+                bar.update()
+        return out
+
+    def _prompt_ids(self, response, name: str, n: int) -> list[int]:
+        ids = response.get("prompt_token_ids") if isinstance(response, dict) else None
+        if not isinstance(ids, list) or not ids or not all(isinstance(t, int) for t in ids):
+            raise ModelError(f"{self.endpoint}: {name}: the answer has no prompt token ids (return_token_ids); "
+                             f"its answer: {_shown(response)}")
+        return ids
+
+    def _continuation_logprobs(self, response, name: str, context: list[int], text: str) -> list[float]:
+        """The log-probabilities of the continuation's tokens in one scoring answer (see `score`)."""
+        ids = self._prompt_ids(response, name, 0)
+        logprobs = response.get("prompt_logprobs")
+        if not isinstance(logprobs, list) or len(logprobs) != len(ids):
+            raise ModelError(f"{self.endpoint}: {name}: the answer has no prompt log-probabilities; its answer: "
+                             f"{_shown(response)}")
+        start = len(context) if ids[:len(context)] == context else _common_prefix(ids, context)
+        if start >= len(ids):
+            raise ModelError(f"{self.endpoint}: {name}: the continuation {text[:60]!r} has no tokens of its own")
+        values, decoded = [], []
+        for position in range(start, len(ids)):
+            entry = logprobs[position].get(str(ids[position])) if isinstance(logprobs[position], dict) else None
+            value = entry.get("logprob") if isinstance(entry, dict) else None
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value <= 0:
+                raise ModelError(f"{self.endpoint}: {name}: no log-probability for prompt token {position} "
+                                 f"(id {ids[position]})")
+            values.append(float(value))
+            decoded.append(entry.get("decoded_token"))
+        if all(isinstance(d, str) for d in decoded) and "".join(decoded).strip() != text.strip():
+            raise ModelError(f"{self.endpoint}: {name}: the tokens after the turn read {''.join(decoded)[:80]!r}, "
+                             f"not the continuation {text[:80]!r}: the server's chat template writes more after an "
+                             "assistant answer, which would be scored with it")
+        return values
+
+    def _ask_all(self, todo: list, names: list[str], read, field: str):
+        """(index, read(response)) of every request as it arrives, `--concurrency` workers asking at a time.
         The workers are daemon threads: when a request fails for good, or Ctrl-C / SIGTERM stops the
         run, nothing more is sent and the process ends without waiting for the requests in flight."""
         tasks: queue.Queue = queue.Queue()
@@ -190,7 +309,7 @@ class ServedVLM:
                 except queue.Empty:
                     return
                 try:
-                    results.put((k, self._ask(body, key, names[k]), None))
+                    results.put((k, self._ask(body, key, names[k], lambda r, n: read(r, n, k), field), None))
                 except BaseException as exc:  # noqa: BLE001 -- handed to the main thread, which raises it
                     results.put((k, None, exc))
                     return
@@ -206,15 +325,15 @@ class ServedVLM:
         finally:
             stop.set()
 
-    def _ask(self, body: dict, key: str, name: str) -> str:
+    def _ask(self, body: dict, key: str, name: str, read, field: str):
+        """One request's value, `read(response, name)`, kept in the response cache under `field`."""
         try:
-            response = self._post(body, name)
-            content = self._content(response, name)
+            value = read(self._post(body, name), name)
         except ModelError as exc:  # a server may echo the key in its error message: it never reaches a line
             raise ModelError(str(exc).replace(self._key, "***") if self._key else str(exc)) from None
-        if self.cache is not None and content:
-            self.cache.put(key, {"content": content})
-        return content
+        if self.cache is not None and value not in ("", None):
+            self.cache.put(key, {field: value})
+        return value
 
     def _post(self, body: dict, name: str) -> dict:
         import httpx
@@ -294,11 +413,29 @@ class ServedVLM:
                 "server_version": self.server_version(), "system_fingerprint": self.system_fingerprint,
                 "api_key_env": self.options.api_key_env, "key_given": bool(self._headers),
                 "concurrency": self.options.concurrency, "request_timeout": self.options.request_timeout,
-                "requests": self.requests, "retries": self.retries,
+                "requests": self.requests, "retries": self.retries, "prompt_logprobs": self.prompt_logprobs,
                 "cache": None if self.cache is None else {"file": str(self.cache.path), "hits": self.cache.hits,
                                                           "stored": self.cache.stored},
                 **({"system_prompt": self.options.system_prompt} if self.options.system_prompt else {}),
                 "versions": {"httpx": httpx.__version__}}
+
+
+def _common_prefix(a: list, b: list) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def _shown(response) -> str:
+    """A server's JSON answer, shortened, for an error line."""
+    import json
+
+    try:
+        text = json.dumps(response, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = type(response).__name__
+    return text[:200] + ("..." if len(text) > 200 else "")
 
 
 def _server_message(response) -> str:

@@ -1,5 +1,6 @@
-"""Model specs: the one parser of `baseline:`, `py:`, `hf:` and `features:` specs, an `hf:` spec's
-config (read once, before any weight), and a `py:` factory's object."""
+"""Model specs: the one parser of `baseline:`, `py:`, `hf:`, `vllm:`, `openai:` and `features:` specs, an
+`hf:` / `vllm:` spec's config (read once, before any weight), and a `py:` factory's object. Which Model a
+spec becomes is decided in evaluator/models/resolve.py."""
 
 from __future__ import annotations
 
@@ -10,16 +11,16 @@ from pathlib import Path
 
 from core.errors import ModelError
 
-SPEC_KINDS = ("baseline", "py", "hf", "openai", "features")
+SPEC_KINDS = ("baseline", "py", "hf", "vllm", "openai", "features")
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
     """(kind, name) of a model spec: `baseline:<name>`, `py:<module>:<factory>`, `hf:<hub id or path>`,
-    `openai:<model served at --base-url>`, `features:<folder>`."""
+    `vllm:<hub id or path>`, `openai:<model served at --base-url>`, `features:<folder>`."""
     kind, sep, name = spec.partition(":")
     if not sep or kind not in SPEC_KINDS or not name:
         raise ModelError(f"--model {spec}: expected baseline:<name>, py:<module>:<factory>, hf:<hub id or path>, "
-                         "openai:<served model> or features:<folder>")
+                         "vllm:<hub id or path>, openai:<served model> or features:<folder>")
     return kind, name
 
 

@@ -19,6 +19,9 @@ def load_probe(spec: str, options: ModelOptions) -> BiasProbe:
         if not isinstance(model, BiasProbe):
             raise ModelError(f"--model {spec}: the factory's object is not an evaluator.vl_bias.probe.BiasProbe")
         return model
+    if kind == "vllm":
+        raise ModelError(f"--model {spec}: CounterBias attacks the image through the vision tower's gradients, "
+                         "which vLLM does not compute; measure the same checkpoint as hf:" + name)
     if kind != "hf":
         raise ModelError(f"--model {spec}: CounterBias measures hf:<hub id or path> (a masked LM, a generative "
                          "VLM, CLIP or SigLIP) or py:<module>:<factory>")

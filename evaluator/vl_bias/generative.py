@@ -97,7 +97,7 @@ class GenerativeProbe(VisionBiasProbe):
                 "Qwen2-VL patches (Qwen2-VL, Qwen2.5-VL); --attack none measures B@L and Eq. 13")
         self.fingerprint = request_key({**self.vlm.identity, "instruction": self.vlm.prompt_text(
             Turn(INSTRUCTION, (None,)))})
-        self.lead = self._answer_lead()
+        self.lead = self.vlm.answer_lead
         self._plans: dict[tuple, Plan] = {}
         self._prompts: dict[tuple, dict] = {}  # image size -> the processor's encoding of the user turn
 
@@ -156,24 +156,6 @@ class GenerativeProbe(VisionBiasProbe):
         return enc
 
     # -- words ----------------------------------------------------------------------------------
-    def _answer_lead(self) -> str:
-        """What the chat template puts between its generation prompt and an assistant answer (LLaVA-1.5's
-        "ASSISTANT:" is followed by a space; ChatML's "assistant\n" by nothing), so that a caption begins
-        the answer as the template writes one."""
-        user = [{"role": "user", "content": [{"type": "text", "text": INSTRUCTION}]}]
-        marker = "\u2063"  # an invisible separator no template writes itself
-        try:
-            ask = self.vlm.processor.apply_chat_template(user, add_generation_prompt=True, tokenize=False)
-            full = self.vlm.processor.apply_chat_template(
-                user + [{"role": "assistant", "content": [{"type": "text", "text": marker}]}], tokenize=False)
-        except Exception:  # noqa: BLE001 -- a template that cannot render an answer: the caption follows directly
-            return ""
-        if not full.startswith(ask) or marker not in full[len(ask):]:
-            return ""
-        lead = full[len(ask):full.index(marker, len(ask))]
-        return lead if not lead.strip() else ""  # whitespace only: a template's own text (a thinking block) is not
-        # the answer's beginning
-
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 

@@ -1,0 +1,57 @@
+"""The backend contract: every way of running a generative VLM implements `VLMBackend`, and
+`GenerativeAdapter` (evaluator/models/ask.py) sees nothing else.
+
+Backends: `GenerativeVLM` (`hf:`, transformers in-process, evaluator/models/generative.py), `VllmVLM`
+(`vllm:`, vLLM's offline engine in-process, evaluator/models/vllm_engine.py) and `ServedVLM` (`openai:`,
+any OpenAI-compatible endpoint, evaluator/models/served.py). Each one:
+
+- `generate(turns)`: an answer per user turn, cut before a stop string (greedy unless `--gen-kwargs`
+  samples);
+- `score(turns, continuations)`: per turn, the log-likelihood of each continuation given the turn, the
+  continuation written where the chat template writes an assistant answer (its lead, LLaVA-1.5's space
+  after "ASSISTANT:", is the continuation's first text): the sum of its tokens' log-probabilities, or
+  their mean (`--loglik`); a backend that cannot (a server that returns no prompt log-probabilities)
+  says so in one error line on the first request;
+- `describe()`: what the prediction record says about the model and how it ran;
+- resumes through the response cache (evaluator/models/response_cache.py): `cache` holds answers and
+  scores as they are computed, keyed by what determines them, and a rerun asks only what it lacks.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+
+class VLMBackend(ABC):
+    """One way of running a generative VLM (see the module docstring)."""
+
+    spec: str  # the model as the user named it: hf:..., vllm:..., openai:...
+    generation = None  # evaluator.models.generation.Generation: the decoding settings
+    cache = None  # evaluator.models.response_cache.ResponseCache, or None
+
+    @abstractmethod
+    def generate(self, turns: list, max_new_tokens: int | None = None, names: list[str] | None = None) -> list[str]:
+        """An answer per turn, in order. `names` name the rows in a per-request error."""
+
+    @abstractmethod
+    def score(self, turns: list, continuations: list[list[str]], names: list[str] | None = None) -> list[list[float]]:
+        """Per turn, the log-likelihood of each of its continuations."""
+
+    @abstractmethod
+    def describe(self) -> dict:
+        """What the prediction record says about the model: its spec, versions, settings, cache use."""
+
+    def cached(self, keys: list[str | None], field: str) -> dict[int, object]:
+        """{turn index: the cached value of `field`} of the turns whose key the response cache holds."""
+        found = {}
+        for i, key in enumerate(keys):
+            hit = None if key is None or self.cache is None else self.cache.get(key)
+            if hit is not None and field in hit:
+                found[i] = hit[field]
+        return found
+
+    def cache_stats(self) -> dict:
+        """The record's `cache` entry (nothing when no cache is used)."""
+        if self.cache is None:
+            return {}
+        return {"cache": {"file": str(self.cache.path), "hits": self.cache.hits, "stored": self.cache.stored}}

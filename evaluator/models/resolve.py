@@ -1,0 +1,115 @@
+"""Model specs resolved in one place: `Task.make_model(spec, options)` comes here, and each spec kind
+has one factory below. `baseline:` and `hf:` families come from the task's menu
+(evaluator/models/menu.py); generative VLMs (`hf:` image-text-to-text checkpoints, `vllm:`, `openai:`)
+become a `GenerativeAdapter` over a backend (evaluator/models/backend.py) asked the way the task's
+`Ask` says; `features:` heads where the task fits them; `py:` everywhere.
+
+Options that only one kind of model reads are refused, with their flag, for the others: an option
+that would be silently ignored is a wrong result waiting to happen."""
+
+from __future__ import annotations
+
+from core.errors import ModelError
+from evaluator.models.ask import CHOICE_MODES
+from evaluator.models.generative import generative_only, is_generative
+from evaluator.models.model import as_model
+from evaluator.models.options import VLLM_ONLY, ModelOptions
+from evaluator.models.spec import hf_config, load_py_model, parse_spec
+
+
+def make_model(task, spec: str, options: ModelOptions):
+    """The Model of `spec` for `task` (an evaluator.base.Task)."""
+    kind, name = parse_spec(spec)
+    if options.videos is not None and (task.generative is None or task.generative.video_column is None):
+        raise ModelError(f"--videos: {task.name} rows have no videos to show a model")
+    if options.choice_mode not in CHOICE_MODES:
+        raise ModelError(f"--choice-mode {options.choice_mode}: expected one of {', '.join(CHOICE_MODES)}")
+    vllm_only = next((flag for field, (flag, default) in VLLM_ONLY.items() if getattr(options, field) != default),
+                     None)
+    if vllm_only and kind != "vllm":
+        raise ModelError(f"{vllm_only}: {spec} does not run on vLLM (the option applies to vllm: models)")
+    if kind == "openai":
+        return _served(task, name, options)
+    if options.base_url is not None:
+        raise ModelError(f"--base-url: {spec} is not served (openai:<model> is)")
+    if kind == "vllm":
+        return _vllm(task, name, options)
+    config = hf_config(name, options.revision) if kind == "hf" else None
+    if config is not None and is_generative(config):
+        return _hf_generative(task, name, config, options)
+    if options.videos is not None:
+        raise ModelError(f"--videos: {spec} does not read videos (generative hf: models do)")
+    given = generative_only(options) or ("--choice-mode" if options.choice_mode != "auto" else None)
+    if given:
+        raise ModelError(f"{given}: {spec} is not a generative hf: model (the option applies to those)")
+    if kind == "py":
+        return as_model(load_py_model(name))
+    if kind == "features" and task.feature_heads:
+        from evaluator.models.features import feature_head
+
+        return feature_head(name, task, options, spec)
+    if kind == "baseline":
+        for baseline in task.baselines:
+            if baseline.name == name:
+                return baseline.build(task, options, spec)
+    if config is not None:
+        for family in task.hf_families:
+            if family.accepts(config):
+                return family.build(task, name, options)
+        raise ModelError(f"hf:{name}: a {config.model_type} model is none of {task.name}'s; {task.name} "
+                         f"predictions come from {task.models_help()}")
+    raise ModelError(f"--model {spec}: {task.name} predictions come from {task.models_help()}")
+
+
+def _adapter(task, spec: str, load_vlm, options: ModelOptions, choice_mode: str):
+    """A GenerativeAdapter asking `task`'s Ask of the backend `load_vlm()` returns (loaded on the first
+    predict, once every image and video file is found). Checked before any weight is loaded: that the
+    task can ask a generative model, the prompt template and the video folder."""
+    from evaluator.models.ask import GenerativeAdapter, prompt_template
+    from evaluator.models.videos import VideoFolder
+
+    if task.generative is None:
+        raise ModelError(f"{spec}: a generative model cannot answer {task.name}: {task.generative_reason}")
+    template = prompt_template(options, task.generative, task.name)
+    videos = None if options.videos is None else VideoFolder(options.videos)
+    return GenerativeAdapter(load_vlm, task.generative, template, options, videos, choice_mode)
+
+
+def _hf_generative(task, name: str, config, options: ModelOptions):
+    """`hf:` an image-text-to-text checkpoint run by transformers in-process."""
+    from evaluator.models.generative import GenerativeVLM, read_chat_template
+
+    chat_template = read_chat_template(options.chat_template)
+    mode = "loglik" if options.choice_mode == "auto" else options.choice_mode
+    return _adapter(task, f"hf:{name}", lambda: GenerativeVLM(name, config, options, chat_template), options, mode)
+
+
+def _vllm(task, name: str, options: ModelOptions):
+    """`vllm:` an image-text-to-text checkpoint run by vLLM's offline engine in-process."""
+    from evaluator.models.generative import read_chat_template
+    from evaluator.models.vllm_engine import VllmVLM, check_vllm_options
+
+    spec = f"vllm:{name}"
+    check_vllm_options(options, spec)
+    config = hf_config(name, options.revision)
+    if not is_generative(config):
+        raise ModelError(f"{spec}: a {config.model_type} model is not an image-text-to-text VLM (vllm: runs those)")
+    chat_template = read_chat_template(options.chat_template)
+    mode = "loglik" if options.choice_mode == "auto" else options.choice_mode
+    return _adapter(task, spec, lambda: VllmVLM(name, config, options, chat_template), options, mode)
+
+
+def _served(task, name: str, options: ModelOptions):
+    """`openai:` a model behind an OpenAI-compatible endpoint. Multiple choice goes by letter unless
+    the benchmark cannot be asked by letter (VisDial, Social-IQ) or `--choice-mode loglik` asks for
+    log-likelihoods, which the server must return (evaluator/models/served.py)."""
+    from evaluator.models.served import ServedVLM, check_endpoint, check_served_options
+
+    spec = f"openai:{name}"
+    check_endpoint(options.base_url, spec)
+    check_served_options(options, spec)
+    ask = task.generative
+    mode = options.choice_mode
+    if mode == "auto":
+        mode = "loglik" if ask is not None and ask.mode == "score" and ask.letter_reason else "letter"
+    return _adapter(task, spec, lambda: ServedVLM(name, options), options, mode)
