@@ -132,7 +132,7 @@ def main() -> int:
     if done.returncode != 0:
         print(done.stderr[-3000:])
         return 1
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = json.loads(next(line for line in reversed(done.stdout.splitlines()) if line.startswith("{")))
     ok = verdict("vLLM VisDial scoring, prefix-cached trie vs full sequences", found["full_s"] / found["prefix_s"],
                  PREFIX_TARGET, "x", at_least=True, holds=found["same_ranks"] and found["max_abs_diff"] < 1e-4,
                  detail=f"{found['rounds']} rounds x 100 options: {found['full_s']:.2f} s vs "

@@ -474,3 +474,34 @@ def test_a_killed_hf_predict_resumes_at_its_last_batch(built, sample_sources, tm
                            timeout=600)
     assert clean.returncode == 0, clean.stderr
     assert (tmp_path / "p.json").read_text() == (tmp_path / "clean.json").read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# Log-likelihoods from prompt log-probabilities: the checks on one answer (the whole path runs against a
+# real vLLM server in tests/test_vllm.py)
+
+def _scoring_answer(ids: list[int], tokens: list[str], logprobs: list[float]) -> dict:
+    """A chat-completions answer in the shape vLLM 0.32 gives for prompt_logprobs=0, return_token_ids=true
+    (the first position has no log-probability)."""
+    entries = [None] + [{str(i): {"logprob": lp, "rank": 1, "decoded_token": t}}
+                        for i, t, lp in zip(ids[1:], tokens[1:], logprobs[1:])]
+    return {"choices": [{"message": {"content": "x"}}], "prompt_token_ids": ids, "prompt_logprobs": entries}
+
+
+def test_scored_tokens_are_those_after_the_turns_own_and_read_as_the_continuation():
+    vlm = _served("http://127.0.0.1:9/v1")
+    context = [5, 6, 7]  # "...ASSISTANT:"
+    ids, tokens = [5, 6, 7, 40, 41, 42, 43], ["U", "S", ":", " ", "Y", "e", "s"]
+    answer = _scoring_answer(ids, tokens, [0.0, -1.0, -2.0, -0.5, -0.25, -0.125, -0.0625])
+    # hand-computed: the lead " " and "Yes" are the continuation's tokens
+    assert vlm._continuation_logprobs(answer, "row 0", context, "Yes") == [-0.5, -0.25, -0.125, -0.0625]
+    closing = _scoring_answer(ids + [3], tokens + ["</s>"], [0.0, -1.0, -2.0, -0.5, -0.25, -0.125, -0.0625, -0.01])
+    with pytest.raises(ModelError, match="writes more after an assistant answer"):
+        vlm._continuation_logprobs(closing, "row 0", context, "Yes")
+    missing = _scoring_answer(ids, tokens, [0.0, -1.0, -2.0, -0.5, -0.25, -0.125, -0.0625])
+    missing["prompt_logprobs"][5] = {"99": {"logprob": -1.0}}  # not the prompt's token
+    with pytest.raises(ModelError, match="no log-probability for prompt token 5"):
+        vlm._continuation_logprobs(missing, "row 0", context, "Yes")
+    without = {"choices": [{"message": {"content": "x"}}], "prompt_token_ids": ids}
+    with pytest.raises(ModelError, match="no prompt log-probabilities"):
+        vlm._continuation_logprobs(without, "row 0", context, "Yes")

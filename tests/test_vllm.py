@@ -80,7 +80,10 @@ def tiny_models(tmp_path_factory) -> dict[str, str]:
     from pipelines.tiny_models import write_tiny_llava, write_tiny_llava_for_vllm, write_tiny_vilt_vqa
 
     root = tmp_path_factory.mktemp("vllm-models")
-    return {"llava": str(write_tiny_llava_for_vllm(root / "llava")),
+    unknown = write_tiny_llava_for_vllm(root / "unknown-architecture")
+    config = json.loads((unknown / "config.json").read_text())
+    (unknown / "config.json").write_text(json.dumps({**config, "architectures": ["LlavaOfAnotherKind"]}))
+    return {"llava": str(write_tiny_llava_for_vllm(root / "llava")), "unknown-architecture": str(unknown),
             "head-8": str(write_tiny_llava(root / "head-8")),  # hidden 32, 4 heads: head size 8
             "vilt": str(write_tiny_vilt_vqa(root / "vilt", ["yes", "no"]))}
 
@@ -88,9 +91,9 @@ def tiny_models(tmp_path_factory) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------
 # Against a real vLLM (slow: the engine starts in 20-60 s on two cores)
 
-def vllm_cli(*args, cache: Path, timeout: float = 600) -> tuple[int, str, str]:
+def vllm_cli(*args, cache: Path, timeout: float = 600, env: dict | None = None) -> tuple[int, str, str]:
     """`vlbench ARGS` run by the vLLM venv's Python from this checkout."""
-    env = {**vllm_env(), "VLBENCH_CACHE": str(cache)}
+    env = {**vllm_env(), "VLBENCH_CACHE": str(cache), **(env or {})}
     done = subprocess.run([VLLM_PYTHON, "-m", "pipelines.cli", *map(str, args)], env=env, capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT)
     return done.returncode, done.stdout, done.stderr
@@ -205,7 +208,7 @@ def test_trie_scores_equal_prompt_logprobs_and_vllm_runs_transformers_tokens(tin
     done = subprocess.run([VLLM_PYTHON, str(ROOT / "tests" / "vllm_probe.py"), tiny_models["llava"]],
                           env=vllm_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = json.loads(next(line for line in reversed(done.stdout.splitlines()) if line.startswith("{")))
     assert np.max(np.abs(np.array(found["trie"]) - np.array(found["full"]))) < 1e-5
     assert found["trie"][0][2] == found["trie"][0][6]  # a duplicate option ties
     assert found["vllm_prompt_ids"] == found["processor_ids"]
@@ -248,17 +251,37 @@ def test_a_killed_vllm_run_resumes(runs, tiny_models, built, sample_sources, tmp
 
 @needs_vllm
 @pytest.mark.slow
-@pytest.mark.parametrize("model,args,needles", [
-    ("head-8", (), ("head size 8", "vLLM's CPU attention takes 32")),
-    ("llava", ("--engine-arg", "no_such_argument=1"), ("--engine-arg no_such_argument", "not an engine argument")),
-    ("llava", ("--engine-arg", "kv_cache_memory_bytes=4096"), ("vLLM could not start the engine",)),
+@pytest.mark.parametrize("model,args,env,needles", [
+    ("head-8", (), {}, ("head size 8", "vLLM's CPU attention takes 32")),
+    ("unknown-architecture", (), {}, ("vLLM 0.32.0 does not support LlavaOfAnotherKind",)),
+    ("llava", ("--engine-arg", "no_such_argument=1"), {}, ("--engine-arg no_such_argument", "not an engine argument")),
+    # 4 TiB of KV cache asked for (the CPU build's variable, in GiB): more memory than the machine has
+    ("llava", (), {"VLLM_CPU_KVCACHE_SPACE": "4096"}, ("vLLM could not start the engine", "memory", "kv")),
 ])
-def test_bad_vllm_input_is_one_line(model, args, needles, tiny_models, built, sample_sources, tmp_path):
-    """A checkpoint vLLM's CPU attention refuses, an engine argument vLLM does not have, too little memory
+def test_bad_vllm_input_is_one_line(model, args, env, needles, tiny_models, built, sample_sources, tmp_path):
+    """A checkpoint vLLM's CPU attention refuses, an engine argument vLLM does not have, not enough memory
     for the KV cache: one line naming the cause, exit 2, nothing written, no traceback from vLLM's
     worker processes."""
     code, out, err = vllm_cli("predict", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco",
                               "--limit", "2", "--model", f"vllm:{tiny_models[model]}", *args,
-                              "--out", tmp_path / "p.json", cache=tmp_path / "cache")
+                              "--out", tmp_path / "p.json", cache=tmp_path / "cache", env=env)
     assert_one_error_line(code, err, needles)
     assert not (tmp_path / "p.json").exists() and "Traceback" not in out
+
+
+@needs_vllm
+@pytest.mark.slow
+def test_the_perceptual_score_through_vllm_equals_hf(tiny_models, built, sample_sources, cli_module, tmp_path):
+    """Gat et al. (NeurIPS 2021), Eq. 1-5 on VQA v2's sample through `vllm:`: the same greedy answers on the
+    rows and on their permutations as `hf:`, so the same perceptual scores."""
+    common = ["perceptual", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco",
+              "--permutations", "1", "--repeats", "1", "--bootstrap", "0", "--max-new-tokens", "2"]
+    code, _, err = vllm_cli(*common, "--model", f"vllm:{tiny_models['llava']}", "--report", tmp_path / "vllm",
+                            cache=tmp_path / "cache")
+    assert code == 0, err
+    code, _, err = cli_module(*common, "--model", f"hf:{tiny_models['llava']}", "--report", tmp_path / "hf")
+    assert code == 0, err
+    by_vllm, by_hf = (json.loads((tmp_path / name / "metrics.json").read_text()) for name in ("vllm", "hf"))
+    assert by_vllm["model"] == f"vllm:{tiny_models['llava']}" and by_vllm["all"]["vqa_accuracy"]["samples"] == 400
+    metrics = lambda found: {k: v for k, v in found.items() if k not in ("model", "prediction_record", "options")}  # noqa: E731
+    assert json.dumps(metrics(by_vllm), sort_keys=True) == json.dumps(metrics(by_hf), sort_keys=True)

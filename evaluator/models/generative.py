@@ -278,8 +278,8 @@ class TemplatedVLM(VLMBackend):
         from core.progress import progress
 
         distinct = [list(dict.fromkeys(c)) for c in continuations]
-        keys = ([self._key(t, {"continuations": c, "loglik": self.options.loglik}) for t, c in zip(turns, distinct)]
-                if self.cache is not None else [None] * len(turns))
+        keys = ([self._key(t, {"continuations": c, "loglik": self.options.loglik, "answer_lead": self.answer_lead})
+                 for t, c in zip(turns, distinct)] if self.cache is not None else [None] * len(turns))
         scored: list[dict[str, float]] = [{} for _ in turns]
         for i, values in self.cached(keys, "loglik").items():
             scored[i] = dict(zip(distinct[i], values))
