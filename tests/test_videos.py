@@ -135,7 +135,7 @@ def test_frames_of_one_video_are_decoded_once_and_shown_in_order(socialiq, monke
     monkeypatch.setattr(ask_module, "read_frames", lambda path, n: decoded.append(path.stem) or real(path, n))
 
     class RecordingVLM:
-        def score(self, turns, continuations):
+        def score(self, turns, continuations, names=None):
             shown.extend(_levels(t.images) for t in turns)
             return [[-float(len(c[0]))] for c in continuations]
 

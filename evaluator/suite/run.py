@@ -99,7 +99,7 @@ def prediction_key(model: str, folder: Path, options: ModelOptions) -> str:
     kind, _, name = model.partition(":")
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()
                 if k not in ("data", "response_cache")}
-    identity = {"model": model, "files": folder_identity(name) if kind == "hf" else None,
+    identity = {"model": model, "files": folder_identity(name) if kind in ("hf", "vllm") else None,
                 "dataset": sha256_file(folder / MANIFEST), "options": settings, "vlbench": vlbench_version()}
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
