@@ -26,6 +26,7 @@ vLLM writes its log from its own worker processes: while the engine starts it go
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import json
@@ -49,6 +50,10 @@ SET_BY_VLBENCH = {"model": "--model", "tokenizer": "--model", "revision": "--rev
                   "max_model_len": "--max-model-len", "enforce_eager": "--enforce-eager",
                   "limit_mm_per_prompt": "--frames"}
 MAX_LOGPROB_TOKEN_IDS = 128  # vLLM's bound on one request's logprob_token_ids
+# One engine per process and settings: the suite and the perceptual score ask several benchmarks or
+# passes of one model, and a second engine would take the accelerator's memory again. The prompts are
+# built here, so an engine serves any benchmark.
+_ENGINES: dict[str, object] = {}
 
 
 def check_vllm_options(options: ModelOptions, spec: str) -> None:
@@ -160,10 +165,15 @@ class VllmVLM(TemplatedVLM):
                 "float32" if self.platform == "cpu" else "bfloat16"
             self._check_model(config)
             self.engine_settings = self._engine_kwargs(vllm)
-            try:
-                self.llm = vllm.LLM(**self.engine_settings)
-            except Exception as exc:  # noqa: BLE001 -- vLLM raises anything from its workers: one line
-                raise ModelError(f"{spec}: vLLM could not start the engine ({root_cause(log, exc)})") from None
+            key = json.dumps(self.engine_settings, sort_keys=True, default=str)
+            if key not in _ENGINES:
+                if not _ENGINES:
+                    atexit.register(shutdown_engines)
+                try:
+                    _ENGINES[key] = vllm.LLM(**self.engine_settings)
+                except Exception as exc:  # noqa: BLE001 -- vLLM raises anything from its workers: one line
+                    raise ModelError(f"{spec}: vLLM could not start the engine ({root_cause(log, exc)})") from None
+            self.llm = _ENGINES[key]
         self.identity |= {"engine": "vllm", "vllm": self.vllm_version, "dtype": self.dtype, "platform": self.platform}
 
     def _check_model(self, config) -> None:
@@ -322,6 +332,16 @@ class VllmVLM(TemplatedVLM):
                 "versions": {"vllm": self.vllm_version, "transformers": transformers.__version__,
                              "torch": torch.__version__},
                 **self.cache_stats()}
+
+
+def shutdown_engines() -> None:
+    """Stop the engines' worker processes on the way out. Registered after multiprocessing's own exit
+    handler, it runs before it: that handler joins the engine's processes, which would wait for ever
+    for a shutdown nobody sent (measured: a process that kept its engine to the end hung at exit)."""
+    while _ENGINES:
+        _, llm = _ENGINES.popitem()
+        with contextlib.suppress(Exception):  # an engine that already died has nothing left to stop
+            llm.llm_engine.engine_core.shutdown(timeout=30)
 
 
 def continuation_trie(continuations: list[list[int]]) -> dict[tuple, set[int]]:
