@@ -273,10 +273,8 @@ class VllmVLM(TemplatedVLM):
             idx = todo[b:b + self.batch_size]
             prompts, conts, tries, images = {}, {}, {}, {}
             for i in idx:
-                prompt = self.prompt_text(turns[i])
-                context = self._ids(prompt)
                 prompts[i] = self._prompt_ids(turns[i])
-                conts[i] = [self.continuation_ids(prompt, c, context) for c in distinct[i]]
+                conts[i] = self.continuation_ids([self.prompt_text(turns[i])] * len(distinct[i]), distinct[i])
                 tries[i] = continuation_trie(conts[i])
                 images[i] = [open_image(s) for s in turns[i].images]
             logprobs: dict[tuple, dict[int, float]] = {}
@@ -301,12 +299,9 @@ class VllmVLM(TemplatedVLM):
         returned token ids are checked to be the continuation's."""
         from vllm import SamplingParams
 
-        requests, conts = [], []
-        for turn, text in zip(turns, continuations):
-            prompt = self.prompt_text(turn)
-            conts.append(self.continuation_ids(prompt, text))
-            requests.append(self._request(turn, self._prompt_ids(turn) + conts[-1],
-                                          [open_image(s) for s in turn.images]))
+        conts = self.continuation_ids([self.prompt_text(t) for t in turns], continuations)
+        requests = [self._request(turn, self._prompt_ids(turn) + cont, [open_image(s) for s in turn.images])
+                    for turn, cont in zip(turns, conts)]
         outputs = self._run(requests, SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0,
                                                      detokenize=False))
         out = []
