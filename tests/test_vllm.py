@@ -113,7 +113,7 @@ def runs(tiny_models, built, sample_sources, server, cli_module, tmp_path_factor
     hf:, vllm: or openai: (vLLM's server), each made once."""
     root, made = tmp_path_factory.mktemp("vllm-runs"), {}
     limits = {"vqa-v2": ("--limit", "40", "--max-new-tokens", "4"), "visdial": ("--limit", "3"),
-              "socialiq": ("--limit", "12")}
+              "socialiq": ("--limit", "12"), "cosim-q": ("--limit", "24", "--choice-mode", "letter")}
     folders = {"vqa-v2": sample_sources / "coco"}
 
     def run(bench: str, backend: str):
@@ -197,6 +197,20 @@ def test_log_likelihoods_agree_through_hf_vllm_and_vllms_server(runs, bench):
                     assert y[i] > y[j]
     assert len({s["prediction"] if isinstance(s["prediction"], float) else tuple(s["prediction"])
                 for s in hf["samples"]}) > 1
+
+
+@needs_vllm
+@pytest.mark.slow
+def test_letter_choices_are_identical_through_hf_vllm_and_vllms_server(runs):
+    """COSIM-Q by letter (the options listed A-D, the model asked for the letter): the same answers and
+    choices row by row through the three backends."""
+    hf, local, served = (runs("cosim-q", b) for b in ("hf", "vllm", "openai"))
+    outputs = [s["output"] for s in hf["samples"]]
+    assert len(outputs) == 24 and len(set(outputs)) > 1
+    for mine in (local, served):
+        assert [s["output"] for s in mine["samples"]] == outputs
+        assert [s["choice"] for s in mine["samples"]] == [s["choice"] for s in hf["samples"]]
+        assert mine["record"]["asked"]["choice_mode"] == "letter" and mine["file"] == hf["file"]
 
 
 @needs_vllm
