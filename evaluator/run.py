@@ -125,7 +125,7 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
     task = get_task(bench)
     options = task_options(task, list(request.options))
     if report is not None:
-        check_report_folder(report)
+        check_report_folder(report, {"--data": data})
     if hub_results is not None and hub_dataset is None:
         if Path(data).exists():
             raise ParamsError("--hub-results: pass --hub-dataset ORG/NAME, the Hub dataset repo of this benchmark "
@@ -302,7 +302,8 @@ def perceptual_score(request: ScoringRequest, model: str, options, *, model_opti
     task = get_task(bench)
     score_options = task_options(task, list(request.options))
     if report is not None:
-        check_report_folder(report)
+        check_report_folder(report, {"--data": data, "--images": model_options.images,
+                                     "--videos": model_options.videos})
     folder, split, table = _open(task, data, request.split)
     table = _where(table, where)
     if options.by is not None:

@@ -418,6 +418,10 @@ def suite(
     from pipelines.stages import default_cache_dir
 
     benchmarks = None if only is None else [b.strip() for b in only.split(",") if b.strip()]
+    if benchmarks == []:
+        from core.errors import ParamsError
+
+        raise ParamsError(f"--benchmarks {only!r}: names no benchmark; give A,B,... (`vlbench list` shows them)")
     card = run_suite(model, data, out, model_options=model_options, only=benchmarks, images_root=images_root,
                      resamples=bootstrap, seed=seed, perceptual=not no_perceptual, counterbias=not no_counterbias,
                      counterbias_cache=default_cache_dir() / "counterbias", hub_results=hub_results,

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from helpers import counterbias_reports, tiny_vl_bias
+from helpers import assert_one_error_line, counterbias_reports, tiny_vl_bias
 
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias import counterbias as cb
@@ -287,6 +287,25 @@ def test_report_examples_need_no_second_attack(tiny, tmp_path, monkeypatch):
     shown = report.split("## Instance examples (Fig. 6)")[1].split("![examples]")[0]
     assert [line.split("|")[1].strip() for line in shown.strip().splitlines()[2:]] == \
         table.image_id[expected].tolist()
+
+
+def test_a_report_into_what_the_command_reads_is_refused(cli, tiny, tmp_path):
+    """`counterbias --report` inside the VL-Bias build, `counterbias-compare A B --out A` (or inside B):
+    one line before anything is read or written; the build still verifies."""
+    before = sorted((p.relative_to(tiny["data"]), p.stat().st_mtime_ns) for p in tiny["data"].rglob("*"))
+    code, _, err = cli("counterbias", "--data", tiny["data"], "--model", f"hf:{tiny['vilt']}", "--attack", "none",
+                       "--report", tiny["data"] / "report")
+    assert_one_error_line(code, err, ("--report", "lies inside the --data"))
+    assert sorted((p.relative_to(tiny["data"]), p.stat().st_mtime_ns) for p in tiny["data"].rglob("*")) == before
+    code, _, err = cli("verify", tiny["data"])
+    assert code == 0, err
+    for name in "ab":
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.json").write_text("{}")
+    for out, needle in ((tmp_path / "a", "is the report A"), (tmp_path / "b" / "ab", "lies inside the report B")):
+        code, _, err = cli("counterbias-compare", tmp_path / "a", tmp_path / "b", "--out", out)
+        assert_one_error_line(code, err, ("--out", needle))
+    assert [(p.name, p.read_text()) for p in sorted((tmp_path / "a").iterdir())] == [("metrics.json", "{}")]
 
 
 @pytest.mark.slow  # three models measured

@@ -48,6 +48,7 @@ OPTIONS = ["a red bus", "a dog", "two cats", "nothing"]
 
 @pytest.mark.parametrize("answer,chosen", [
     ("B", 1), ("B.", 1), ("(C)", 2), ("D) nothing", 3), ("A: a red bus", 0), ("  b", None),  # rule 1
+    ("B\nThe man is sad.", 1), ("C \n because", 2),  # rule 1: the letter alone on the first line
     ("I think (C) is right", 2), ("The answer is D", 3), ("Answer: B", 1),  # rule 2
     ("It shows two cats.", 2), ("A dog", 1), ("A dog and a red bus", None),  # rule 3; two options named: none
     ("E", None), ("", None), ("no idea", None),

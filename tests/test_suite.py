@@ -119,6 +119,8 @@ def test_only_the_named_benchmarks_and_the_missing_ones_are_listed(cli, built, t
 @pytest.mark.parametrize("case,needle", [
     ("out-not-a-suite", "not written by `vlbench suite`"), ("no-builds", "holds no built benchmark"),
     ("unknown-benchmark", "--benchmarks nope"), ("out-is-a-build", "--data build"),
+    ("no-benchmark-named", "names no benchmark"),
+    *((f"hub-org:{org}", "not a Hub organisation name") for org in ("../etc", "a/b", "<b>x</b>", "-rf", "a..b")),
 ])
 def test_bad_suite_usage_is_one_line(case, needle, cli, built, tmp_path):
     data = tmp_path / "data"
@@ -132,12 +134,18 @@ def test_bad_suite_usage_is_one_line(case, needle, cli, built, tmp_path):
         (out / "mine.txt").write_text("keep")
     if case == "unknown-benchmark":
         extra = ("--benchmarks", "nope")
+    if case == "no-benchmark-named":
+        extra = ("--benchmarks", " , ")
+    if case.startswith("hub-org:"):  # written into .eval_results as a repo id: a path or markup is refused
+        extra = ("--hub-org", case.partition(":")[2], "--hub-results", tmp_path / "model-repo")
     if case == "out-is-a-build":
         out = data / "vcr"
     code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", out, *extra)
     assert_one_error_line(code, err, (needle,))
     if case == "out-not-a-suite":
         assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+    if case.startswith("hub-org:") or case == "no-benchmark-named":
+        assert not out.exists() and not (tmp_path / "model-repo").exists()
 
 
 def _wait_for(condition, process, seconds: float) -> None:

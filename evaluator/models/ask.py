@@ -90,15 +90,15 @@ def letter_prompt(text: str, options: list[str]) -> str:
 
 def parse_letter(output: str, options: list[str]) -> int | None:
     """The option a letter-mode answer names, by the first rule that applies (None: unparsed):
-    1. the answer (trimmed) starts with an option's letter alone, or followed by `.`, `:` or `)`, or
-       in parentheses: "B", "B.", "B) a dog", "(B)";
+    1. the answer (trimmed) starts with an option's letter alone (on its first line), or followed by
+       `.`, `:` or `)`, or in parentheses: "B", "B\\nThe man is sad.", "B.", "B) a dog", "(B)";
     2. an option's letter in parentheses anywhere, or after "answer is" / "answer:": "I think (B)",
        "The answer is B";
     3. the text of exactly one option inside the answer (case-insensitive): "a dog".
     A bare capital A starting a sentence ("A dog is ...") is not read as a letter."""
     letters = string.ascii_uppercase[:len(options)]
     text = output.strip()
-    first = re.match(r"\(([A-Z])\)|([A-Z])(?:[.:)]|$)", text)
+    first = re.match(r"\(([A-Z])\)|([A-Z])(?:[.:)]|[ \t]*(?:\n|$))", text)
     if first and (first.group(1) or first.group(2)) in letters:
         return letters.index(first.group(1) or first.group(2))
     for pattern in (r"\(([A-Z])\)", r"(?i:answer)(?:\s+is)?\s*:?\s*\(?([A-Z])\b"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,12 +128,24 @@ def check_output_file(path: Path, option: str) -> None:
             break
 
 
-def check_report_folder(folder: Path) -> None:
-    """--report DIR: a folder (created when missing); an existing file there is an error."""
+def check_report_folder(folder: Path, inputs: dict | None = None, option: str = "--report") -> None:
+    """--report DIR: a folder (created when missing); an existing file there is an error, and so is a
+    folder that is or lies inside one of the command's input folders (`inputs`, {option: path}: the
+    built dataset, the reports compared, the images): a report written there would change what it reads
+    (a build that then fails `verify`, a report overwritten by its own comparison)."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
-        raise ParamsError(f"--report {folder}: a file with this name exists; the report is a folder")
-    check_output_file(folder / "metrics.json", "--report")
+        raise ParamsError(f"{option} {folder}: a file with this name exists; the report is a folder")
+    target = Path(os.path.abspath(folder))
+    for name, path in (inputs or {}).items():
+        if path is None or not Path(path).exists():
+            continue
+        real = Path(path).resolve()
+        for candidate in {target, target.resolve()}:
+            if candidate == real or real in candidate.parents:
+                relation = "is" if candidate == real else "lies inside"
+                raise ParamsError(f"{option} {folder}: {relation} the {name} {path}; write the report elsewhere")
+    check_output_file(folder / "metrics.json", option)
 
 
 def write_report(folder: Path, metrics: dict, markdown: str, plots: list) -> list[Path]:

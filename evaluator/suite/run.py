@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from builders.registry import benchmarks, get_task
@@ -62,6 +63,19 @@ def find_builds(data: Path) -> tuple[dict[str, Path], dict[str, str]]:
 def is_hub_org(data: str) -> bool:
     """Whether --data names a Hub organisation (one word, no local file or folder of that name)."""
     return not Path(data).exists() and "/" not in data and not data.startswith((".", "~")) and bool(data.strip())
+
+
+HUB_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?")
+
+
+def check_hub_org(org: str, option: str) -> str:
+    """A Hub organisation or user name as the Hub accepts one (letters, digits, '-', '_', '.', not at either
+    end, no '--' or '..', at most 96 characters); anything else (a path, markup, an option) is refused: it
+    would be written into the results files as a repo id."""
+    if not HUB_NAME.fullmatch(org) or "--" in org or ".." in org:
+        raise ParamsError(f"{option} {org[:60]!r}: not a Hub organisation name (letters, digits, '-', '_' and '.', "
+                          "not at either end)")
+    return org
 
 
 def find_hub_builds(org: str) -> tuple[dict[str, Path], dict[str, str], dict[str, str]]:
@@ -214,7 +228,9 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     from evaluator.suite.diagnostics import diagnostics
 
     on_hub = is_hub_org(str(data))
-    hub_org = hub_org or (str(data) if on_hub else None)
+    if on_hub:
+        check_hub_org(str(data), "--data")
+    hub_org = check_hub_org(hub_org, "--hub-org") if hub_org is not None else str(data) if on_hub else None
     if hub_results is not None and hub_org is None:
         raise ParamsError("--hub-results: pass --hub-org ORG, the Hub organisation whose ORG/<benchmark> dataset "
                           "repos hold the builds")

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from core.errors import ParamsError
 from core.markdown import report_table
-from evaluator.publish.report import write_report
+from evaluator.publish.report import check_report_folder, write_report
 from evaluator.vl_bias import counterbias as cb
 
 NEEDED = ("id", "image_id", "template", "target", "target_type", "bias_class")
@@ -50,6 +50,8 @@ def compare_reports(a: Path, b: Path, *, out: Path | None = None, bootstrap: int
     """B against A, cell by cell, with paired bootstrap intervals of B - A."""
     from evaluator.stats.bootstrap import intervals, paired, point_values
 
+    if out is not None:
+        check_report_folder(out, {"report A": a, "report B": b}, "--out")
     (ma, ca), (mb, cb_) = _load(a), _load(b)
     if ma["split"] != mb["split"] or not np.array_equal(ca["id"], cb_["id"]):
         raise ParamsError(f"{b}: not measured on the same rows as {a} (split {mb['split']}, {len(cb_['id']):,} rows "

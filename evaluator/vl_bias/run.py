@@ -339,6 +339,10 @@ def run_counterbias(data: str, spec: str, options: CounterBiasOptions, model_opt
                     seed: int = 0) -> dict:
     """Measure a model on a built VL-Bias split; returns the metrics (and writes the report), with 95%
     confidence intervals of the Table 2 / Table 3 cells from `bootstrap` resamples of the images."""
+    if report is not None:
+        from evaluator.publish.report import check_report_folder
+
+        check_report_folder(report, {"--data": data})
     folder, split, table = load_split(data, split)
     concept = Concept.of(folder, table)
     b0 = options.b0 or concept.classes[0]
