@@ -129,6 +129,66 @@ def test_a_refused_request_is_one_error_naming_the_endpoint_never_the_key(status
     assert SECRET not in message
 
 
+@pytest.mark.parametrize("status,payload,where", [
+    # the key echoed after 190 characters: a bound applied before masking would cut it and show its start
+    (401, {"error": {"message": "x" * 190 + f" key {SECRET}"}}, "error"),
+    (401, {"error": {"message": f"Bad key {SECRET.upper()}"}}, "error"),  # in another case
+    (401, {"error": {"message": f"Bad key {SECRET[:14]}..."}}, "error"),  # in part
+    (200, chat_answer(None, refusal=f"no, {SECRET}"), "error"),
+    (200, {**chat_answer("fine"), "model": f"tiny-{SECRET}", "system_fingerprint": SECRET.swapcase()}, "record"),
+    (200, chat_answer(f"the key is {SECRET}"), "answer"),
+])
+def test_the_key_never_shows_where_a_server_echoes_it(status, payload, where, monkeypatch):
+    """A server that echoes the key, whole, cut, in another case, in a refusal, in the model name it reports or
+    in an answer: the line, the record and the answer (then --log-samples and the response cache) never
+    hold it (core.sanitise masks it before anything is bounded)."""
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    with CannedEndpoint(status, payload) as endpoint:
+        vlm = _served(endpoint.url)
+        if where == "error":
+            with pytest.raises(ModelError) as err:
+                vlm.generate([Turn("q", ())], names=["row 1"])
+            shown = str(err.value)
+            assert "***" in shown
+        else:
+            shown = json.dumps(vlm.generate([Turn("q", ())])) + json.dumps(vlm.describe())
+    for secret in (SECRET, SECRET.upper(), SECRET.swapcase(), SECRET[:14]):
+        assert secret not in shown
+
+
+def test_a_servers_escape_sequences_never_reach_the_terminal(cli, built, tmp_path, monkeypatch):
+    """An error text with a title change, a screen clear and a NUL: the line holds none of them."""
+    monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cache"))
+    hostile = "bad\x1b]0;owned\x07\x1b[2J\x00request\r\nmore"
+    with CannedEndpoint(400, {"error": {"message": hostile}}) as endpoint:
+        code, _, err = cli("predict", "socialiq", "--data", built("socialiq"), "--out", tmp_path / "p.json",
+                           "--limit", "1", "--model", "openai:tiny", "--base-url", endpoint.url,
+                           "--choice-mode", "loglik")
+    line = assert_one_error_line(code, err, ("bad", "request"))
+    assert not any(c in line for c in "\x1b\x07\x00\r")
+
+
+@pytest.mark.parametrize("args,needle,hidden", [
+    (("--base-url", "http://127.0.0.1:9/v1?api_key=hunter2secret"), "a query or fragment (not shown)", "hunter2"),
+    (("--base-url", "http://127.0.0.1:9/v1#token=hunter2secret"), "a query or fragment (not shown)", "hunter2"),
+    (("--base-url", "http://[::1/v1"), "not a URL", None),
+    (("--base-url", "http://127.0.0.1:99999/v1"), "not a URL", None),
+    (("--base-url", "http://127.0.0.1:9/v1", "--request-timeout", "inf"), "--request-timeout in (0, 86400]", None),
+])
+def test_bad_endpoints_are_one_line_that_shows_no_secret(args, needle, hidden, cli, built, tmp_path):
+    code, _, err = cli("predict", "vqa-v2", "--data", built("vqa-v2"), "--out", tmp_path / "p.json",
+                       "--model", "openai:tiny", *args)
+    line = assert_one_error_line(code, err, (needle,))
+    assert hidden is None or hidden not in line
+
+
+def test_a_key_an_http_header_cannot_carry_is_one_line(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-clé-secrète")
+    with pytest.raises(ModelError, match=r"\$OPENAI_API_KEY: the key has characters an HTTP header") as err:
+        _served("http://127.0.0.1:9/v1")
+    assert "clé" not in str(err.value)
+
+
 def test_retries_back_off_and_the_last_failure_names_the_row(monkeypatch):
     import evaluator.models.served as served
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import os
 import queue
 import random
@@ -26,12 +27,14 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from core.errors import ModelError
+from core.sanitise import mask_secrets, sanitise
 from evaluator.models.backend import VLMBackend
 from evaluator.models.options import ModelOptions
 from evaluator.models.response_cache import ResponseCache, request_key, vlbench_version
 
 RETRIED_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 BACKOFF_SECONDS, BACKOFF_CAP_SECONDS = 0.5, 30.0
+MAX_TIMEOUT_SECONDS = 86_400.0  # --request-timeout: a day at most (an infinite one would never give up)
 # --gen-kwargs that chat completions take: OpenAI's own, and top_k / repetition_penalty, which vLLM,
 # SGLang and TGI accept beside them
 REQUEST_KWARGS = ("temperature", "top_p", "top_k", "repetition_penalty")
@@ -42,16 +45,40 @@ _MAGIC = ((b"\xff\xd8\xff", "image/jpeg"), (b"\x89PNG\r\n\x1a\n", "image/png"), 
 
 
 def check_endpoint(base_url: str | None, spec: str) -> str:
-    """The endpoint's base URL without a trailing slash; a missing or malformed one is a ModelError."""
+    """The endpoint's base URL without a trailing slash; a missing or malformed one is a ModelError. An
+    error line shows the URL without credentials, query or fragment (where a secret may sit)."""
+    import httpx
+
     if not base_url:
         raise ModelError(f"--model {spec}: a served model needs --base-url (e.g. http://localhost:8000/v1)")
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
-        raise ModelError(f"--base-url {base_url}: expected http(s)://HOST[:PORT][/PATH], e.g. http://localhost:8000/v1")
+    shown = shown_url(base_url)
+    try:
+        parts = urlsplit(base_url)
+        port = parts.port
+        httpx.URL(base_url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise ModelError(f"--base-url {shown}: not a URL ({sanitise(exc, (base_url,), 120)})") from None
     if parts.username or parts.password:
         raise ModelError("--base-url: credentials in the URL are refused; put the key in the environment "
                          "variable --api-key-env names")
+    if parts.query or parts.fragment:
+        raise ModelError(f"--base-url {shown}: a query or fragment (not shown) is refused; put a key in the "
+                         "environment variable --api-key-env names")
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+        raise ModelError(f"--base-url {shown}: expected http(s)://HOST[:PORT][/PATH], e.g. http://localhost:8000/v1")
     return base_url.rstrip("/")
+
+
+def shown_url(url: str) -> str:
+    """A URL as an error line may show it: scheme, host, port and path only, control characters removed,
+    bounded."""
+    try:
+        parts = urlsplit(url)
+        host = parts.netloc.rpartition("@")[2]
+        text = f"{parts.scheme}://{host}{parts.path}" if parts.scheme or host else parts.path
+    except ValueError:
+        text = url.partition("?")[0].partition("#")[0].rpartition("@")[2]
+    return sanitise(text, (), 120)
 
 
 def check_served_options(options: ModelOptions, spec: str) -> None:
@@ -60,8 +87,9 @@ def check_served_options(options: ModelOptions, spec: str) -> None:
     if given or options.dtype != "auto" or options.bf16:
         flag = given or ("--dtype" if options.dtype != "auto" else "--bf16")
         raise ModelError(f"{flag}: {spec} is served; the option applies to hf: checkpoints loaded here")
-    if options.concurrency < 1 or options.retries < 0 or not options.request_timeout > 0:
-        raise ModelError("--concurrency must be >= 1, --retries >= 0 and --request-timeout > 0")
+    if options.concurrency < 1 or options.retries < 0 or not 0 < options.request_timeout <= MAX_TIMEOUT_SECONDS:
+        raise ModelError(f"--concurrency must be >= 1, --retries >= 0 and --request-timeout in "
+                         f"(0, {MAX_TIMEOUT_SECONDS:g}] seconds")
 
 
 def image_url(source) -> str:
@@ -116,6 +144,9 @@ class ServedVLM(VLMBackend):
         self.generation = Generation(options.max_new_tokens, tuple(options.gen_kwargs), tuple(options.stop))
         self.extra = self._request_kwargs()
         key = os.environ.get(options.api_key_env) if options.api_key_env else None
+        if key and not all(" " <= c <= "~" for c in key):
+            raise ModelError(f"${options.api_key_env}: the key has characters an HTTP header cannot carry "
+                             "(non-ASCII or control characters; it is not shown)")
         self._key = key or None
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.client = httpx.Client(timeout=options.request_timeout, headers=self._headers,
@@ -264,7 +295,7 @@ class ServedVLM(VLMBackend):
         ids = response.get("prompt_token_ids") if isinstance(response, dict) else None
         if not isinstance(ids, list) or not ids or not all(isinstance(t, int) for t in ids):
             raise ModelError(f"{self.endpoint}: {name}: the answer has no prompt token ids (return_token_ids); "
-                             f"its answer: {_shown(response)}")
+                             f"its answer: {self._shown(response)}")
         return ids
 
     def _continuation_logprobs(self, response, name: str, context: list[int], text: str) -> list[float]:
@@ -273,7 +304,7 @@ class ServedVLM(VLMBackend):
         logprobs = response.get("prompt_logprobs")
         if not isinstance(logprobs, list) or len(logprobs) != len(ids):
             raise ModelError(f"{self.endpoint}: {name}: the answer has no prompt log-probabilities; its answer: "
-                             f"{_shown(response)}")
+                             f"{self._shown(response)}")
         start = len(context) if ids[:len(context)] == context else _common_prefix(ids, context)
         if start >= len(ids):
             raise ModelError(f"{self.endpoint}: {name}: the continuation {text[:60]!r} has no tokens of its own")
@@ -330,7 +361,7 @@ class ServedVLM(VLMBackend):
         try:
             value = read(self._post(body, name), name)
         except ModelError as exc:  # a server may echo the key in its error message: it never reaches a line
-            raise ModelError(str(exc).replace(self._key, "***") if self._key else str(exc)) from None
+            raise ModelError(self.clean(exc, 1000)) from None
         if self.cache is not None and value not in ("", None):
             self.cache.put(key, {field: value})
         return value
@@ -357,7 +388,7 @@ class ServedVLM(VLMBackend):
                         raise ModelError(f"{self.endpoint}: {name}: the answer is not JSON") from None
                 if response.status_code not in RETRIED_STATUS:
                     raise ModelError(f"{self.endpoint}: {name}: {self._refusal(response)}")
-                reason = f"HTTP {response.status_code}{_server_message(response)}"
+                reason = f"HTTP {response.status_code}{self._server_message(response)}"
                 wait = _retry_after(response)
             if attempt == self.options.retries:
                 raise ModelError(f"{self.endpoint}: {name}: {reason}, {attempt + 1} tries")
@@ -374,7 +405,38 @@ class ServedVLM(VLMBackend):
                    404: f"not found (404): is {self.model!r} a model this endpoint serves, and does the URL end "
                    "where /chat/completions follows (often /v1)?", 413: "the request is too large (413)",
                    422: "the server cannot process the request (422)"}
-        return meaning.get(response.status_code, f"HTTP {response.status_code}") + _server_message(response)
+        return meaning.get(response.status_code, f"HTTP {response.status_code}") + self._server_message(response)
+
+    @property
+    def _secrets(self) -> tuple:
+        return (self._key,) if self._key else ()
+
+    def clean(self, text, limit: int | None = 300) -> str:
+        """Server-derived text for an error line or the record (core.sanitise: the key masked first)."""
+        return sanitise(text, self._secrets, limit)
+
+    def _shown(self, response) -> str:
+        """A server's JSON answer, cleaned and shortened, for an error line."""
+        try:
+            text = json.dumps(response, default=str)
+        except (TypeError, ValueError, RecursionError):
+            text = type(response).__name__
+        return self.clean(text, 200)
+
+    def _recorded(self, value):
+        """A field of the server's answer kept in the record: text, cleaned; anything else dropped."""
+        return self.clean(value, 200) if isinstance(value, str) and value else None
+
+    def _server_message(self, response) -> str:
+        """The server's own error message, cleaned and shortened, as `: message` (empty when it gave none)."""
+        try:
+            payload = response.json()
+            error = payload.get("error", payload.get("detail", payload.get("message")))
+            text = error.get("message") if isinstance(error, dict) else error
+        except (ValueError, AttributeError, RecursionError):
+            text = None
+        text = " ".join(self.clean(text, None).split()) if text else ""
+        return f": {self.clean(text, 200)}" if text else ""
 
     def _content(self, response: dict, name: str) -> str:
         choices = response.get("choices") if isinstance(response, dict) else None
@@ -382,16 +444,16 @@ class ServedVLM(VLMBackend):
             raise ModelError(f"{self.endpoint}: {name}: the response has no choices")
         message = choices[0].get("message") or {}
         if message.get("refusal"):
-            raise ModelError(f"{self.endpoint}: {name}: the model refused ({str(message['refusal'])[:120]!r})")
+            raise ModelError(f"{self.endpoint}: {name}: the model refused ({self.clean(message['refusal'], 120)!r})")
         if choices[0].get("finish_reason") == "content_filter":
             raise ModelError(f"{self.endpoint}: {name}: the answer was withheld by the server's content filter")
         content = message.get("content")
         if content is not None and not isinstance(content, str):
             raise ModelError(f"{self.endpoint}: {name}: the answer's content is not text")
         with self._count:
-            self.served_model = self.served_model or response.get("model")
-            self.system_fingerprint = self.system_fingerprint or response.get("system_fingerprint")
-        return content or ""
+            self.served_model = self.served_model or self._recorded(response.get("model"))
+            self.system_fingerprint = self.system_fingerprint or self._recorded(response.get("system_fingerprint"))
+        return mask_secrets(content, self._secrets) if content else ""
 
     def server_version(self) -> str | None:
         """The version the server reports, where it has a way to (vLLM's GET /version)."""
@@ -403,7 +465,7 @@ class ServedVLM(VLMBackend):
             version = response.json().get("version") if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError):
             return None
-        return version if isinstance(version, str) else None
+        return self._recorded(version)
 
     def describe(self) -> dict:
         """What the prediction record says about the served model (never the key)."""
@@ -425,29 +487,6 @@ def _common_prefix(a: list, b: list) -> int:
     while n < min(len(a), len(b)) and a[n] == b[n]:
         n += 1
     return n
-
-
-def _shown(response) -> str:
-    """A server's JSON answer, shortened, for an error line."""
-    import json
-
-    try:
-        text = json.dumps(response, default=str)
-    except (TypeError, ValueError, RecursionError):
-        text = type(response).__name__
-    return text[:200] + ("..." if len(text) > 200 else "")
-
-
-def _server_message(response) -> str:
-    """The server's own error message, shortened, as `: message` (empty when it gave none)."""
-    try:
-        payload = response.json()
-        error = payload.get("error", payload.get("detail", payload.get("message")))
-        text = error.get("message") if isinstance(error, dict) else error
-    except (ValueError, AttributeError):
-        text = None
-    text = " ".join(str(text).split()) if text else ""
-    return f": {text[:200]}" if text else ""
 
 
 def _retry_after(response) -> float | None:
