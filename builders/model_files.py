@@ -139,6 +139,6 @@ def load_pretrained(cls, name: str, what: str, **kwargs):
     options = load_kwargs(name, what)
     try:
         return cls.from_pretrained(name, **options, **kwargs)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, ImportError) as exc:  # ImportError: an attention implementation not installed
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"{what}: cannot load ({reason})") from None
+        raise ModelError(f"{what}: cannot load ({reason[:300]})") from None

@@ -499,7 +499,8 @@ def counterbias(
     attack: Literal["pgd", "none"] = typer.Option("pgd", "--attack",
                                help="pgd (counterfactual images, Eq. 3) or none (language bias only)."),
     eps: float = typer.Option(8 / 255, "--eps", help="L-infinity budget on pixels in [0, 1]."),
-    steps: int = typer.Option(10, "--steps", help="PGD steps."),
+    steps: int = typer.Option(10, "--steps", min=1, max=10_000, help="PGD steps (at most 10,000: each is a "
+                                                                      "forward and backward pass per image)."),
     step_size: Optional[float] = typer.Option(None, "--step-size", help="PGD step (default 2.5 eps / steps)."),
     softmax: Literal["full", "targets"] = typer.Option(
         "full", "--softmax", help="full (vocabulary, Eq. 1) or targets (the authors' code)."),

@@ -50,7 +50,8 @@ MODEL_FLAGS: dict[str, tuple[object, object]] = {
         None, "--gen-kwargs", metavar="K=V,...",
         help="Decoding arguments, e.g. temperature=0.2,top_p=0.9,num_beams=3 (generative; default: greedy).")),
     "stop": (list[str], typer.Option([], "--stop", metavar="TEXT",
-                                     help="A string that ends a generated answer (repeat; generative).")),
+                                     help="A string that ends a generated answer (repeat; generative; \\n, \\t: "
+                                          "a newline, a tab).")),
     "revision": (Optional[str], typer.Option(None, "--revision",
                                              help="Branch, tag or commit of a hub checkpoint (generative hf:).")),
     "attn_implementation": (Optional[str], typer.Option(
@@ -106,12 +107,12 @@ def with_model_flags(command):
     @functools.wraps(command)
     def run(**kwargs):
         from core.errors import ParamsError
-        from evaluator.models.generation import parse_gen_kwargs
+        from evaluator.models.generation import parse_gen_kwargs, parse_stop
         from evaluator.models.options import ModelOptions
         from evaluator.models.vllm_engine import parse_engine_args
 
         values = {name: kwargs.pop(name) for name in MODEL_FLAGS}
-        values.update(gen_kwargs=parse_gen_kwargs(values["gen_kwargs"]), stop=tuple(values["stop"]),
+        values.update(gen_kwargs=parse_gen_kwargs(values["gen_kwargs"]), stop=parse_stop(values["stop"]),
                       engine_args=parse_engine_args(values["engine_args"]))
         served = str(kwargs.get("model", "")).startswith("openai:")
         resume, no_cache = values.pop("resume"), values.pop("no_cache")

@@ -59,6 +59,7 @@ def test_gen_kwargs_are_parsed_and_typed(text, parsed):
     ("temperature=-1", "expected >= 0"), ("top_p=1.5", "in (0, 1]"), ("num_beams=two", "a whole number"),
     ("max_new_tokens=8", "the answer length is --max-new-tokens"), ("temperature", "NAME=VALUE"),
     ("top_k=1,top_k=2", "given twice"), ("temperature=nan", "expected >= 0"), ("do_sample=maybe", "true or false"),
+    ("do_sample=true,temperature=0", "sampling at temperature 0 is undefined"),
 ])
 def test_bad_gen_kwargs_are_one_error(text, needle):
     with pytest.raises(ParamsError, match=None) as caught:
@@ -93,6 +94,13 @@ def test_stop_strings_cut_the_answer(yes_model, images, built, cli, tmp_path):
     samples = [json.loads(line) for line in (tmp_path / "p.samples.jsonl").read_text().splitlines()]
     assert {s["output"] for s in samples} == {"Ye"}  # "Yes" cut before its "s"
     assert _meta(out)["asked"]["generation"]["stop"] == ["s"]
+
+
+def test_a_stop_written_as_backslash_n_is_a_newline():
+    from evaluator.models.generation import parse_stop
+
+    # what a shell passes for --stop '\n', --stop 'a\tb' and --stop '\\n' (a literal backslash-n)
+    assert parse_stop(["\\n", "a\\tb", "\\\\n"]) == ("\n", "a\tb", "\\n")
 
 
 def test_limit_offset_and_evaluate_with_allow_partial(yes_model, images, built, cli, tmp_path):
@@ -167,6 +175,13 @@ def test_sampling_is_seeded(yes_model, images, built, cli, tmp_path):
     (("--chat-template", "MISSING"), "--chat-template"),
     (("--chat-template", "BROKEN"), "not a Jinja template"),
     (("--gen-kwargs", "beams=2"), "--gen-kwargs beams: not a decoding argument"),
+    (("--stop", ""), "--stop: an empty string"),
+    # an attention implementation that is not installed here (flash-attention needs CUDA)
+    (("--attn-implementation", "flash_attention_2"), "cannot load (FlashAttention2"),
+    # bounds checked against the model's context (the tiny LLaVA's 2,048 positions) before a forward pass
+    (("--max-new-tokens", "100000000"), "context holds 2,048 tokens"),
+    (("--max-new-tokens", "2040"), "exceed the model's context of 2,048 tokens"),
+    (("--prompt", "{question}" + " and more" * 300), "exceed the model's context of 2,048 tokens"),
 ])
 def test_bad_controls_are_one_line(args, needle, yes_model, images, built, cli, tmp_path):
     broken = tmp_path / "broken.jinja"

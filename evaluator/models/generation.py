@@ -10,6 +10,7 @@ is cut before the first stop string (its `until`). Sampling draws from the torch
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from core.errors import ParamsError
@@ -62,7 +63,25 @@ def parse_gen_kwargs(text: str | None) -> tuple[tuple[str, object], ...]:
         if name in out:
             raise ParamsError(f"--gen-kwargs {name}: given twice")
         out[name] = _value(name, value)
+    if out.get("do_sample") is True and "temperature" in out and out["temperature"] == 0:
+        raise ParamsError("--gen-kwargs do_sample=true,temperature=0: sampling at temperature 0 is undefined; give "
+                          "temperature > 0 to sample, or drop do_sample for greedy answers")
     return tuple(out.items())
+
+
+STOP_ESCAPES = {"\\n": "\n", "\\t": "\t", "\\\\": "\\"}
+
+
+def parse_stop(values) -> tuple[str, ...]:
+    """`--stop TEXT` (repeatable): each a non-empty string; `\\n`, `\\t` and `\\\\` in it are a newline, a tab
+    and a backslash (a shell passes `--stop '\\n'` as two characters, and a newline is the usual stop)."""
+    out = []
+    for value in values:
+        text = re.sub(r"\\\\|\\n|\\t", lambda m: STOP_ESCAPES[m.group()], value)
+        if not text:
+            raise ParamsError("--stop: an empty string would end every answer before it starts")
+        out.append(text)
+    return tuple(out)
 
 
 @dataclass(frozen=True)

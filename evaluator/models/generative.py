@@ -148,6 +148,11 @@ class TemplatedVLM(VLMBackend):
                              "--chat-template FILE gives one")
         self.revision = options.revision or _snapshot(path, config)
         self.batch_size = options.batch_size
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        self.context_length: int | None = getattr(text, "max_position_embeddings", None)
+        if self.context_length is not None and options.max_new_tokens >= self.context_length:
+            raise ModelError(f"--max-new-tokens {options.max_new_tokens}: {self.spec}'s context holds "
+                             f"{self.context_length:,} tokens, prompt included")
         # `predict --resume`: answers and scores kept in the response cache as they are computed
         self.cache = None if options.response_cache is None else ResponseCache(options.response_cache)
         self.identity = {"model": self.spec, "revision": self.revision, "files": folder_identity(path),
@@ -236,6 +241,14 @@ class TemplatedVLM(VLMBackend):
 
     def _batch_ids(self, texts: list[str]) -> list[list[int]]:
         return self.tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+
+    def check_length(self, tokens: int, new_tokens: int = 0) -> None:
+        """A sequence that would not fit the model's context is one error line, before a forward pass (an
+        unbounded prompt or answer length would otherwise run out of memory, or for ever)."""
+        if self.context_length is not None and tokens + new_tokens > self.context_length:
+            raise ModelError(f"{self.spec}: a prompt of {tokens:,} tokens" + (
+                f" and --max-new-tokens {new_tokens:,}" if new_tokens else "") +
+                f" exceed the model's context of {self.context_length:,} tokens")
 
     def _reduce(self, logprobs, n: int) -> float:
         total = float(logprobs.sum()) if hasattr(logprobs, "sum") else float(sum(logprobs))
@@ -377,6 +390,7 @@ class GenerativeVLM(TemplatedVLM):
         with torch.inference_mode():
             for idx, enc in _prefetched(batches, lambda idx: self._encode([turns[i] for i in idx], "left"),
                                         self.device.type != "cpu"):
+                self.check_length(enc["input_ids"].shape[1], generation.max_new_tokens)
                 enc = self.to_device(enc)
                 generated = self.model.generate(**enc, **kwargs, pad_token_id=self.tokenizer.pad_token_id)
                 yield idx, self.tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:],
@@ -412,6 +426,7 @@ class GenerativeVLM(TemplatedVLM):
         batches = [order[b:b + self.batch_size] for b in range(0, len(order), self.batch_size)]
         with torch.inference_mode():
             for idx, (enc, spans) in _prefetched(batches, prepare, self.device.type != "cpu"):
+                self.check_length(enc["input_ids"].shape[1])
                 logits = self.model(**self.to_device(enc)).logits.float()
                 logprobs = torch.log_softmax(logits, dim=-1)
                 for row, (i, (start, cont)) in enumerate(zip(idx, spans)):
@@ -424,7 +439,9 @@ class GenerativeVLM(TemplatedVLM):
         """log P(continuation | turn) for many continuations of one turn: the turn (image and text) runs
         once with its key/value cache; each batch of continuations extends a copy of that cache."""
         conts = self.continuation_ids([self.prompt_text(turn)] * len(continuations), continuations)
-        token_lps, _ = self.extend_prefix(self.to_device(self._encode([turn], "left")), conts)
+        enc = self._encode([turn], "left")
+        self.check_length(enc["input_ids"].shape[1] + max(map(len, conts)))
+        token_lps, _ = self.extend_prefix(self.to_device(enc), conts)
         return [self._reduce(lp, len(c)) for lp, c in zip(token_lps, conts)]
 
     def extend_prefix(self, enc: dict, sequences: list[list[int]], gather: list[int] = ()):

@@ -36,6 +36,7 @@ import sys
 import tempfile
 
 from core.errors import ModelError
+from core.sanitise import sanitise
 from evaluator.models.generative import TemplatedVLM, Turn
 from evaluator.models.images import open_image
 from evaluator.models.options import ModelOptions
@@ -230,7 +231,12 @@ class VllmVLM(TemplatedVLM):
         return request
 
     def _run(self, requests: list[dict], params) -> list:
-        return self.llm.generate(requests, params, use_tqdm=False)
+        """vLLM's generate; a request it refuses (a prompt longer than the engine's max_model_len, ...) is one
+        error line with vLLM's reason."""
+        try:
+            return self.llm.generate(requests, params, use_tqdm=False)
+        except ValueError as exc:
+            raise ModelError(f"{self.spec}: vLLM refused a request ({sanitise(exc, (), 300)})") from None
 
     # -- generation -------------------------------------------------------------------------------
     def _sampling(self, generation):
