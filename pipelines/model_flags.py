@@ -70,7 +70,7 @@ MODEL_FLAGS: dict[str, tuple[object, object]] = {
                                       help="The environment variable holding the endpoint's key (never printed).")),
     "concurrency": (int, typer.Option(8, "--concurrency", min=1, help="Requests in flight (openai:).")),
     "request_timeout": (float, typer.Option(120.0, "--request-timeout", min=0.001,
-                                            help="Seconds to wait for one answer (openai:).")),
+                                            help="Seconds to wait for one whole answer (openai:).")),
     "retries": (int, typer.Option(5, "--retries", min=0, help="Retries of a request after a 429, a 5xx, a timeout "
                                                               "or a dropped connection (openai:).")),
     "no_cache": (bool, typer.Option(False, "--no-cache", help="Ask every request again: no response cache (openai:; "

@@ -204,3 +204,77 @@ def chat_answer(content: str | None, **message) -> dict:
     return {"id": "x", "object": "chat.completion", "model": "canned",
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content,
                                                                            **message}}]}
+
+
+class HostileEndpoint:
+    """A loopback HTTP endpoint that answers every request in one hostile way, each connection bounded
+    to `limit` seconds on the server side: "trickle" (a body announced whole, sent a byte every 0.2 s),
+    "endless" (a chunked body that never ends), "slow-headers" (the status line and headers a byte every
+    0.2 s), "gzip-bomb" (64 KiB of gzip that decodes to 256 MiB), "deep-json" (arrays nested 100,000
+    deep), "message-list" (a choice whose message is a list)."""
+
+    def __init__(self, mode: str, limit: float = 20.0):
+        import socketserver
+
+        endpoint = self
+        self.mode, self.limit = mode, limit
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                endpoint._serve(self.request)
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server((LOOPBACK, 0), Handler)
+        self.url = f"http://{LOOPBACK}:{self.server.server_address[1]}/v1"
+
+    def __enter__(self):
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _serve(self, sock) -> None:
+        import gzip
+
+        sock.settimeout(self.limit)
+        deadline = time.monotonic() + self.limit
+        try:
+            data = b""
+            while b"\r\n\r\n" not in data and len(data) < 1 << 20:
+                data += sock.recv(65536)
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length")), 0)
+            while len(rest) < length:
+                rest += sock.recv(65536)
+            ok = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            if self.mode == "trickle":
+                sock.sendall(ok + b"Content-Length: 100000\r\n\r\n")
+                while time.monotonic() < deadline:
+                    sock.sendall(b" ")
+                    time.sleep(0.2)
+            elif self.mode == "endless":
+                sock.sendall(ok + b"Transfer-Encoding: chunked\r\n\r\n")
+                while time.monotonic() < deadline:
+                    sock.sendall(b"1\r\n \r\n")
+                    time.sleep(0.05)
+            elif self.mode == "slow-headers":
+                for byte in ok + b"X-Padding: " + b"a" * 10_000:
+                    if time.monotonic() > deadline:
+                        break
+                    sock.sendall(bytes([byte]))
+                    time.sleep(0.2)
+            elif self.mode == "gzip-bomb":
+                body = gzip.compress(b"0" * (256 << 20), compresslevel=9)
+                sock.sendall(ok + b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            else:
+                body = (b"[" * 100_000 + b"]" * 100_000 if self.mode == "deep-json" else
+                        json.dumps({"choices": [{"message": [1, 2]}]}).encode())
+                sock.sendall(ok + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        except OSError:
+            pass

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from helpers import assert_one_error_line, response_cache_rows
-from served_helpers import CannedEndpoint, Proxy, chat_answer, transformers_serve
+from served_helpers import CannedEndpoint, HostileEndpoint, Proxy, chat_answer, transformers_serve
 
 from core.errors import ModelError
 from evaluator.models.ask import letter_prompt, parse_letter
@@ -180,6 +180,31 @@ def test_bad_endpoints_are_one_line_that_shows_no_secret(args, needle, hidden, c
                        "--model", "openai:tiny", *args)
     line = assert_one_error_line(code, err, (needle,))
     assert hidden is None or hidden not in line
+
+
+@pytest.mark.parametrize("mode,needle", [
+    ("trickle", "no whole answer within 1 s"), ("endless", "no whole answer within 1 s"),
+    ("slow-headers", "no whole answer within 1 s"), ("gzip-bomb", "larger than 64 MiB"),
+    ("deep-json", "not JSON"), ("message-list", "message is not an object"),
+])
+def test_a_hostile_server_cannot_hang_or_crash_a_run(mode, needle):
+    """--request-timeout bounds a whole answer (headers and body), the body is capped once decoded, and
+    any JSON shape is read safely: each ends as one ModelError (the run's one line), never a hang."""
+    import threading
+
+    found: list = []
+    with HostileEndpoint(mode) as endpoint:
+        def ask() -> None:
+            try:
+                _served(endpoint.url, request_timeout=1.0).generate([Turn("q", ())], names=["row 0"])
+            except Exception as exc:  # noqa: BLE001 -- what the run would end with
+                found.append(exc)
+
+        asking = threading.Thread(target=ask, daemon=True)
+        asking.start()
+        asking.join(timeout=60)  # a hang detector, not a timing: the server keeps going for 20 s
+        assert not asking.is_alive(), f"{mode}: the request was still running after 60 s"
+    assert len(found) == 1 and isinstance(found[0], ModelError) and needle in str(found[0]), found
 
 
 def test_a_key_an_http_header_cannot_carry_is_one_line(monkeypatch):

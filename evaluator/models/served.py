@@ -34,6 +34,7 @@ from evaluator.models.response_cache import ResponseCache, request_key, vlbench_
 
 RETRIED_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 BACKOFF_SECONDS, BACKOFF_CAP_SECONDS = 0.5, 30.0
+MAX_ANSWER_BYTES = 64 << 20  # a chat-completions answer larger than this is refused unread
 MAX_TIMEOUT_SECONDS = 86_400.0  # --request-timeout: a day at most (an infinite one would never give up)
 # --gen-kwargs that chat completions take: OpenAI's own, and top_k / repetition_penalty, which vLLM,
 # SGLang and TGI accept beside them
@@ -375,9 +376,9 @@ class ServedVLM(VLMBackend):
             try:
                 with self._count:
                     self.requests += 1
-                response = self.client.post(url, json=body)
+                response = self._fetch("POST", url, self.options.request_timeout, MAX_ANSWER_BYTES, json=body)
             except httpx.TimeoutException:
-                reason = f"no answer within {self.options.request_timeout:g} s"
+                reason = f"no whole answer within {self.options.request_timeout:g} s"
             except httpx.TransportError as exc:
                 reason = f"connection failed ({type(exc).__name__})"
             else:
@@ -397,6 +398,41 @@ class ServedVLM(VLMBackend):
             time.sleep(wait if wait is not None else
                        min(BACKOFF_CAP_SECONDS, BACKOFF_SECONDS * 2 ** attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")
+
+    def _fetch(self, method: str, url: str, seconds: float, cap: int, **kwargs) -> Answer:
+        """One HTTP exchange with a total deadline and a size cap: `seconds` for the whole answer, headers
+        and body (httpx's timeouts bound each read, so a server trickling its headers or body, or never
+        ending it, would hold a run for ever), and at most `cap` bytes of body once decoded (a gzip bomb).
+        The exchange runs on a daemon thread that is abandoned at the deadline (a stuck connection ends
+        with the process). Past the deadline: httpx.TimeoutException; past the cap: a ModelError."""
+        import httpx
+
+        def exchange() -> Answer:
+            with self.client.stream(method, url, timeout=seconds, **kwargs) as response:
+                chunks, size = [], 0
+                for chunk in response.iter_bytes():
+                    size += len(chunk)
+                    if size > cap:
+                        raise ModelError(f"{self.endpoint}: the answer is larger than {cap // 2 ** 20} MiB; not read")
+                    chunks.append(chunk)
+                return Answer(response.status_code, response.headers, b"".join(chunks))
+
+        box: queue.Queue = queue.Queue(maxsize=1)
+
+        def run() -> None:
+            try:
+                box.put((exchange(), None))
+            except BaseException as exc:  # noqa: BLE001 -- handed to the waiting thread, which raises it
+                box.put((None, exc))
+
+        threading.Thread(target=run, name="vlbench-exchange", daemon=True).start()
+        try:
+            answer, exc = box.get(timeout=seconds)
+        except queue.Empty:
+            raise httpx.ReadTimeout(f"no whole answer within {seconds:g} s") from None
+        if exc is not None:
+            raise exc
+        return answer
 
     def _refusal(self, response) -> str:
         """What a non-retried error status means, in one line."""
@@ -443,6 +479,8 @@ class ServedVLM(VLMBackend):
         if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
             raise ModelError(f"{self.endpoint}: {name}: the response has no choices")
         message = choices[0].get("message") or {}
+        if not isinstance(message, dict):
+            raise ModelError(f"{self.endpoint}: {name}: the answer's message is not an object")
         if message.get("refusal"):
             raise ModelError(f"{self.endpoint}: {name}: the model refused ({self.clean(message['refusal'], 120)!r})")
         if choices[0].get("finish_reason") == "content_filter":
@@ -456,14 +494,14 @@ class ServedVLM(VLMBackend):
         return mask_secrets(content, self._secrets) if content else ""
 
     def server_version(self) -> str | None:
-        """The version the server reports, where it has a way to (vLLM's GET /version)."""
+        """The version the server reports, where it has a way to (vLLM's GET /version), within 5 s and 64 KiB."""
         import httpx
 
         parts = urlsplit(self.endpoint)
         try:
-            response = self.client.get(f"{parts.scheme}://{parts.netloc}/version", timeout=5)
+            response = self._fetch("GET", f"{parts.scheme}://{parts.netloc}/version", 5.0, 1 << 16)
             version = response.json().get("version") if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
+        except (httpx.HTTPError, ModelError, ValueError, AttributeError):
             return None
         return self._recorded(version)
 
@@ -480,6 +518,20 @@ class ServedVLM(VLMBackend):
                                                           "stored": self.cache.stored},
                 **({"system_prompt": self.options.system_prompt} if self.options.system_prompt else {}),
                 "versions": {"httpx": httpx.__version__}}
+
+
+class Answer:
+    """A whole HTTP answer read within its deadline and cap: status, headers, body."""
+
+    def __init__(self, status_code: int, headers, content: bytes):
+        self.status_code, self.headers, self.content = status_code, headers, content
+
+    def json(self):
+        """The body as JSON; a ValueError for anything else (nested too deep for the parser included)."""
+        try:
+            return json.loads(self.content)
+        except RecursionError:
+            raise ValueError("nested too deep") from None
 
 
 def _common_prefix(a: list, b: list) -> int:
