@@ -260,6 +260,64 @@ def test_the_cache_checks_each_entry_and_keeps_only_what_succeeded(tmp_path, cap
         assert sampled.cache is None  # sampling is not deterministic: nothing cached
 
 
+def _entry(value) -> tuple[str, str]:
+    import hashlib
+
+    text = json.dumps(value)
+    return text, hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("damage", ["list", "number", "no-field", "not-json", "deep"])
+def test_an_entry_not_of_the_shape_written_is_asked_again(damage, tmp_path, capsys):
+    """An entry whose checksum holds but whose value is not what vlbench writes (another version, an edit
+    that recomputed the checksum): one warning, the request asked again, never a traceback."""
+    path = tmp_path / "responses.sqlite3"
+    with CannedEndpoint(200, chat_answer("blue")) as endpoint:
+        _served(endpoint.url, response_cache=path).generate([Turn("a", ())])
+        value = {"list": [1, 2], "number": {"content": 7}, "no-field": {"other": "x"}}.get(damage)
+        text, digest = _entry(value) if value is not None else \
+            ("{not json", __import__("hashlib").sha256(b"{not json").hexdigest()) if damage == "not-json" else \
+            ("[" * 100_000 + "]" * 100_000, __import__("hashlib").sha256(("[" * 100_000 + "]" * 100_000).encode())
+             .hexdigest())
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE responses SET value = ?, digest = ?", (text, digest))
+        again = _served(endpoint.url, response_cache=path)
+        assert again.generate([Turn("a", ())]) == ["blue"] and len(endpoint.requests) == 2
+
+
+def test_a_cache_that_cannot_be_written_or_read_or_is_another_layout(tmp_path, capsys):
+    """A write lock another process holds past the timeout, a database that refuses writes: one error line
+    (the answers could not be kept, which --resume promises); a read that fails: a warning and a re-ask;
+    another table layout: one error line."""
+    path = tmp_path / "responses.sqlite3"
+    with CannedEndpoint(200, chat_answer("blue")) as endpoint:
+        vlm = _served(endpoint.url, response_cache=path)
+        vlm.generate([Turn("a", ())])
+        vlm.cache._db.execute("PRAGMA busy_timeout = 50")
+        with sqlite3.connect(path, isolation_level=None) as other:  # another process holds the write lock
+            other.execute("BEGIN EXCLUSIVE")
+            try:
+                with pytest.raises(ModelError, match="cannot keep answers .*database is locked"):
+                    vlm.generate([Turn("b", ())])
+            finally:
+                other.execute("ROLLBACK")
+        # SQLite's own read-only mode (root ignores a file's permissions, so they cannot show this here)
+        readonly = _served(endpoint.url, response_cache=path)
+        readonly.cache._db.execute("PRAGMA query_only = ON")
+        with pytest.raises(ModelError, match="cannot keep answers .*readonly"):
+            readonly.generate([Turn("c", ())])
+        broken = _served(endpoint.url, response_cache=path)
+        broken.cache._db.execute("DROP TABLE responses")  # every read now fails inside SQLite
+        broken.cache._db.execute("CREATE TABLE responses_gone (x)")
+        assert broken.cache.get("anything") is None and broken.cache.damaged == 1
+        assert "damaged entry" in capsys.readouterr().err
+    other = tmp_path / "other.sqlite3"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE responses (key TEXT, answer TEXT)")
+    with pytest.raises(ModelError, match="has the columns key, answer, not vlbench's"):
+        ResponseCache(other)
+
+
 def test_a_cache_file_that_is_not_sqlite_is_one_error(tmp_path):
     (tmp_path / "responses.sqlite3").write_bytes(b"not a database, " * 64)
     with pytest.raises(ModelError, match="response cache .*--no-cache"):
@@ -501,7 +559,7 @@ def test_resume_reuses_an_hf_models_answers_and_scores(cli, built, sample_source
         return json.loads((tmp_path / f"{name}.meta.json").read_text())
 
     assert run("first", "--limit", "10", "--resume")["cache"] == {
-        "file": str(tmp_path / "cache" / "responses.sqlite3"), "hits": 0, "stored": 10}
+        "file": str(tmp_path / "cache" / "responses.sqlite3"), "hits": 0, "stored": 10, "damaged": 0}
     assert run("second", "--limit", "20", "--resume")["cache"]["hits"] == 10  # the first ten rows are not asked
     assert "cache" not in run("plain", "--limit", "20")
     assert (tmp_path / "second.json").read_text() == (tmp_path / "plain.json").read_text()

@@ -41,12 +41,15 @@ class VLMBackend(ABC):
     def describe(self) -> dict:
         """What the prediction record says about the model: its spec, versions, settings, cache use."""
 
-    def cached(self, keys: list[str | None], field: str) -> dict[int, object]:
-        """{turn index: the cached value of `field`} of the turns whose key the response cache holds."""
+    def cached(self, keys: list[str | None], field: str, sizes: list[int] | None = None) -> dict[int, object]:
+        """{turn index: the cached value of `field`} of the turns whose key the response cache holds with a
+        value of the shape vlbench writes (`sizes`: how many values each turn's entry holds)."""
+        from evaluator.models.response_cache import well_formed
+
         found = {}
         for i, key in enumerate(keys):
             hit = None if key is None or self.cache is None else self.cache.get(key)
-            if hit is not None and field in hit:
+            if hit is not None and well_formed(field, hit.get(field), None if sizes is None else sizes[i]):
                 found[i] = hit[field]
         return found
 
@@ -54,4 +57,5 @@ class VLMBackend(ABC):
         """The record's `cache` entry (nothing when no cache is used)."""
         if self.cache is None:
             return {}
-        return {"cache": {"file": str(self.cache.path), "hits": self.cache.hits, "stored": self.cache.stored}}
+        return {"cache": {"file": str(self.cache.path), "hits": self.cache.hits, "stored": self.cache.stored,
+                          "damaged": self.cache.damaged}}

@@ -307,7 +307,7 @@ class TemplatedVLM(VLMBackend):
         keys = ([self._key(t, {"continuations": c, "loglik": self.options.loglik, "answer_lead": self.answer_lead})
                  for t, c in zip(turns, distinct)] if self.cache is not None else [None] * len(turns))
         scored: list[dict[str, float]] = [{} for _ in turns]
-        for i, values in self.cached(keys, "loglik").items():
+        for i, values in self.cached(keys, "loglik", [len(d) for d in distinct]).items():
             scored[i] = dict(zip(distinct[i], values))
         todo = [i for i in range(len(turns)) if not scored[i]]
         with progress(total=len(todo), desc="scoring", unit="sample") as bar:

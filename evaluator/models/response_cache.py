@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import sqlite3
 import sys
 import threading
@@ -58,8 +59,27 @@ def request_key(identity: dict) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def well_formed(field: str, value, size: int | None = None) -> bool:
+    """Whether a cached value has the shape vlbench writes for `field` (an entry of another shape, from
+    another version or an edit that kept its checksum right, is asked again rather than believed):
+    `content` text; `loglik` and `token_logprobs` finite numbers (`size` of them where given);
+    `prompt_token_ids` whole numbers."""
+    if field == "content":
+        return isinstance(value, str)
+    if not isinstance(value, list) or (size is not None and len(value) != size):
+        return False
+    if field == "prompt_token_ids":
+        return bool(value) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+
+
 class ResponseCache:
-    """Thread-safe: one connection, one lock (SQLite serialises writers anyway; a row is small)."""
+    """Thread-safe: one connection, one lock (SQLite serialises writers anyway; a row is small). A file that
+    is not a vlbench response cache (not SQLite, another table layout) and a cache that cannot be written
+    (read-only, a write lock held past the timeout) are one error line; an entry that cannot be read (a
+    corrupt page, a lock held past the timeout) or is not what was written is one warning, and asked again."""
+
+    COLUMNS = ("key", "value", "digest")
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -72,29 +92,53 @@ class ResponseCache:
             self._db.execute("PRAGMA synchronous=NORMAL")  # WAL: a committed row survives a killed process
             self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
                              "digest TEXT NOT NULL)")
+            columns = tuple(row[1] for row in self._db.execute("PRAGMA table_info(responses)"))
         except (sqlite3.Error, OSError) as exc:
             raise ModelError(f"response cache {self.path}: {exc} (move the file away, or pass --no-cache)") from None
+        if columns != self.COLUMNS:
+            raise ModelError(f"response cache {self.path}: its responses table has the columns "
+                             f"{', '.join(columns)}, not vlbench's (move the file away, or pass --no-cache)")
 
     def get(self, key: str) -> dict | None:
         with self._lock:
-            row = self._db.execute("SELECT value, digest FROM responses WHERE key = ?", (key,)).fetchone()
+            try:
+                row = self._db.execute("SELECT value, digest FROM responses WHERE key = ?", (key,)).fetchone()
+            except sqlite3.Error:
+                self._damaged(None)
+                return None
             if row is None:
                 return None
             value, digest = row
-            if hashlib.sha256(value.encode()).hexdigest() != digest:
-                self._db.execute("DELETE FROM responses WHERE key = ?", (key,))
-                self.damaged += 1
-                if self.damaged == 1:
-                    print(f"warning: response cache {self.path}: a damaged entry is asked again", file=sys.stderr)
+            try:
+                found = json.loads(value) if hashlib.sha256(str(value).encode()).hexdigest() == digest else None
+            except (ValueError, RecursionError):
+                found = None
+            if not isinstance(found, dict):
+                self._damaged(key)
                 return None
             self.hits += 1
-        return json.loads(value)
+        return found
+
+    def _damaged(self, key: str | None) -> None:
+        """An entry that cannot be read or is not what was written: asked again (one warning a run)."""
+        self.damaged += 1
+        if self.damaged == 1:
+            print(f"warning: response cache {self.path}: a damaged entry is asked again", file=sys.stderr)
+        if key is not None:
+            try:
+                self._db.execute("DELETE FROM responses WHERE key = ?", (key,))
+            except sqlite3.Error:
+                pass  # a read-only or locked file: the entry stays, and is asked again each time
 
     def put(self, key: str, response: dict) -> None:
         value = json.dumps(response, sort_keys=True)
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO responses (key, value, digest) VALUES (?, ?, ?)",
-                             (key, value, hashlib.sha256(value.encode()).hexdigest()))
+            try:
+                self._db.execute("INSERT OR REPLACE INTO responses (key, value, digest) VALUES (?, ?, ?)",
+                                 (key, value, hashlib.sha256(value.encode()).hexdigest()))
+            except sqlite3.Error as exc:
+                raise ModelError(f"response cache {self.path}: cannot keep answers ({exc}); move the file away, "
+                                 "or pass --no-cache") from None
             self.stored += 1
 
     def close(self) -> None:

@@ -30,7 +30,7 @@ from core.errors import ModelError
 from core.sanitise import mask_secrets, sanitise
 from evaluator.models.backend import VLMBackend
 from evaluator.models.options import ModelOptions
-from evaluator.models.response_cache import ResponseCache, request_key, vlbench_version
+from evaluator.models.response_cache import ResponseCache, request_key, vlbench_version, well_formed
 
 RETRIED_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 BACKOFF_SECONDS, BACKOFF_CAP_SECONDS = 0.5, 30.0
@@ -197,7 +197,7 @@ class ServedVLM(VLMBackend):
         for k, turn in enumerate(turns):
             body, key = self.request(turn, tokens)
             hit = None if self.cache is None else self.cache.get(key)
-            if hit is not None:
+            if hit is not None and well_formed("content", hit.get("content")):
                 out[k] = self.generation.cut(hit["content"])
             else:
                 todo.append((k, body, key))
@@ -277,7 +277,7 @@ class ServedVLM(VLMBackend):
         for n, body in asked:
             key = self._key_of(body)
             hit = None if self.cache is None else self.cache.get(key)
-            if hit is not None and hit.get(field) is not None:
+            if hit is not None and well_formed(field, hit.get(field)):
                 out[n] = hit[field]
             else:
                 todo.append((n, body, key))
@@ -514,8 +514,7 @@ class ServedVLM(VLMBackend):
                 "api_key_env": self.options.api_key_env, "key_given": bool(self._headers),
                 "concurrency": self.options.concurrency, "request_timeout": self.options.request_timeout,
                 "requests": self.requests, "retries": self.retries, "prompt_logprobs": self.prompt_logprobs,
-                "cache": None if self.cache is None else {"file": str(self.cache.path), "hits": self.cache.hits,
-                                                          "stored": self.cache.stored},
+                "cache": self.cache_stats().get("cache"),
                 **({"system_prompt": self.options.system_prompt} if self.options.system_prompt else {}),
                 "versions": {"httpx": httpx.__version__}}
 
