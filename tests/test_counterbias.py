@@ -306,6 +306,9 @@ def test_a_report_into_what_the_command_reads_is_refused(cli, tiny, tmp_path):
         code, _, err = cli("counterbias-compare", tmp_path / "a", tmp_path / "b", "--out", out)
         assert_one_error_line(code, err, ("--out", needle))
     assert [(p.name, p.read_text()) for p in sorted((tmp_path / "a").iterdir())] == [("metrics.json", "{}")]
+    # a report folder without its per-instance values: one line, not a traceback
+    code, _, err = cli("counterbias-compare", tmp_path / "a", tmp_path / "b")
+    assert_one_error_line(code, err, ("not a CounterBias report (no per_instance.parquet",))
 
 
 @pytest.mark.slow  # three models measured

@@ -116,6 +116,26 @@ def test_only_the_named_benchmarks_and_the_missing_ones_are_listed(cli, built, t
     assert "gqa-ood" not in rows
 
 
+def test_a_folder_holding_another_benchmarks_build_is_listed_not_used(cli, built, tmp_path):
+    """data/vcr holding a VQA v2 build, and a manifest whose benchmark is not a name: listed as damaged
+    builds with their reason, never scored as what they are not, never a traceback."""
+    import json
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copytree(built("vqa-v2"), data / "vcr")
+    shutil.copytree(built("vqa-v2"), data / "odd")
+    manifest = json.loads((data / "odd" / "manifest.json").read_text())
+    (data / "odd" / "manifest.json").write_text(json.dumps({**manifest, "benchmark": ["vcr"]}))
+    code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", tmp_path / "card",
+                       "--bootstrap", "0")
+    assert code == 0, err
+    rows = _card(tmp_path / "card")["benchmarks"]
+    assert rows["vcr/"]["status"] == "damaged build" and "holds a build of vqa-v2" in rows["vcr/"]["reason"]
+    assert rows["odd/"]["status"] == "damaged build" and "is not one vlbench knows" in rows["odd/"]["reason"]
+    assert rows["vcr"]["status"] == "not built"
+
+
 @pytest.mark.parametrize("case,needle", [
     ("out-not-a-suite", "not written by `vlbench suite`"), ("no-builds", "holds no built benchmark"),
     ("unknown-benchmark", "--benchmarks nope"), ("out-is-a-build", "--data build"),

@@ -39,7 +39,8 @@ def is_suite_folder(path: Path) -> bool:
 
 def find_builds(data: Path) -> tuple[dict[str, Path], dict[str, str]]:
     """({benchmark: built folder} of DATA's sub-folders, {folder name: why it is not a usable build});
-    a benchmark built twice is taken from the folder named after it, else the first by name."""
+    a benchmark built twice is taken from the folder named after it, else the first by name; a folder
+    named after one benchmark that holds another's build is listed, not used."""
     if not data.is_dir():
         raise ParamsError(f"--data {data}: no such folder (a folder of built benchmarks, as `make demo` writes)")
     builds: dict[str, Path] = {}
@@ -51,8 +52,10 @@ def find_builds(data: Path) -> tuple[dict[str, Path], dict[str, str]]:
         except VlbenchError as exc:
             broken[sub.name] = str(exc)
             continue
-        if bench not in known:
-            broken[sub.name] = f"{sub / MANIFEST}: benchmark {bench!r} is not one vlbench knows"
+        if not isinstance(bench, str) or bench not in known:
+            broken[sub.name] = f"{sub / MANIFEST}: benchmark {str(bench)[:60]!r} is not one vlbench knows"
+        elif sub.name in known and sub.name != bench:  # data/vcr holding a VQA v2 build: a mix-up, not a build of vcr
+            broken[sub.name] = f"{sub / MANIFEST}: a folder named {sub.name} holds a build of {bench}"
         elif bench not in builds or sub.name == bench:
             builds[bench] = sub
     if not builds and not broken:

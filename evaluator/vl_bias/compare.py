@@ -25,13 +25,14 @@ NEEDED = ("id", "image_id", "template", "target", "target_type", "bias_class")
 def _load(folder: Path) -> tuple[dict, dict]:
     """(metrics, per-instance columns sorted by id) of a `vlbench counterbias --report` folder."""
     folder = Path(folder)
+    for name in ("metrics.json", "per_instance.parquet"):
+        if not (folder / name).is_file():
+            raise ParamsError(f"{folder}: not a CounterBias report (no {name}; write one with vlbench counterbias "
+                              "--report)")
     try:
         metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
         table = pq.read_table(folder / "per_instance.parquet")
-    except FileNotFoundError as exc:
-        raise ParamsError(f"{folder}: not a CounterBias report (no {Path(exc.filename).name}; "
-                          "write one with vlbench counterbias --report)") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise ParamsError(f"{folder}: cannot read the CounterBias report ({str(exc).splitlines()[0][:160]})") from None
     if not isinstance(metrics, dict) or "measures" not in metrics or "concept" not in metrics:
         raise ParamsError(f"{folder}/metrics.json: not the metrics of a CounterBias report")
