@@ -182,12 +182,16 @@ def test_sampling_is_seeded(yes_model, images, built, cli, tmp_path):
     (("--max-new-tokens", "100000000"), "context holds 2,048 tokens"),
     (("--max-new-tokens", "2040"), "exceed the model's context of 2,048 tokens"),
     (("--prompt", "{question}" + " and more" * 300), "exceed the model's context of 2,048 tokens"),
+    (("--chat-template", "NO-IMAGE"), "writes no image placeholder (<image>) for a turn that shows 1 image"),
 ])
 def test_bad_controls_are_one_line(args, needle, yes_model, images, built, cli, tmp_path):
     broken = tmp_path / "broken.jinja"
     broken.write_text("{% for m in messages %}")
-    args = tuple(str(tmp_path / "missing.jinja") if a == "MISSING" else str(broken) if a == "BROKEN" else a
-                 for a in args)
+    no_image = tmp_path / "no-image.jinja"  # a template that drops the message's image
+    no_image.write_text("{% for m in messages %}{% for c in m['content'] %}{% if c['type'] == 'text' %}"
+                        "{{ c['text'] }}{% endif %}{% endfor %}{% endfor %}ASSISTANT:")
+    named = {"MISSING": tmp_path / "missing.jinja", "BROKEN": broken, "NO-IMAGE": no_image}
+    args = tuple(str(named[a]) if a in named else a for a in args)
     code, err = _predict(cli, built("gqa-ood"), yes_model, images, tmp_path / "p.json", "--limit", "2", *args)
     assert_one_error_line(code, err, [needle])
     assert not (tmp_path / "p.json").exists()

@@ -35,6 +35,7 @@ GENERATIVE_ONLY = {"system_prompt": "--system-prompt", "chat_template": "--chat-
                    "stop": "--stop", "revision": "--revision", "attn_implementation": "--attn-implementation",
                    "device_map": "--device-map", "response_cache": "--resume"}
 PREFIX_CACHE_MIN_CONTINUATIONS = 8  # fewer continuations per context are batched as full sequences
+IMAGE_MARKERS = ("image_token", "boi_token", "start_image_token")  # processor attributes naming image markers
 SEAM_CHARACTERS = 64  # how much of a prompt is tokenised with a continuation to find the seam between them
 
 
@@ -189,11 +190,19 @@ class TemplatedVLM(VLMBackend):
         """The chat-template text of one user turn with its images inside the message, ready for the
         assistant's answer."""
         try:
-            return self.processor.apply_chat_template(self._messages(turn), add_generation_prompt=True,
+            text = self.processor.apply_chat_template(self._messages(turn), add_generation_prompt=True,
                                                       tokenize=False)
         except Exception as exc:  # noqa: BLE001 -- a user's template fails in Jinja or in its own raise_exception
             raise ModelError(f"{self.spec}: the chat template fails on a turn ({type(exc).__name__}: "
                              f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+        # Where the template writes an image: the processor's image token, or the marker it expands into one
+        # (Gemma 3's start-of-image, InternVL's <img>); a template that writes none of them dropped the image.
+        markers = {m for m in (getattr(self.processor, a, None) for a in IMAGE_MARKERS) if isinstance(m, str) and m}
+        if turn.images and markers and not any(m in text for m in markers):
+            raise ModelError(f"{self.spec}: the chat template writes no image placeholder "
+                             f"({', '.join(sorted(markers))}) for a turn that shows {len(turn.images)} image(s); a "
+                             "template must write each image of the message where the model sees it")
+        return text
 
     @property
     def answer_lead(self) -> str:
