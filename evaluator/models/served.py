@@ -182,7 +182,7 @@ class ServedVLM(VLMBackend):
         """A turn's request body and its response-cache key (the endpoint, the body with its images and
         generation settings, vlbench's version)."""
         body = self.body(turn, max_new_tokens)
-        return body, request_key({"endpoint": self.endpoint, "body": body, "vlbench": vlbench_version()})
+        return body, self._key_of(body)
 
     # -- requests ---------------------------------------------------------------------------------
     def generate(self, turns: list, max_new_tokens: int | None = None, names: list[str] | None = None) -> list[str]:
