@@ -47,6 +47,7 @@ class ModelStats:
     requested: int = 0
     distinct: int = 0
     computed: int = 0
+    refined: int = 0  # texts or pairs recomputed in float64: a float32 result too close to call (builders.pairing)
     forward_seconds: float = 0.0
     total_seconds: float = 0.0
 
@@ -223,7 +224,7 @@ class SentenceEncoder:
         self.name, self.cache, self.batch_size = model, cache, batch_size
         self.device = device
         self.stats = ModelStats()
-        self._model = None
+        self._model = self._exact = None
 
     def _load(self):
         if self._model is None:
@@ -241,8 +242,8 @@ class SentenceEncoder:
             _ForwardTimer(self._model, self.stats)
         return self._model
 
-    def _embed(self, model, texts: list[str]) -> np.ndarray:
-        """The model's normalised embeddings of `texts`, bit for bit those of its encode(). For a plain
+    def _embed(self, model, texts: list[str], dtype=np.float32) -> np.ndarray:
+        """The model's normalised embeddings of `texts` as `dtype`, bit for bit those of its encode(). For a plain
         text model the texts are tokenized in one batch call and the model's forward is run on the
         batches encode() would form (texts by decreasing character length, the same sort): encode()
         spends longer than a small model's forward turning each batch's token lists into tensors.
@@ -251,8 +252,8 @@ class SentenceEncoder:
 
         tok = plain_text_tokenizer(model)
         if tok is None:
-            return model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                                show_progress_bar=progress_shown())
+            return np.asarray(model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                           normalize_embeddings=True, show_progress_bar=progress_shown()), dtype)
         layout = single_layout(tok, model[0].max_seq_length)
         encoded = encode_texts(tok, texts)
         order = np.argsort([-len(text) for text in texts])
@@ -263,9 +264,26 @@ class SentenceEncoder:
                 features = {k: v.to(model.device) for k, v in single_tensors(layout, [encoded[i] for i in idx]).items()}
                 vectors = torch.nn.functional.normalize(model(features)["sentence_embedding"], p=2, dim=1)
                 if out is None:
-                    out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-                out[idx] = vectors.float().cpu().numpy()
+                    out = np.empty((len(texts), vectors.shape[1]), dtype=dtype)
+                out[idx] = vectors.to(getattr(torch, np.dtype(dtype).name)).cpu().numpy()
                 bar.update(len(idx))
+        return out
+
+    def encode_exact(self, texts: list[str]) -> np.ndarray:
+        """Float64 embeddings of `texts` from a float64 copy of the model: what settles a float32 cosine
+        too close to a rounding boundary to call (builders.pairing.stable_cosines). Float32 kernels
+        differ between CPUs (AVX-512, AVX2, none) and thread counts in the last bits; float64 ones far
+        below any stated precision. Not cached: only the few texts near a boundary come here."""
+        import copy
+
+        if not texts:
+            return np.zeros((0, 0), np.float64)
+        if self._exact is None:
+            self._exact = copy.deepcopy(self._load()).double()
+        start = time.perf_counter()
+        out = self._embed(self._exact, list(texts), np.float64)
+        self.stats.refined += len(texts)
+        self.stats.total_seconds += time.perf_counter() - start
         return out
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -292,13 +310,19 @@ class SentenceEncoder:
         return out
 
 
+# Two NLI logits closer than this are settled in float64 (NLIClassifier._predict). Float32 logits of the
+# same pair on two CPUs differ by far less: measured up to 3e-6 on the tiny test models under
+# ATEN_CPU_CAPABILITY=default / avx2 / the machine's own, with 1 and 2 threads.
+NLI_TIE_MARGIN = 1e-3
+
+
 class NLIClassifier:
     """MNLI-style sequence classifier; label names come from the model config's `id2label`."""
 
     def __init__(self, model: str, cache: TextCache | None = None, batch_size: int = 32, device: str = "auto"):
         self.name, self.cache, self.batch_size, self.device = model, cache, batch_size, device
         self.stats = ModelStats()
-        self._model = self._tokenizer = None
+        self._model = self._exact = self._tokenizer = None
 
     def _load(self):
         if self._model is None:
@@ -320,24 +344,39 @@ class NLIClassifier:
             _ForwardTimer(self._model, self.stats)
         return self._model
 
-    def _predict(self, texts: list[str], ua: np.ndarray, ub: np.ndarray) -> list[str]:
-        """Model labels of the pairs (texts[ua_k], texts[ub_k]); each text is tokenized once."""
+    def _logits(self, model, texts: list[str], ua: np.ndarray, ub: np.ndarray, desc: str) -> np.ndarray:
+        """Logits of the pairs (texts[ua_k], texts[ub_k]) in length-sorted batches; each text is
+        tokenized once."""
         import torch
 
-        model = self._load()
         layout = pair_layout(self._tokenizer)
         matrix, lengths = token_matrix(self._tokenizer, texts, np.unique(np.concatenate([ua, ub])))
         la, lb = truncate_pairs(layout, lengths[ua], lengths[ub])
         order = np.argsort(la + lb, kind="stable")
-        predicted = np.empty(len(ua), dtype=np.int64)
-        with torch.inference_mode(), progress(total=len(order), desc="NLI pairs", unit="pair") as bar:
+        out = np.empty((len(ua), len(self.labels)), dtype=np.float64)
+        with torch.inference_mode(), progress(total=len(order), desc=desc, unit="pair") as bar:
             for b in range(0, len(order), self.batch_size):
                 idx = order[b:b + self.batch_size]
                 enc = pair_tensors(layout, matrix, ua[idx], ub[idx], la[idx], lb[idx])
-                logits = model(**{k: v.to(model.device) for k, v in enc.items()}).logits
-                predicted[idx] = logits.argmax(-1).cpu().numpy()
+                out[idx] = model(**{k: v.to(model.device) for k, v in enc.items()}).logits.double().cpu().numpy()
                 bar.update(len(idx))
-        return [self.labels[int(c)] for c in predicted]
+        return out
+
+    def _predict(self, texts: list[str], ua: np.ndarray, ub: np.ndarray) -> list[str]:
+        """Model labels of the pairs (texts[ua_k], texts[ub_k]): the argmax of float32 logits, and for a
+        pair whose two best logits lie within NLI_TIE_MARGIN of each other (where float32 kernels of
+        another CPU or thread count could pick the other label) the argmax of a float64 copy's logits."""
+        import copy
+
+        logits = self._logits(self._load(), texts, ua, ub, "NLI pairs")
+        top = np.sort(logits, axis=1)
+        close = np.flatnonzero(top[:, -1] - top[:, -2] < NLI_TIE_MARGIN) if logits.shape[1] > 1 else []
+        if len(close):
+            if self._exact is None:
+                self._exact = copy.deepcopy(self._model).double()
+            logits[close] = self._logits(self._exact, texts, ua[close], ub[close], "NLI pairs (float64)")
+            self.stats.refined += len(close)
+        return [self.labels[int(c)] for c in logits.argmax(-1)]
 
     def classify_codes(self, texts: list[str], a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Labels (lower-cased, e.g. 'entailment') of the pairs (texts[a_k], texts[b_k]), as an object

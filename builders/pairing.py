@@ -133,6 +133,8 @@ def check_pairs(table: pa.Table, params: dict, group_column: str, choices: int) 
         if not one["query_cosine"] > params["query_threshold"] or \
                 not one["response_cosine"] < params["response_threshold"]:
             problems.append(f"{pair_id}: cosines outside the thresholds")
+        if any(round(c, COSINE_DECIMALS) != c for c in (one["query_cosine"], one["response_cosine"])):
+            problems.append(f"{pair_id}: cosines not rounded to {COSINE_DECIMALS} decimal places")
     return problems
 
 
@@ -148,19 +150,62 @@ def check_pair_target(name: str, value: int) -> None:
         raise ParamsError(f"{name}={value}: expected a count, or -1 for all")
 
 
-def cosine_join(embeddings: np.ndarray, threshold: float, max_block_cells: int = 1 << 24) -> tuple:
-    """Pairs (i < j) with cosine(E_i, E_j) > threshold, one row block at a time against the rows from
-    the block on (the upper triangle; never N x N).
+# Every cosine a pairing build decides on or writes is rounded to COSINE_DECIMALS places (half to
+# even) first, so that the build does not depend on the CPU's vector paths or thread count: float32
+# cosines of the same texts differ between machines in the last bits (measured: up to 2.4e-7 under
+# ATEN_CPU_CAPABILITY=default / avx2 / AVX-512 and 1 or 2 threads). A float32 cosine within
+# FLOAT32_SPREAD of a rounding boundary is recomputed from float64 embeddings before it is rounded
+# (`stable_cosines`), so two machines whose float32 cosines differ by less than FLOAT32_SPREAD write
+# the same value. Tie rule: a rounded cosine equal to a threshold fails the paper's strict
+# inequality (> t_q, < t_r) and the pair is left out; every decision within one COSINE_PRECISION of
+# a threshold is listed in the manifest (statistics: near_threshold).
+COSINE_DECIMALS = 4
+COSINE_PRECISION = 10.0 ** -COSINE_DECIMALS
+FLOAT32_SPREAD = 5e-6
+_SCREEN_MARGIN = 3 * COSINE_PRECISION  # the float32 block screen keeps every pair a listing could need
 
-    Blocks screen with a small margin; the kept cosines are the per-pair values of `pair_cosines`,
-    so neither the decision nor the stored value depends on the block size.
-    """
+
+def rounding_sensitive(values: np.ndarray, decimals: int = COSINE_DECIMALS) -> np.ndarray:
+    """Whether each value lies within FLOAT32_SPREAD of a boundary where rounding to `decimals`
+    places changes (k + 1/2) * 10^-decimals."""
+    scaled = np.asarray(values, dtype=np.float64) * 10.0 ** decimals
+    return np.abs(scaled - np.floor(scaled) - 0.5) < FLOAT32_SPREAD * 10.0 ** decimals
+
+
+def stable_cosines(encoder: SentenceEncoder, texts: list, vectors: np.ndarray, a: np.ndarray, b: np.ndarray,
+                   chunk: int = 1 << 16) -> np.ndarray:
+    """cos(texts[a_k], texts[b_k]) rounded to COSINE_DECIMALS places, the same on every machine.
+
+    `vectors` are the texts' float32 embeddings; each cosine is their dot product in float64 (a
+    chunk at a time, so memory stays bounded for millions of pairs). The cosines within
+    FLOAT32_SPREAD of a rounding boundary are recomputed from float64 embeddings of their texts
+    (`SentenceEncoder.encode_exact`), then all are rounded (numpy's round: half to even)."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    out = np.empty(len(a), dtype=np.float64)
+    for start in range(0, len(a), chunk):
+        x, y = a[start:start + chunk], b[start:start + chunk]
+        out[start:start + chunk] = np.einsum("nd,nd->n", vectors[x].astype(np.float64), vectors[y].astype(np.float64))
+    close = np.flatnonzero(rounding_sensitive(out))
+    if len(close):
+        codes, where = np.unique(np.concatenate([a[close], b[close]]), return_inverse=True)
+        exact = encoder.encode_exact([texts[c] for c in codes.tolist()])
+        out[close] = np.einsum("nd,nd->n", exact[where[:len(close)]], exact[where[len(close):]])
+    return np.round(out, COSINE_DECIMALS)
+
+
+def cosine_join(vectors: np.ndarray, code: np.ndarray, threshold: float, max_block_cells: int = 1 << 24) -> tuple:
+    """Pairs of items (i < j) whose texts (`code`: each item's row of `vectors`) have a float32
+    cosine above threshold - 3 * COSINE_PRECISION, one row block at a time against the rows from the
+    block on (the upper triangle; never N x N). The caller decides on `stable_cosines` of these
+    candidates; the screen's margin is far wider than any machine's float32 error, so the decided
+    set never depends on the block size or the machine."""
+    embeddings = vectors[code]
     n = len(embeddings)
     block = max(1, max_block_cells // max(n, 1))
     found_i, found_j = [], []
     for start in range(0, n, block):
         sims = embeddings[start:start + block] @ embeddings[start:].T
-        rows, cols = np.nonzero(sims > threshold - 1e-4)
+        rows, cols = np.nonzero(sims > threshold - _SCREEN_MARGIN)
         rows += start
         cols += start
         keep = cols > rows
@@ -168,24 +213,35 @@ def cosine_join(embeddings: np.ndarray, threshold: float, max_block_cells: int =
         found_j.append(cols[keep])
     i = np.concatenate(found_i) if found_i else np.zeros(0, np.int64)
     j = np.concatenate(found_j) if found_j else np.zeros(0, np.int64)
-    exact = pair_cosines(embeddings, i, j, threshold)
-    keep = exact > threshold
-    return i[keep], j[keep], exact[keep]
+    return i, j
 
 
-def pair_cosines(embeddings: np.ndarray, i: np.ndarray, j: np.ndarray, threshold: float | None = None,
-                 chunk: int = 1 << 16) -> np.ndarray:
-    """cos(E_i, E_j) per pair, in float32 chunks (memory stays bounded for millions of pairs); values
-    within 1e-5 of `threshold` are recomputed in float64 so that a decision never rests on rounding."""
-    out = np.empty(len(i), dtype=np.float64)
-    for start in range(0, len(i), chunk):
-        a, b = i[start:start + chunk], j[start:start + chunk]
-        out[start:start + chunk] = np.einsum("nd,nd->n", embeddings[a], embeddings[b])
-    if threshold is not None:
-        close = np.flatnonzero(np.abs(out - threshold) < 1e-5)
-        out[close] = np.einsum("nd,nd->n", embeddings[i[close]].astype(np.float64),
-                               embeddings[j[close]].astype(np.float64))
-    return out
+def stable_mean_cosine(encoder: SentenceEncoder, first: list[str], second: list[str], decimals: int,
+                       chunk: int = 1 << 16) -> float:
+    """Mean cosine of the pairs (first_k, second_k) rounded to `decimals` places, the same on every
+    machine: float64 dot products of float32 embeddings (each distinct text embedded once), summed
+    exactly (math.fsum); when the mean lies within FLOAT32_SPREAD of a rounding boundary (a mean
+    moves no further than its values) it is recomputed from float64 embeddings of every text."""
+    import math
+
+    if not first:
+        return 0.0
+    (a_code, a_texts), (b_code, b_texts) = factorize(first), factorize(second)
+
+    def mean(a: np.ndarray, b: np.ndarray) -> float:
+        total = [math.fsum(np.einsum("nd,nd->n", a[a_code[s:s + chunk]], b[b_code[s:s + chunk]]).tolist())
+                 for s in range(0, len(a_code), chunk)]
+        return math.fsum(total) / len(a_code)
+
+    value = mean(*(encoder.encode(texts).astype(np.float64) for texts in (a_texts, b_texts)))
+    if rounding_sensitive(np.array([value]), decimals)[0]:
+        value = mean(encoder.encode_exact(a_texts), encoder.encode_exact(b_texts))
+    return round(value, decimals)
+
+
+def near_threshold(values: np.ndarray, threshold: float) -> np.ndarray:
+    """Whether each rounded cosine lies within one COSINE_PRECISION of the threshold."""
+    return np.abs(np.asarray(values) - threshold) <= COSINE_PRECISION * (1 + 1e-9)
 
 
 def factorize(texts: list) -> tuple[np.ndarray, list]:
@@ -201,16 +257,26 @@ def _is_entailment(labels: np.ndarray) -> np.ndarray:
 
 def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder, nli: NLIClassifier | None,
                group_column: str) -> dict[str, pa.Table]:
-    """Candidate pairs of items (row indices i < j): query cosine > t_q, response cosine < t_r,
-    different `group_column` values, then (unless nli_model=none) queries entailed both ways and
-    responses entailed neither way. Returns {"pairs": i, j, cosines, NLI labels; "counts": the funnel}."""
+    """Candidate pairs of items (row indices i < j): query cosine > t_q, response cosine < t_r (both
+    rounded, `stable_cosines`), different `group_column` values, then (unless nli_model=none) queries
+    entailed both ways and responses entailed neither way. Returns {"pairs": i, j, cosines, NLI
+    labels; "counts": the funnel; "near_threshold": the cosine decisions within one COSINE_PRECISION
+    of a threshold (pairs of different groups), with the side each fell on}."""
     q_code, q_texts = factorize(items.column("query").to_pylist())
     r_code, r_texts = factorize(items.column("response").to_pylist())
     group, _ = factorize(items.column(group_column).to_pylist())
-    q_emb, r_emb = encoder.encode(q_texts)[q_code], encoder.encode(r_texts)[r_code]
-    i, j, q_cos = cosine_join(q_emb, params.query_threshold)
-    r_cos = pair_cosines(r_emb, i, j, params.response_threshold)
-    keep = (r_cos < params.response_threshold) & (group[i] != group[j])
+    q_vectors, r_vectors = encoder.encode(q_texts), encoder.encode(r_texts)
+    i, j = cosine_join(q_vectors, q_code, params.query_threshold)
+    keep = group[i] != group[j]
+    i, j = i[keep], j[keep]
+    q_cos = stable_cosines(encoder, q_texts, q_vectors, q_code[i], q_code[j])
+    near = [("query", i, j, q_cos, q_cos > params.query_threshold, near_threshold(q_cos, params.query_threshold))]
+    keep = q_cos > params.query_threshold
+    i, j, q_cos = i[keep], j[keep], q_cos[keep]
+    r_cos = stable_cosines(encoder, r_texts, r_vectors, r_code[i], r_code[j])
+    near.append(("response", i, j, r_cos, r_cos < params.response_threshold,
+                 near_threshold(r_cos, params.response_threshold)))
+    keep = r_cos < params.response_threshold
     i, j, q_cos, r_cos = i[keep], j[keep], q_cos[keep], r_cos[keep]
     candidates = len(i)
     labels = {}
@@ -228,7 +294,27 @@ def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder,
                "response_cosine": pa.array(r_cos)}
     for name in _NLI_COLUMNS:
         columns[name] = pa.array(labels[name].tolist() if labels else [None] * len(i), pa.string())
-    return {"pairs": pa.table(columns), "counts": pa.table({"candidates": [candidates], "kept": [len(i)]})}
+    close = {"i": [], "j": [], "cosine": [], "value": [], "kept": []}
+    for name, ci, cj, values, passed, within in near:
+        for k in np.flatnonzero(within).tolist():
+            for column, value in zip(close, (int(ci[k]), int(cj[k]), name, float(values[k]), bool(passed[k]))):
+                close[column].append(value)
+    return {"pairs": pa.table(columns), "counts": pa.table({"candidates": [candidates], "kept": [len(i)]}),
+            "near_threshold": pa.table(close, schema=pa.schema([("i", pa.int64()), ("j", pa.int64()),
+                                                                 ("cosine", pa.string()), ("value", pa.float64()),
+                                                                 ("kept", pa.bool_())]))}
+
+
+def mining_record(items: pa.Table, mined: dict[str, pa.Table], id_column: str, sampled: int, limit: int = 200) -> dict:
+    """The funnel of a `mine_pairs` result for the manifest's statistics, with its near-threshold
+    decisions named by the items' ids (the first `limit`, sorted, and their number)."""
+    ids = items.column(id_column).to_pylist()
+    near = sorted((ids[r["i"]], ids[r["j"]], r["cosine"], r["value"], r["kept"])
+                  for r in mined["near_threshold"].to_pylist())
+    return {**mined["counts"].to_pylist()[0], "sampled": sampled,
+            "near_threshold": {"precision": COSINE_PRECISION, "count": len(near),
+                               "decisions": [{"pair": [a, b], "cosine": c, "value": v, "kept": k}
+                                             for a, b, c, v, k in near[:limit]]}}
 
 
 def sample_pairs(images_i, images_j, target: int, cap: int, seed: int) -> list[int]:

@@ -116,20 +116,6 @@ def test_second_build_reuses_cached_embeddings(sample_sources, tmp_path):
     assert all(manifest["run"]["stage_cached"].values())
 
 
-def test_cosine_join_matches_brute_force_in_small_blocks():
-    from builders.pairing import cosine_join
-
-    rng = np.random.default_rng(0)
-    e = rng.normal(size=(60, 8))
-    e[10:20] = e[0] + 0.05 * rng.normal(size=(10, 8))  # a cluster of near-duplicates
-    e = (e / np.linalg.norm(e, axis=1, keepdims=True)).astype(np.float32)
-    i, j, cos = cosine_join(e, 0.9, max_block_cells=70)  # one row per block
-    full = e.astype(np.float64) @ e.astype(np.float64).T
-    expected = {(a, b) for a in range(60) for b in range(a + 1, 60) if full[a, b] > 0.9}
-    assert set(zip(i.tolist(), j.tolist())) == expected and len(expected) >= 45
-    assert np.allclose(cos, [full[a, b] for a, b in zip(i, j)])
-
-
 def test_sampling_spreads_pairs_over_images_and_respects_the_cap():
     from builders.pairing import sample_pairs
 

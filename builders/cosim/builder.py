@@ -22,6 +22,7 @@ from builders.pairing import (
     check_pairs,
     distinct_choices,
     mine_pairs,
+    mining_record,
     model_record,
     pair_features,
     paired_rows,
@@ -96,7 +97,7 @@ class CoSImPairsBuilder(Builder):
         rows.sort(key=lambda r: r["id"])
         feats = features()
         table = pa.Table.from_pylist(rows, schema=feats.arrow_schema)
-        counts = {**mined["counts"].to_pylist()[0], "sampled": sampled}
+        counts = mining_record(items, mined, "example_id", sampled)
         stats = cosim_card.statistics(items, read["excluded"], table, counts, self.paired, self.table_7, params)
         return BuildResult(tables={"default": {"val": table}}, features=feats, statistics=stats,
                            card_fields=cosim_card.card_fields(stats, self, params), figures=cosim_card.figures(stats),

@@ -19,6 +19,7 @@ from builders.pairing import (
     check_pairs,
     distinct_choices,
     mine_pairs,
+    mining_record,
     model_record,
     pair_features,
     paired_rows,
@@ -132,8 +133,7 @@ class PMRPairsBuilder(Builder):
         rows.sort(key=lambda r: r["id"])
         feats = features()
         table = pa.Table.from_pylist(rows, schema=feats.arrow_schema)
-        stats = statistics(items, read["excluded"], table, {**mined["counts"].to_pylist()[0], "sampled": sampled},
-                           params)
+        stats = statistics(items, read["excluded"], table, mining_record(items, mined, "total_id", sampled), params)
         return BuildResult(tables={"default": {"val": table}}, features=feats, statistics=stats,
                            card_fields=card_fields(stats, params), figures=[funnel_figure(stats["mining"], "premise")],
                            run_info=model_record(encoder, nli))

@@ -20,6 +20,7 @@ from builders.pairing import (
     check_pair_target,
     check_pairs,
     mine_pairs,
+    mining_record,
     model_record,
     pair_features,
     paired_rows,
@@ -139,7 +140,7 @@ class VCRVisorBuilder(Builder):
                                              image_column="img_fn", target=params.target(kind), params=params,
                                              choices=2, item_columns=_item_columns)
             rows += kind_rows
-            counts[kind] = {**mined["counts"].to_pylist()[0], "sampled": sampled}
+            counts[kind] = mining_record(part, mined, "annot_id", sampled)
         rows.sort(key=lambda r: r["id"])
         if images is not None:
             _embed_images(rows, images)

