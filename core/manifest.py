@@ -10,7 +10,13 @@ from pathlib import Path
 from core.hashing import sha256_file
 from core.jsonout import dumps
 
-LIBRARIES = ("vlbench", "datasets", "huggingface_hub", "pyarrow", "numpy", "msgspec")
+# The libraries whose versions shape a build's bytes: the tables (pyarrow, datasets, numpy), the
+# models' floats (torch, transformers, tokenizers, sentence-transformers, safetensors), images and
+# audio (pillow's JPEG encoder, scipy's .mat reader, soundfile), figures (matplotlib) and the card's
+# metadata (PyYAML). `vlbench verify --against` names those that differ from a published build.
+LIBRARIES = ("vlbench", "datasets", "huggingface_hub", "pyarrow", "numpy", "msgspec", "torch", "transformers",
+             "tokenizers", "sentence-transformers", "safetensors", "pillow", "scipy", "soundfile", "matplotlib",
+             "pyyaml")
 MANIFEST = "manifest.json"
 
 
@@ -40,9 +46,14 @@ def write_manifest(folder: Path, manifest: dict) -> None:
 
 def read_manifest(folder: Path) -> dict:
     """The manifest of a built folder; an unreadable or corrupt one is a one-line error."""
+    return read_manifest_file(Path(folder) / MANIFEST)
+
+
+def read_manifest_file(path: Path) -> dict:
+    """A manifest.json; an unreadable or corrupt one is a one-line error."""
     from core.errors import VlbenchError, os_problem
 
-    path = Path(folder) / MANIFEST
+    path = Path(path)
     try:
         manifest = json.loads(path.read_bytes())
     except OSError as exc:

