@@ -1,17 +1,36 @@
 # The README's commands. Each target creates .venv and installs everything from scratch when it is
-# missing; torch is pinned and installed first so that no other package pulls a different build.
+# missing, from requirements.lock: every package (the test extras included) at one version, checked
+# against its sha256. That is the environment that builds published datasets; a build's manifest
+# records the versions that shape its bytes.
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_out
+LOCK := requirements.lock
 
-.PHONY: venv vllm-venv demo test test-fast lint browser bench clean
+.PHONY: venv vllm-venv lock demo test test-fast lint browser bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
+	rm -f $(STAMP)
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --require-hashes --no-deps -r $(LOCK)
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
 	touch $(STAMP)
+
+# Re-resolves pyproject.toml's dependencies (and the test extras) to their newest versions into
+# requirements.lock, with every file's sha256, for CPython 3.11 on x86-64 Linux. torch is the CPU
+# build (torch==$(TORCH)), a wheel in $(TORCH_WHEELS) on this workplace's machines: PyPI's torch
+# brings several GB of CUDA packages. uv runs from its own venv, never the project's.
+LOCK_TOOLS := .venv-lock
+TORCH := 2.13.0+cpu
+TORCH_WHEELS ?= /opt/wheels
+lock:
+	test -x $(LOCK_TOOLS)/bin/uv || { python3 -m venv $(LOCK_TOOLS) && $(LOCK_TOOLS)/bin/pip install -q uv==0.13.9; }
+	printf 'torch==$(TORCH)\n' > $(LOCK_TOOLS)/constraints.txt
+	$(LOCK_TOOLS)/bin/uv pip compile -q pyproject.toml --extra test --generate-hashes --find-links $(TORCH_WHEELS) \
+		--constraint $(LOCK_TOOLS)/constraints.txt --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+		--custom-compile-command "make lock" --output-file $(LOCK)
 
 venv: $(STAMP)
 
@@ -50,4 +69,4 @@ bench: $(STAMP)
 	if [ -n "$$failed" ]; then echo "missed a target:$$failed"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) $(DEMO_OUT) $(BENCH_RESULTS)
+	rm -rf $(VENV) $(LOCK_TOOLS) $(DEMO_OUT) $(BENCH_RESULTS)
