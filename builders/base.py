@@ -6,6 +6,8 @@ Required: the class attributes below without a default, and `locate_sources`, `b
 `card_template_text` (the card template, read from data_cards/),
 `supports_images` (`build --images DIR` embeds images, passed to `build` as `images=`), and
 `published_blob_ids` (git blob ids of the published legacy files that `verify` compares with).
+`floats` states, for the card, how every floating-point value the build writes is computed so that
+it is the same on any CPU and thread count (its precision, its summation order, a tie rule).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import pyarrow as pa
 
 from builders.result import BuildResult, RunStage
 
+NO_COMPUTED_FLOATS = "This build computes no floating-point value: every column is copied or counted from the sources."
+
 
 class Builder(ABC):
     name: ClassVar[str]  # the benchmark's registry name
@@ -29,6 +33,7 @@ class Builder(ABC):
     card_template: ClassVar[str]  # file name in data_cards/ (`card_template_text` reads it)
     description: ClassVar[str]  # one line for `vlbench list`
     sources_help: ClassVar[str]  # the raw files it reads, for `vlbench list`
+    floats: ClassVar[str] = NO_COMPUTED_FLOATS  # the card's sentence on the precision of its floats
     supports_images: ClassVar[bool] = False
     published_blob_ids: ClassVar[dict[str, str]] = {}
 

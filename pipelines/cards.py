@@ -14,6 +14,16 @@ def _split_front_matter(text: str, fields: dict[str, str]) -> tuple[dict, str]:
     return yaml.safe_load(string.Template(header).substitute(fields)), body
 
 
+def reproducibility(floats: str) -> str:
+    """The card's paragraph on rebuilding the folder byte for byte, with the builder's `floats`."""
+    return ("`manifest.json` lists the input files with their SHA-256, the parameters (models included), the "
+            "versions of the libraries that shape these bytes and the SHA-256 of every file here. Built again from "
+            "the same inputs with the same parameters and library versions (vlbench's `requirements.lock`), every "
+            "file is byte-identical on any CPU and thread count; `vlbench verify OUT --against <this folder>` names "
+            "the versions, parameters and inputs that differ when a file is not.\n\n"
+            f"**Floating-point values.** {floats}")
+
+
 def render_card(template: str, fields: dict[str, str], features_of, splits: dict[str, dict[str, dict]],
                 default_config: str) -> str:
     """Fill the template text's ${placeholders} and prepend the YAML header that `load_dataset` reads.

@@ -16,7 +16,7 @@ from core.manifest import describe_outputs, write_manifest
 from core.outdir import atomic_folder, interrupts_held
 from core.progress import progress
 from evaluator.publish.hub_results import EVAL_YAML, eval_yaml
-from pipelines.cards import render_card
+from pipelines.cards import render_card, reproducibility
 from pipelines.figure_process import draw_pngs
 
 MAX_SHARD_BYTES = 500 << 20  # as datasets' push_to_hub
@@ -88,7 +88,7 @@ def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json:
         figure_links = [f"![{spec.title}](figures/{spec.filename})" for spec in result.figures]
         splits, rows = tables_written()
         fields = {**result.card_fields, "figures": "\n\n".join(figure_links),
-                  "build_command": manifest["command"]}
+                  "build_command": manifest["command"], "reproducibility": reproducibility(builder.floats)}
         (folder / "README.md").write_text(render_card(builder.card_template_text(), fields, result.features_of, splits,
                                                       builder.default_config))
         if hub is not None:

@@ -109,3 +109,18 @@ def test_verify_against_a_damaged_published_manifest_is_one_line(built, cli, tmp
         path.write_text(content)
     code, out, err = cli("verify", built("disco"), "--against", path)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "checked" not in out
+
+
+def test_every_card_states_how_its_floats_are_made(built):
+    from builders.registry import benchmarks, get_builder
+
+    for benchmark in benchmarks():
+        folder = built(benchmark.name)
+        card = " ".join((folder / "README.md").read_text().split())
+        assert "**Floating-point values.** " + " ".join(get_builder(benchmark.name).floats.split()) in card
+        assert "byte-identical on any CPU and thread count" in card and "${" not in card
+    card = " ".join((built("vcr-visor") / "README.md").read_text().split())
+    assert "rounded to 4 decimal places (half to even)" in card and "Tie rule" in card
+    mining = json.loads((built("cosim-q") / "manifest.json").read_text())["statistics"]["mining"]
+    assert mining["near_threshold"]["precision"] == 1e-4 and mining["near_threshold"]["count"] >= 0
+    assert len(mining["near_threshold"]["decisions"]) == min(200, mining["near_threshold"]["count"])

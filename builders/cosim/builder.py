@@ -18,6 +18,7 @@ from builders.base import Builder
 from builders.cosim import card as cosim_card
 from builders.cosim.reader import read_cosim
 from builders.pairing import (
+    FLOATS,
     AllPairsParams,
     check_pairs,
     distinct_choices,
@@ -78,6 +79,7 @@ class CoSImPairsBuilder(Builder):
     splits = ("val",)
     source_dir = "cosim"
     card_template = "cosim.md"
+    floats = FLOATS
     sources_help = "CoSIm data/val.json (a JSON list of examples)"
 
     def locate_sources(self, source: Path, splits: list[str], params=None) -> dict[str, Path]:

@@ -92,6 +92,9 @@ class DiscoBuilder(Builder):
     splits = disco.SPLITS
     source_dir = "disco"
     card_template = "disco.md"
+    floats = ("`count` is the float64 sum of the density map in numpy's fixed pairwise order (the same on every "
+              "CPU). The low-quality images are JPEG files (quality 95) written by Pillow's libjpeg-turbo, "
+              "whose version `manifest.json` records: another Pillow may write other bytes.")
     description = "DISCO (Hu et al. 2020): audio-visual crowd counting, high- and low-quality images"
     sources_help = "imgs/<id>.jpg, auds/<id>.wav, density/{train,val,test}/<id>.mat"
 

@@ -90,6 +90,8 @@ class GQAOODBuilder(Builder):
     splits = ("val", "testdev")
     source_dir = "gqa"
     card_template = "gqa_ood.md"
+    floats = ("`group_entropy` is the float64 normalised entropy of the group's answer counts, summed exactly "
+              "(`math.fsum`): it depends neither on the answers' order nor on the CPU.")
     description = "GQA-OOD (Kervadec et al., CVPR 2021): rare vs frequent answers in imbalanced GQA groups"
     sources_help = "GQA v1.2 {val,testdev}_balanced_questions.json"
 

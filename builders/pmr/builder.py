@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from builders.base import Builder
 from builders.pairing import (
+    FLOATS,
     AllPairsParams,
     check_pairs,
     distinct_choices,
@@ -113,6 +114,7 @@ class PMRPairsBuilder(Builder):
     splits = ("val",)
     source_dir = "pmr"
     card_template = "pmr_p.md"
+    floats = FLOATS
     description = "PMR-P: PMR val pairs with equivalent premises, different movies and actions (APQ, HPQ)"
     sources_help = f"PMR {SOURCE_FILE} (the original validation samples, JSON lines)"
 

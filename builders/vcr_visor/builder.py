@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from builders.base import Builder
 from builders.pairing import (
+    FLOATS,
     PairingParams,
     check_pair_target,
     check_pairs,
@@ -115,6 +116,7 @@ class VCRVisorBuilder(Builder):
     splits = ("val",)
     source_dir = "vcr"
     card_template = "vcr_visor.md"
+    floats = FLOATS
     supports_images = True
     description = "VCR-Visor: paired VCR val items that a text-only model cannot both answer (APQ, HPQ)"
     sources_help = "VCR v1.0 val.jsonl (23 fields per line)"

@@ -68,6 +68,7 @@ class VisDialBuilder(Builder):
     splits = ("train", "val")
     source_dir = "visdial"
     card_template = "visdial.md"
+    floats = "`relevance` is copied from the dense annotations (float32), not computed."
     description = "VisDial v1.0 (Das et al., CVPR 2017): visual dialog, 100 answer options per round, dense relevance"
     sources_help = "visdial_1.0_{train,val}.json (+ visdial_1.0_val_dense_annotations.json for NDCG)"
 
