@@ -3,9 +3,9 @@
 Target, measured in this run: the time outside the model's forward passes (loading datasets and the
 model, building prompts, decoding images, scoring, intervals, diagnostics, the card) is at most 10% of
 the suite's wall time, at a size where the forward passes take at least a minute (a tiny LLaVA with
-hidden size 256 and 224 px images; --hidden / --image-size change it). The builds and the image folders
-are made before the clock starts; the perceptual scores are left out (--no-perceptual: they are more
-forward passes, not overhead).
+hidden size 256 and 224 px images; --hidden / --image-size change it). The builds are made before the
+clock starts and the sample sources' pictures are the images (--images-root); the perceptual scores
+are left out (--no-perceptual: they are more forward passes, not overhead).
 
     python scripts/bench_suite.py [--hidden 256] [--image-size 224]
 """
@@ -22,32 +22,6 @@ from benchlib import ForwardTimer, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_OUTSIDE_SHARE, MIN_FORWARD_SECONDS = 0.10, 60.0
-
-
-def image_root(root: Path, builds: dict[str, Path], sources: Path) -> Path:
-    """An --images-root for the builds: the samples' COCO images, and a small image for every image key
-    of the other benchmarks (their samples have none), under each task's folder."""
-    import shutil
-
-    import numpy as np
-    from PIL import Image
-
-    from builders.registry import get_task
-    from core.data import load_table, pick_split
-
-    shutil.copytree(sources / "coco", root / "coco")
-    rng = np.random.default_rng(0)
-    for bench, folder in builds.items():
-        task = get_task(bench)
-        if task.images_folder in (None, "coco") or task.generative is None or task.generative.image_column is None:
-            continue
-        table = load_table(folder, task.config, pick_split(folder, task.config, None, task.default_split))
-        for key in sorted({str(k) for k in table.column(task.generative.image_column).to_pylist()}):
-            path = root / task.images_folder / (key if "/" in key or key.endswith(".jpg") else f"{key}.png")
-            if not path.exists():
-                path.parent.mkdir(parents=True, exist_ok=True)
-                Image.fromarray(rng.integers(0, 255, (48, 64, 3), dtype=np.uint8)).save(path)
-    return root
 
 
 def main() -> int:
@@ -82,12 +56,11 @@ def main() -> int:
             if entry.task is not None:
                 run_build(entry.name, tmp / "sources", tmp / "data" / entry.name, assignments=entry.demo_params)
                 builds[entry.name] = tmp / "data" / entry.name
-        images = image_root(tmp / "images", builds, tmp / "sources")
         model = write_tiny_llava(tmp / "llava", hidden=args.hidden, layers=2, image_size=args.image_size)
         lines = []
         start = time.perf_counter()
         card = run_suite(f"hf:{model}", tmp / "data", tmp / "card", model_options=ModelOptions(max_new_tokens=4),
-                         images_root=images, perceptual=False, echo=lines.append)
+                         images_root=tmp / "sources", perceptual=False, echo=lines.append)
         wall = time.perf_counter() - start
     scored = [b for b, r in card["benchmarks"].items() if r["status"] == "scored"]
     print(f"{len(scored)} benchmarks scored ({', '.join(scored)}); {len(card['diagnostics'])} diagnostics")

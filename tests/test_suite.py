@@ -520,3 +520,26 @@ def test_a_killed_generative_suite_redoes_at_most_the_batch_in_flight(built, sam
     assert 0 < hits and computed == stored() - before
     headline = {b: r.get("headline") for b, r in _card(tmp_path / "card")["benchmarks"].items()}
     assert headline == {b: r.get("headline") for b, r in _card(tmp_path / "clean")["benchmarks"].items()}
+
+
+def test_the_sample_sources_hold_an_image_for_every_row_of_every_benchmark_that_reads_images(sample_sources, built):
+    """`vlbench suite --images-root SOURCES` serves every benchmark whose rows name images: the sample
+    writers lay small pictures out as the releases do (COCO, GQA images/, vcr1images/, CoSIm and PMR
+    by img_fn, VisDial's VisualDialog_val2018/)."""
+    from builders.registry import benchmarks, get_task
+    from core.data import load_table, pick_split
+    from evaluator.models.images import ImageFolder
+
+    served = []
+    for entry in benchmarks():
+        task = None if entry.task is None else get_task(entry.name)
+        if task is None or task.images_folder is None or task.generative is None:
+            continue
+        column = task.generative.image_column
+        folder = built(entry.name)
+        table = load_table(folder, task.config, pick_split(folder, task.config, None, task.default_split))
+        images = ImageFolder(sample_sources / task.images_folder)
+        keys = sorted({str(k) for k in table.column(column).to_pylist()})
+        assert keys and all(images.path(k).stat().st_size > 0 for k in keys), entry.name
+        served.append(entry.name)
+    assert set(served) >= {"gqa-ood", "vqa-v2", "vqa-cp", "vcr", "vcr-visor", "cosim-q", "cosim-c", "pmr-p", "visdial"}

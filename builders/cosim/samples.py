@@ -12,6 +12,8 @@ import json
 import random
 from pathlib import Path
 
+from builders.sources.pictures import write_pictures
+
 QUESTIONS = ["Is the man happy?", "Is it safe to cross the street?", "Will the dog get wet?",
              "Can the children play outside?", "Is the woman going to eat?", "Is the room warm?",
              "Will the bus stop here?", "Is the kitchen clean?"]
@@ -52,5 +54,7 @@ def write_cosim_samples(root: Path, scale: int = 1) -> list[Path]:
     out = root / "cosim"
     out.mkdir(parents=True, exist_ok=True)
     path = out / "val.json"
-    path.write_text(json.dumps(generate_cosim(60 * scale, seed=11), indent=1) + "\n")
-    return [path]
+    examples = generate_cosim(60 * scale, seed=11)
+    path.write_text(json.dumps(examples, indent=1) + "\n")
+    # the authors' image layout: <folder>/<img_fn>, here beside val.json
+    return [path] + write_pictures(out, [f"{e['folder']}/{e['img_fn']}" for e in examples])

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import msgspec
 
+from builders.sources.pictures import write_pictures
+
 OBJECTS = (
     "table chair shirt car tree man woman building window sign pole wall door plate cup bag "
     "horse dog cat bike bus train truck boat umbrella bench lamp bowl bottle pillow couch bed "
@@ -195,12 +197,15 @@ SPLIT_SIZES = {"train": 6000, "val": 6000, "testdev": 3000}
 
 
 def write_gqa_samples(root: Path, scale: int = 1) -> list[Path]:
-    """Write `ROOT/gqa/{train,val,testdev}_balanced_questions.json` (compact, as the release)."""
+    """Write `ROOT/gqa/{train,val,testdev}_balanced_questions.json` (compact, as the release) and a
+    picture per image, `ROOT/gqa/images/<imageId>.jpg` (the release's images folder)."""
     out = root / "gqa"
     out.mkdir(parents=True, exist_ok=True)
-    written = []
+    written, images = [], set()
     for index, (split, size) in enumerate(SPLIT_SIZES.items(), start=1):
         path = out / f"{split}_balanced_questions.json"
-        path.write_bytes(msgspec.json.encode(generate_split(index, size * scale, seed=1000 + index)))
+        records = generate_split(index, size * scale, seed=1000 + index)
+        path.write_bytes(msgspec.json.encode(records))
         written.append(path)
-    return written
+        images.update(r["imageId"] for r in records.values())
+    return written + write_pictures(out / "images", [f"{image}.jpg" for image in images])

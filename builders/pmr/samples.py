@@ -15,6 +15,8 @@ from pathlib import Path
 
 import msgspec
 
+from builders.sources.pictures import write_pictures
+
 # (category, premise with P / Q for two persons); actions are built from VERBS and OBJECTS.
 PREMISES = [("character", ["P", "is", "very", "angry", "with", "Q", "."]),
             ("character", ["P", "is", "a", "kind", "and", "generous", "person", "."]),
@@ -82,5 +84,6 @@ def write_pmr_samples(root: Path, scale: int = 1) -> list[Path]:
     out = root / "pmr"
     out.mkdir(parents=True, exist_ok=True)
     path = out / "val-ori.jsonl"
-    path.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in generate_pmr(72 * scale, seed=13)))
-    return [path]
+    records = generate_pmr(72 * scale, seed=13)
+    path.write_bytes(b"".join(msgspec.json.encode(r) + b"\n" for r in records))
+    return [path] + write_pictures(out, [r["img_fn"] for r in records])  # VCR's images, by img_fn

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import msgspec
 
+from builders.sources.pictures import write_pictures
+
 # (cluster of paraphrased questions, answers, rationales); X and Y are person references.
 CLUSTERS = [
     (["Why is X smiling ?", "Why is X smiling right now ?", "Why does X smile ?"],
@@ -110,9 +112,11 @@ def write_vcr_samples(root: Path, scale: int = 1) -> list[Path]:
     out = root / "vcr"
     out.mkdir(parents=True, exist_ok=True)
     encode = msgspec.json.encode
-    written = []
+    written, images = [], []
     for name, records in (("val.jsonl", generate_vcr(160 * scale, seed=3)),
                           ("train.jsonl", generate_vcr(240 * scale, seed=5, split="train"))):
         (out / name).write_bytes(b"".join(encode(r) + b"\n" for r in records))
         written.append(out / name)
-    return written
+        images += [r["img_fn"] for r in records]
+    # the release's image folder: vcr1images/<movie>/<clip>.jpg, beside the annotations folder
+    return written + write_pictures(root / "vcr1images", images)

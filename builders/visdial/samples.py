@@ -8,6 +8,8 @@ from pathlib import Path
 
 import msgspec
 
+from builders.sources.pictures import write_pictures
+
 NOUNS = ["dog", "cat", "man", "woman", "car", "bus", "tree", "table", "plate", "kite", "boat", "horse", "sign", "cup"]
 COLORS = ["white", "black", "red", "blue", "green", "brown", "gray", "yellow"]
 QUESTIONS = ([f"is the {n} {c}" for n in NOUNS for c in COLORS[:3]] + [f"what color is the {n}" for n in NOUNS]
@@ -68,6 +70,9 @@ def write_visdial(folder: Path, images: dict[str, int], seed: int = 0) -> list[P
             dense = folder / "visdial_1.0_val_dense_annotations.json"
             dense.write_bytes(msgspec.json.encode([_dense(rng, d, answer_text) for d in dialogs]))
             written.append(dense)
+            # the release's val images: VisualDialog_val2018/VisualDialog_val2018_<image id:012d>.jpg
+            written += write_pictures(folder / "VisualDialog_val2018",
+                                      [f"VisualDialog_val2018_{d['image_id']:012d}.jpg" for d in dialogs])
     return written
 
 

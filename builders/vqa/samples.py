@@ -13,6 +13,7 @@ from pathlib import Path
 
 import msgspec
 
+from builders.sources.pictures import write_picture
 from builders.vqa.reader import cp_files, v2_files
 
 YES_NO = ["yes", "no"]
@@ -129,23 +130,13 @@ def write_vqa_cp(folder: Path, v2_folder: Path) -> list[Path]:
 
 
 def write_coco_images(folder: Path, v2_folder: Path) -> list[Path]:
-    """Small images in the COCO layout (`<subtype>/COCO_<subtype>_<image id:012d>.jpg`) for every image
+    """Small pictures in the COCO layout (`<subtype>/COCO_<subtype>_<image id:012d>.jpg`) for every image
     of the v2 sample, so that models reading images (`--images`) run on the samples."""
-    from PIL import Image, ImageDraw
-
     written = []
     for subtype in ("train2014", "val2014"):
-        (folder / subtype).mkdir(parents=True, exist_ok=True)
         questions = msgspec.json.decode((v2_folder / v2_files(subtype)[0]).read_bytes())["questions"]
         for image_id in sorted({q["image_id"] for q in questions}):
-            rng = random.Random(image_id)
-            img = Image.new("RGB", (48, 40), tuple(rng.randint(0, 255) for _ in range(3)))
-            ImageDraw.Draw(img).ellipse([rng.randint(0, 20), rng.randint(0, 16),
-                                         rng.randint(28, 47), rng.randint(24, 39)],
-                                        fill=tuple(rng.randint(0, 255) for _ in range(3)))
-            path = folder / subtype / f"COCO_{subtype}_{image_id:012d}.jpg"
-            img.save(path, format="JPEG", quality=90)
-            written.append(path)
+            written.append(write_picture(folder / subtype / f"COCO_{subtype}_{image_id:012d}.jpg", image_id))
     return written
 
 
