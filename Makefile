@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_out
 LOCK := requirements.lock
 
-.PHONY: venv vllm-venv lock demo test test-fast lint browser bench clean
+.PHONY: venv vllm-venv lock demo test test-fast lint docs browser bench clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	rm -f $(STAMP)
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PY) -m pip check
 	touch $(STAMP)
 
-# Re-resolves pyproject.toml's dependencies (and the test extras) to their newest versions into
+# Re-resolves pyproject.toml's dependencies (and the test and docs extras) to their newest versions into
 # requirements.lock, with every file's sha256, for CPython 3.11 on x86-64 Linux. torch is the CPU
 # build (torch==$(TORCH)), a wheel in $(TORCH_WHEELS) on this workplace's machines: PyPI's torch
 # brings several GB of CUDA packages. uv runs from its own venv, never the project's.
@@ -28,7 +28,7 @@ TORCH_WHEELS ?= /opt/wheels
 lock:
 	test -x $(LOCK_TOOLS)/bin/uv || { python3 -m venv $(LOCK_TOOLS) && $(LOCK_TOOLS)/bin/pip install -q uv==0.13.9; }
 	printf 'torch==$(TORCH)\n' > $(LOCK_TOOLS)/constraints.txt
-	$(LOCK_TOOLS)/bin/uv pip compile -q pyproject.toml --extra test --generate-hashes --find-links $(TORCH_WHEELS) \
+	$(LOCK_TOOLS)/bin/uv pip compile -q pyproject.toml --extra test --extra docs --generate-hashes --find-links $(TORCH_WHEELS) \
 		--constraint $(LOCK_TOOLS)/constraints.txt --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 		--custom-compile-command "make lock" --output-file $(LOCK)
 
@@ -39,7 +39,7 @@ demo: $(STAMP)
 
 # The vLLM tests run a real vLLM (its CPU build) from a second venv that scripts/vllm_venv.sh builds beside
 # the main one, outside the checkout and cached between runs; the main venv is never touched by it.
-test: lint browser
+test: lint docs browser
 	py="$$(bash scripts/vllm_venv.sh)" && VLBENCH_VLLM_PYTHON="$$py" $(PY) -m pytest -q
 
 vllm-venv:
@@ -56,6 +56,11 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
+# The documentation site (mkdocs.yml): --strict fails on a broken link, a page left out of the navigation
+# or a missing reference. The CLI reference and the parameter tables are generated at build time.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 # Every bench runs even when one misses its target; the target fails if any did. Each measure is
 # also appended to BENCH_RESULTS, and the run ends with their table (scripts/summarise_benches.py).
 BENCHES := $(sort $(wildcard scripts/bench_*.py))
@@ -69,4 +74,4 @@ bench: $(STAMP)
 	if [ -n "$$failed" ]; then echo "missed a target:$$failed"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) $(LOCK_TOOLS) $(DEMO_OUT) $(BENCH_RESULTS)
+	rm -rf $(VENV) $(LOCK_TOOLS) $(DEMO_OUT) $(BENCH_RESULTS) site

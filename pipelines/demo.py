@@ -50,19 +50,34 @@ def run_demo(out: Path, echo=print) -> dict:
         shown = "  ".join(f"P_{m}/Z_D {_fmt(v['p_zd']['mean'])}" for m, v in summary["modalities"].items())
         echo(f"perceptual {bench} {spec}: {shown}   report: {report / 'report.md'}")
     results["counterbias"] = _counterbias(out, echo)
-    results["suite"] = _report_card(out, echo)
+    results.update(_report_cards(out, echo))
     return results
 
 
-def _report_card(out: Path, echo) -> dict:
-    """`vlbench suite` of baseline:random over the demo's builds: the report card under OUT/card."""
+def _report_cards(out: Path, echo) -> dict:
+    """`vlbench suite` of baseline:random and of the tiny random LLaVA over the demo's builds (the LLaVA
+    reads the sample sources' pictures: --images-root OUT/sources), each card under OUT/card-<model>,
+    then `vlbench suite-compare` of the two under OUT/card-compare. The LLaVA's perceptual scores are
+    left out (--no-perceptual: several more passes of the model per benchmark)."""
+    from evaluator.suite.compare import compare_cards
     from evaluator.suite.run import run_suite
 
-    card = run_suite("baseline:random", out, out / "card", echo=lambda line: None)
-    scored = sum(r["status"] == "scored" for r in card["benchmarks"].values())
-    echo(f"report card of baseline:random: {scored} benchmarks scored, {len(card['diagnostics'])} diagnostics   "
-         f"card: {out / 'card' / 'report.md'}")
-    return card
+    results, folders = {}, []
+    llava = {"images_root": out / "sources", "perceptual": False}
+    for spec, options in (("baseline:random", {}), (f"hf:{out / 'models' / 'tiny-llava'}", llava)):
+        name = spec.rsplit("/", 1)[-1].replace(":", "-")
+        folder = out / f"card-{name}"
+        card = run_suite(spec, out, folder, echo=lambda line: None, **options)
+        scored = sum(r["status"] == "scored" for r in card["benchmarks"].values())
+        echo(f"report card of {name}: {scored} of {len(card['benchmarks'])} benchmarks scored, "
+             f"{len(card['diagnostics'])} diagnostics   card: {folder / 'report.md'}")
+        results[f"suite:{name}"] = card
+        folders.append(folder)
+    compared = compare_cards(folders, out / "card-compare")
+    echo(f"suite-compare {' vs '.join(f.name for f in folders)}: {len(compared['comparisons'])} paired comparisons"
+         f"   page: {out / 'card-compare' / 'index.html'}")
+    results["suite-compare"] = compared
+    return results
 
 
 def _counterbias(out: Path, echo) -> dict:

@@ -453,6 +453,14 @@ class GenerativeVLM(TemplatedVLM):
         token_lps, _ = self.extend_prefix(self.to_device(enc), conts)
         return [self._reduce(lp, len(c)) for lp, c in zip(token_lps, conts)]
 
+    @property
+    def _cache_argument(self) -> str:
+        """The forward argument that takes a key/value cache: `cache` in transformers >= 5.24
+        (`past_key_values` is deprecated there), `past_key_values` before."""
+        import inspect
+
+        return "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+
     def extend_prefix(self, enc: dict, sequences: list[list[int]], gather: list[int] = ()):
         """One encoded prefix (a single unpadded turn, on the device) run once with its key/value cache;
         each batch of token sequences extends a copy of that cache. Returns per sequence the
@@ -480,7 +488,8 @@ class GenerativeVLM(TemplatedVLM):
                 # No attention mask: the prefix has no padding and the sequences are right-padded, so a
                 # causal model's real tokens never see a pad; positions follow from the cache (M-RoPE
                 # models add the offset their prefix pass stored).
-                logits = self.model(input_ids=ids.to(self.device), past_key_values=batch_cache, use_cache=True,
+                logits = self.model(input_ids=ids.to(self.device), **{self._cache_argument: batch_cache},
+                                    use_cache=True,
                                     cache_position=torch.arange(length, length + width, device=self.device)).logits
                 logprobs = torch.log_softmax(logits.float(), dim=-1)
                 for r, k in enumerate(rows):

@@ -1,0 +1,162 @@
+"""The README and the documentation site cannot go stale silently: every `vlbench` command line they
+show names a command and options the CLI has, every `--flag` they name exists (in vlbench, or in the
+other tool or bench script the page names, listed below), and the console blocks marked runnable run
+against the demo's outputs (slow tier)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+RUNNABLE = "<!-- runnable -->"  # put on the line before a fenced console block that `make demo` makes runnable
+
+# Flags of other tools that the pages name, with the tool: vLLM's server and engine (docs/models/vllm.md),
+# lmms-eval's CLI (docs/guides/harness.md).
+OTHER_TOOLS = {"--data-parallel-address": "vllm serve", "--data-parallel-rpc-port": "vllm serve",
+               "--data-parallel-size-local": "vllm serve", "--distributed-executor-backend": "vllm serve",
+               "--log_samples": "lmms-eval"}
+
+
+def _cli_options() -> tuple[dict[str, set[str]], set[str]]:
+    """{command: its --options} of the vlbench app, and the app's own options (--help included)."""
+    import typer
+
+    from pipelines.cli import app
+
+    group = typer.main.get_command(app)
+
+    def options(params) -> set[str]:
+        return {o for p in params for o in [*p.opts, *getattr(p, "secondary_opts", [])] if o.startswith("--")}
+
+    return ({name: options(c.params) | {"--help"} for name, c in group.commands.items()},
+            options(group.params) | {"--help"})
+
+
+def _bench_script_flags() -> set[str]:
+    """The --flags of scripts/bench_*.py (docs/performance.md names them), read from their argparse calls."""
+    flags = set()
+    for script in (ROOT / "scripts").glob("bench_*.py"):
+        for node in ast.walk(ast.parse(script.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+                flags |= {a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
+    return flags
+
+
+def _fenced_blocks(text: str):
+    """(info string, the line before the fence, body) of each fenced code block."""
+    lines, k = text.splitlines(), 0
+    while k < len(lines):
+        if lines[k].startswith("```"):
+            end = next((j for j in range(k + 1, len(lines)) if lines[j].startswith("```")), len(lines))
+            yield lines[k][3:].strip(), lines[k - 1].strip() if k else "", "\n".join(lines[k + 1:end]) + "\n"
+            k = end
+        k += 1
+
+
+def _command_lines(text: str) -> list[str]:
+    """Every vlbench command line a page shows: the lines of its code blocks that start with `vlbench `
+    (continuation lines joined, comments cut) and its inline code spans that do."""
+    found = []
+    for _, _, body in _fenced_blocks(text):
+        for line in body.replace("\\\n", " ").splitlines():
+            line = line.strip().removeprefix("$ ")
+            if line.startswith("vlbench "):
+                found.append(line.split("  #", 1)[0])
+    prose = re.sub(r"(?ms)^```.*?^```", "", text)
+    found += [m.group(1) for m in re.finditer(r"`(vlbench [^`]+)`", prose)]
+    return found
+
+
+def test_every_vlbench_command_line_in_the_docs_names_real_commands_and_options():
+    commands, global_options = _cli_options()
+    problems, seen = [], 0
+    for page in PAGES:
+        for line in _command_lines(page.read_text()):
+            words = line.split()
+            command = words[1]
+            if command.startswith("-"):
+                continue  # `vlbench --help`, `vlbench --allow-pickle-weights ...`
+            seen += 1
+            if command not in commands:
+                problems.append(f"{page.relative_to(ROOT)}: `{line}`: no command {command!r}")
+                continue
+            for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", line):
+                if flag not in commands[command] | global_options:
+                    problems.append(f"{page.relative_to(ROOT)}: `{line}`: {command} has no option {flag}")
+    assert not problems, "\n".join(problems)
+    assert seen >= 60  # the pages show dozens of command lines: the parser found them
+
+
+def test_every_flag_the_docs_name_exists():
+    commands, global_options = _cli_options()
+    known = set().union(*commands.values()) | global_options | set(OTHER_TOOLS) | _bench_script_flags()
+    problems = []
+    for page in PAGES:
+        for flag in re.findall(r"`(--[a-z][a-z0-9_-]*)", page.read_text()):
+            if flag not in known:
+                problems.append(f"{page.relative_to(ROOT)}: {flag} is no option of vlbench or of a tool it names")
+    assert not problems, "\n".join(sorted(set(problems)))
+
+
+def test_a_renamed_option_would_be_caught(monkeypatch):
+    """The check is not vacuous: a page naming an option the CLI lacks is reported."""
+    commands, _ = _cli_options()
+    assert "--legacy-json" in commands["build"] and "--legacy-jsn" not in commands["build"]
+    lines = _command_lines("```\nvlbench build gqa-ood --source s --out o \\\n    --legacy-jsn\n```\n")
+    assert lines == ["vlbench build gqa-ood --source s --out o      --legacy-jsn"]
+
+
+def _runnable_blocks() -> list[tuple[str, str]]:
+    blocks = []
+    for page in PAGES:
+        for info, before, body in _fenced_blocks(page.read_text()):
+            if before == RUNNABLE:
+                blocks.append((f"{page.relative_to(ROOT)}:{len(blocks)}", body))
+    return blocks
+
+
+def test_the_pages_mark_console_blocks_runnable():
+    names = [name for name, _ in _runnable_blocks()]
+    assert any(n.startswith("README.md") for n in names) and any(n.startswith("docs/") for n in names), names
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, body", _runnable_blocks(), ids=[n for n, _ in _runnable_blocks()])
+def test_runnable_console_blocks_run_after_the_demo(name, body, demo_folder):
+    """Each block marked runnable, line by line in a shell, in a folder holding the demo's outputs
+    (`demo_out/`, as `make demo` leaves them): every command exits 0."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for line in body.replace("\\\n", " ").splitlines():
+        line = line.split("  #", 1)[0].strip().removeprefix("$ ")
+        if not line:
+            continue
+        done = subprocess.run(["bash", "-c", line], cwd=demo_folder, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, f"{name}: `{line}` exited {done.returncode}: {done.stderr[-2000:]}"
+        shlex.split(line)  # a line the shell ran is also one a reader can copy
+
+
+@pytest.fixture(scope="module")
+def demo_folder(tmp_path_factory):
+    """A folder laid out as the checkout after `make demo`: `demo_out/` as the demo writes it, and the
+    repository's `scripts/` (the pages run them from the checkout's root)."""
+    from pipelines.demo import run_demo
+
+    folder = tmp_path_factory.mktemp("docs-demo")
+    (folder / "scripts").symlink_to(ROOT / "scripts")
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        run_demo(Path("demo_out"), echo=lambda line: None)
+    finally:
+        os.chdir(cwd)
+    return folder
