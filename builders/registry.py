@@ -27,6 +27,7 @@ class Benchmark:
     demo_train_file: str | None = None  # their --train-file, under the sample sources' root
     demo_perceptual: tuple[tuple[str, str | None], ...] = ()  # (model spec, --by column) for the demo
     legacy_json: bool = False  # the demo also writes the authors' file format
+    family: str = ""  # the report card draws the headline metrics of one family in one figure
 
     @property
     def demo_params(self) -> list[str]:
@@ -38,46 +39,59 @@ class Benchmark:
         return getattr(importlib.import_module(module), attribute)
 
 
+# The benchmark families of the report card's figures.
+OOD_GQA = "GQA-OOD: rare and frequent answers"
+PRIORS = "VQA v2 and VQA-CP: changing priors"
+COMMONSENSE = "VCR and the paired benchmarks"
+MODALITIES = "Social-IQ, VisDial, DISCO: several modalities"
+SOCIAL_BIAS = "VL-Bias: social bias"
+
 # Registration order is the demo's order; names are listed sorted elsewhere.
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("gqa-ood", "builders.gqa_ood.builder:GQAOODBuilder", "builders.gqa_ood.samples:write_gqa_samples",
               task="evaluator.gqa_ood.task:GQAOODTask", demo_models=("baseline:prior", "baseline:random"),
               demo_train_file="gqa/train_balanced_questions.json",
-              legacy_json=True),
+              legacy_json=True, family=OOD_GQA),
     # Offline demo: the packaged MiniLM stands in for the recipe's SBERT, no NLI filter.
     Benchmark("vcr-visor", "builders.vcr_visor.builder:VCRVisorBuilder",
               "builders.sources.vcr_samples:write_vcr_samples",
               task="evaluator.vcr_visor.task:VCRVisorTask",
-              offline_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
+              offline_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",),
+              family=COMMONSENSE),
     Benchmark("vcr", "builders.vcr.builder:VCRBuilder", "builders.sources.vcr_samples:write_vcr_samples",
-              task="evaluator.vcr.task:VCRTask", demo_models=("baseline:random", "baseline:overlap")),
+              task="evaluator.vcr.task:VCRTask", demo_models=("baseline:random", "baseline:overlap"),
+              family=COMMONSENSE),
     # COSIM-Q / COSIM-C (the VCR-Visor paper, App. C): the same offline stand-ins as vcr-visor.
     Benchmark("cosim-q", "builders.cosim.builder:CoSImQuestionPairsBuilder",
               "builders.cosim.samples:write_cosim_samples", task="evaluator.cosim.task:CoSImQuestionTask",
-              offline_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
+              offline_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",),
+              family=COMMONSENSE),
     Benchmark("cosim-c", "builders.cosim.builder:CoSImChangePairsBuilder",
               "builders.cosim.samples:write_cosim_samples", task="evaluator.cosim.task:CoSImChangeTask",
-              offline_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
+              offline_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",),
+              family=COMMONSENSE),
     Benchmark("pmr-p", "builders.pmr.builder:PMRPairsBuilder", "builders.pmr.samples:write_pmr_samples",
               task="evaluator.pmr.task:PMRPairsTask",
-              offline_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",)),
+              offline_build=(f"sbert_model={PACKAGED_MINILM}", "nli_model=none"), demo_models=("baseline:random",),
+              family=COMMONSENSE),
     Benchmark("vqa-v2", "builders.vqa.v2:VQAv2Builder", "builders.vqa.samples:write_vqa_samples",
-              task="evaluator.vqa.task:vqa_v2_task", demo_models=("baseline:prior",)),
+              task="evaluator.vqa.task:vqa_v2_task", demo_models=("baseline:prior",), family=PRIORS),
     # The demo re-splits the VQA v2 sample (the published VQA-CP files are imported by default).
     Benchmark("vqa-cp", "builders.vqa.cp:VQACPBuilder", "builders.vqa.samples:write_vqa_samples",
               task="evaluator.vqa.task:vqa_cp_task", demo_build=("mode=regenerate",), demo_models=("baseline:prior",),
-              demo_perceptual=(("baseline:prior", "answer_type"),)),
+              demo_perceptual=(("baseline:prior", "answer_type"),), family=PRIORS),
     Benchmark("socialiq", "builders.socialiq.builder:SocialIQBuilder",
               "builders.socialiq.samples:write_socialiq_samples",
               task="evaluator.socialiq.task:SocialIQTask",
               demo_models=("baseline:majority", "baseline:answer-sentiment"),
-              demo_perceptual=(("baseline:answer-sentiment", None),)),
+              demo_perceptual=(("baseline:answer-sentiment", None),), family=MODALITIES),
     Benchmark("visdial", "builders.visdial.builder:VisDialBuilder", "builders.visdial.samples:write_visdial_samples",
-              task="evaluator.visdial.task:VisDialTask", demo_models=("baseline:random",)),
+              task="evaluator.visdial.task:VisDialTask", demo_models=("baseline:random",), family=MODALITIES),
     Benchmark("disco", "builders.disco.builder:DiscoBuilder", "builders.disco.samples:write_disco_samples",
-              task="evaluator.disco.task:DiscoTask", demo_models=("baseline:mean",)),
+              task="evaluator.disco.task:DiscoTask", demo_models=("baseline:mean",), family=MODALITIES),
     Benchmark("vl-bias", "builders.vl_bias.builder:VLBiasBuilder", "builders.vl_bias.samples:write_vl_bias_samples",
-              no_task_reason="measure a model's social bias with `vlbench counterbias --data DIR --model SPEC`"),
+              no_task_reason="measure a model's social bias with `vlbench counterbias --data DIR --model SPEC`",
+              family=SOCIAL_BIAS),
 )
 _BY_NAME = {b.name: b for b in BENCHMARKS}
 

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 
 
-def screenshot(page_file: Path, png: Path, width: int = 1400, height: int = 720) -> None:
+def screenshot(page_file: Path, png: Path, width: int = 1300, height: int = 1000) -> None:
     """The top of PAGE_FILE, WIDTH x HEIGHT CSS pixels, as a PNG."""
     from playwright.sync_api import sync_playwright
 

@@ -26,6 +26,18 @@ def demo_builds(built, tmp_path_factory) -> Path:
     return root
 
 
+def assert_figures_exist(*pages: Path) -> None:
+    """Every image a page references (Markdown `![..](x)` or HTML `src="x"`) is a PNG beside it."""
+    import re
+
+    for page in pages:
+        refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)|<img src=\"([^\"]+)\"", page.read_text())
+        refs = [a or b for a, b in refs]
+        assert refs, f"{page}: no figure"
+        for ref in refs:
+            assert (page.parent / ref).read_bytes()[:4] == b"\x89PNG", f"{page}: {ref} missing"
+
+
 def _card(out: Path) -> dict:
     return json.loads((out / "card.json").read_text())
 
@@ -269,6 +281,14 @@ def test_the_card_page_loads_sorts_and_links_in_headless_chromium(cli, demo_buil
         page.locator("#card th", has_text="Value").click()
         assert values() == sorted(values(), reverse=True)
         assert "VCR vs VCR-Visor" in page.locator("section.diagnostic").all_inner_texts()[1]
+        # the figures (a diagnostic's intervals, each family's headline metrics) load, on the page as in report.md
+        figures = page.locator("img")
+        sources = figures.evaluate_all("imgs => imgs.map(i => i.getAttribute('src'))")
+        assert {"figures/diagnostic-2-vcr-vs-vcr-visor-single-vs-paired-questions.png",
+                "figures/family-vcr-and-the-paired-benchmarks.png"} <= set(sources)
+        assert all(page.evaluate("img => img.naturalWidth", figures.nth(k).element_handle()) > 0
+                   for k in range(figures.count()))
+        page.screenshot(path=str(tmp_path / "card.png"), full_page=True)
         page.locator("#card tbody a", has_text="vcr-visor").first.click()
         assert page.title() == "vcr-visor: baseline:random"
         images = page.locator("img")
@@ -276,6 +296,7 @@ def test_the_card_page_loads_sorts_and_links_in_headless_chromium(cli, demo_buil
                                            for k in range(images.count()))
         browser.close()
     assert all(url.startswith("file://") for url in requests)  # nothing remote is loaded
+    assert_figures_exist(out / "report.md", out / "index.html")
 
 
 def test_hub_results_of_every_scored_benchmark_are_evaluates(cli, built, tmp_path):
@@ -326,6 +347,9 @@ def test_cards_of_several_models_on_one_page_with_paired_comparisons(cli, built,
     assert code == 0, err
     alone = json.loads((tmp_path / "alone" / "metrics.json").read_text())["comparisons"][0]["metrics"]
     assert vcr["metrics"] == {k: alone[k] for k in ("q_a", "qa_r", "q_ar")}
+    # a figure per family draws the two models side by side
+    assert_figures_exist(site / "index.html")
+    assert "figures/family-vcr-and-the-paired-benchmarks.png" in (site / "index.html").read_text()
     code, _, err = cli("suite-compare", tmp_path / "a", "--out", tmp_path / "one")
     assert_one_error_line(code, err, ("at least two",))
     if not CHROMIUM.exists():

@@ -1,8 +1,9 @@
 """The report card of `vlbench suite`: OUT/card.json (everything, never NaN), OUT/report.md (the
 headline metrics of every benchmark with their 95% intervals, the benchmarks not scored and why, then
-the diagnostics, each with its reading) and OUT/index.html, the same as a page of the leaderboard's
-kind (evaluator/publish/site.py: autoescaped templates, the site's Content-Security-Policy, a sortable
-table), with each benchmark's report rendered under reports/<benchmark>/index.html."""
+the diagnostics, each with its reading and a figure of its intervals; a figure per benchmark family
+of the headline metrics: OUT/figures/, evaluator.suite.figures) and OUT/index.html, the same as a page
+of the leaderboard's kind (evaluator/publish/site.py: autoescaped templates, the site's
+Content-Security-Policy, a sortable table), with each benchmark's report under reports/<benchmark>/."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from core.jsonout import dumps
 from core.markdown import report_table
 from core.outdir import write_atomically
 from evaluator.publish.site import copy_assets, metric_cell, render_page, report_page
+from evaluator.suite.figures import FOLDER, card_figures, diagnostic_entries, draw
 
 
 def _markdown_cells(cell: dict) -> list[str]:
@@ -20,6 +22,7 @@ def _markdown_cells(cell: dict) -> list[str]:
 
 
 def card_markdown(card: dict) -> str:
+    diagnostic_specs, family_specs = card_figures(card)
     rows, skipped = [], []
     for bench, row in card["benchmarks"].items():
         if row["status"] != "scored":
@@ -33,13 +36,15 @@ def card_markdown(card: dict) -> str:
           f"from {card['resamples']:,} cluster-bootstrap resamples (seed {card['seed']}). Per-benchmark reports: "
           "`reports/<benchmark>/report.md`.", "",
           report_table(["benchmark", "split", "metric", "value", "95% interval"], rows), ""]
+    md += [f"![{spec.title}]({FOLDER}/{spec.filename})\n" for spec in family_specs]
     if skipped:
         md += ["## Not scored", "", report_table(["benchmark", "status", "why"], skipped), ""]
     md += ["## Diagnostics", ""]
-    for d in card["diagnostics"]:
+    for d, spec in zip(card["diagnostics"], diagnostic_specs):
         md += [f"### {d['name']}", "", f"{d['reading'][0].upper()}{d['reading'][1:]}.", ""]
         table = [[name, *_markdown_cells(cell)] for name, cell in _rows(d["values"])]
         md += [report_table(["", "value", "95% interval"], table), ""]
+        md += [f"![{spec.title}]({FOLDER}/{spec.filename})", ""] if spec else []
     no_perceptual = [f"{b} ({r['perceptual']})" for b, r in card["benchmarks"].items()
                      if r.get("perceptual") not in (None, "scored")]
     if no_perceptual:
@@ -51,13 +56,7 @@ def card_markdown(card: dict) -> str:
 
 def _rows(values: dict) -> list[tuple[str, dict]]:
     """A diagnostic's (name, value cell) rows, groups (per answer type) flattened."""
-    rows = []
-    for name, entry in values.items():
-        if isinstance(entry, dict) and "value" in entry:
-            rows.append((name, metric_cell(entry)))
-        else:
-            rows += [(f"{name}: {k}", metric_cell(v)) for k, v in entry.items()]
-    return rows
+    return [(name, metric_cell(entry)) for name, entry in diagnostic_entries(values)]
 
 
 def write_page(out: Path, card: dict) -> None:
@@ -72,15 +71,20 @@ def write_page(out: Path, card: dict) -> None:
         rows += [{"bench": bench, "split": row["split"], "cell": metric_cell(entry),
                   "metric": entry["label"] + ("" if entry["higher_is_better"] else " (lower is better)")}
                  for entry in row["headline"].values()]
-    diagnostics = [{"name": d["name"], "reading": d["reading"], "rows": _rows(d["values"])}
-                   for d in card["diagnostics"]]
+    diagnostic_specs, family_specs = card_figures(card)
+    draw(out, [s for s in diagnostic_specs if s] + family_specs)
+    diagnostics = [{"name": d["name"], "reading": d["reading"], "rows": _rows(d["values"]),
+                    "figure": spec and f"{FOLDER}/{spec.filename}"}
+                   for d, spec in zip(card["diagnostics"], diagnostic_specs)]
     render_page(out / "index.html", "card.html", title=f"Report card: {card['model']}", script=True,
                 model=card["model"], data=card["data"], resamples=card["resamples"], seed=card["seed"], rows=rows,
-                skipped=skipped, diagnostics=diagnostics, missing=card["missing_diagnostics"])
+                skipped=skipped, diagnostics=diagnostics, missing=card["missing_diagnostics"],
+                families=[{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in family_specs])
     copy_assets(out)
 
 
 def write_card(out: Path, card: dict) -> None:
+    """card.json, the page with its figures (OUT/figures/), then report.md, which shows them too."""
     write_atomically(out / "card.json", (dumps(card, note_key="undefined", indent=2) + "\n").encode())
-    write_atomically(out / "report.md", card_markdown(card).encode())
     write_page(out, card)
+    write_atomically(out / "report.md", card_markdown(card).encode())

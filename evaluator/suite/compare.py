@@ -2,7 +2,8 @@
 (SITE/index.html: a row per model, a column per headline metric, intervals shown, sortable), and the
 paired comparisons of each model with the first wherever both scored the same build of a benchmark:
 the difference B − A of each headline metric on the same rows, its paired cluster-bootstrap interval
-and the permutation test's p-value (evaluator.stats.compare, as `vlbench compare`). SITE carries the
+and the permutation test's p-value (evaluator.stats.compare, as `vlbench compare`); a figure per
+benchmark family draws the models' headline metrics side by side (evaluator.suite.figures). SITE carries the
 marker `.vlbench-cards.json`; another non-empty folder is refused without --overwrite."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from core.jsonout import dumps
 from core.outdir import check_out, write_atomically
 from evaluator.publish.site import copy_assets, metric_cell, render_page
 from evaluator.request import ScoringRequest
+from evaluator.suite.figures import FOLDER, draw, family_figures
 
 MARKER = ".vlbench-cards.json"
 
@@ -74,7 +76,10 @@ def compare_cards(folders: list[Path], out: Path, *, resamples: int = 1000, seed
     record = {"columns": [{"benchmark": b, "key": k, "label": label} for (b, k), label in columns.items()],
               "cards": rows, "comparisons": comparisons, "resamples": resamples, "seed": seed}
     write_atomically(out / "cards.json", (dumps(record, note_key="undefined", indent=2) + "\n").encode())
+    families = family_figures([(row["model"], card) for row, card in zip(rows, cards)])
+    draw(out, families)
     render_page(out / "index.html", "cards.html", title="Report cards", script=True,
+                families=[{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in families],
                 labels=list(columns.values()), resamples=resamples, seed=seed,
                 rows=[{"model": r["model"], "cells": [metric_cell(v) if v else metric_cell({"value": None})
                                                       for v in r["values"].values()]} for r in rows],
