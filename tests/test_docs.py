@@ -20,10 +20,10 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 RUNNABLE = "<!-- runnable -->"  # put on the line before a fenced console block that `make demo` makes runnable
 
 # Flags of other tools that the pages name, with the tool: vLLM's server and engine (docs/models/vllm.md),
-# lmms-eval's CLI (docs/guides/harness.md).
+# lmms-eval's CLI (docs/guides/harness.md), MkDocs (`make docs`).
 OTHER_TOOLS = {"--data-parallel-address": "vllm serve", "--data-parallel-rpc-port": "vllm serve",
                "--data-parallel-size-local": "vllm serve", "--distributed-executor-backend": "vllm serve",
-               "--log_samples": "lmms-eval"}
+               "--log_samples": "lmms-eval", "--strict": "mkdocs build"}
 
 
 def _cli_options() -> tuple[dict[str, set[str]], set[str]]:
