@@ -160,3 +160,56 @@ def demo_folder(tmp_path_factory):
     finally:
         os.chdir(cwd)
     return folder
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The documentation site built as `make docs` builds it (--strict), into a temporary folder."""
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def test_the_site_generates_its_reference_from_the_code(site):
+    """The CLI reference lists every command with its options (typer's generator); a benchmark's page
+    holds its parameter table with the dataclass's defaults; the contracts come from docstrings."""
+    commands, _ = _cli_options()
+    cli = (site / "reference" / "cli.html").read_text()
+    assert all(f"vlbench {name}" in cli for name in commands) and "--legacy-json" in cli
+    gqa = (site / "benchmarks" / "gqa-ood.html").read_text()
+    assert "<code>alpha</code>" in gqa and "<code>0.2</code>" in gqa and "<code>tail_comparison</code>" in gqa
+    contracts = (site / "reference" / "contracts.html").read_text()
+    assert "check_invariants" in contracts and "locate_sources" in contracts
+
+
+def test_the_site_loads_nothing_remote_in_headless_chromium(site, tmp_path):
+    from test_leaderboard import CHROMIUM
+
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (`make test` installs it: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    requests = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
+            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"])
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto((site / "index.html").as_uri())
+        page.locator("article a", has_text="Benchmarks").first.click()  # links work opened from the disk
+        page.wait_for_load_state("load")
+        assert page.url.endswith("benchmarks/index.html") and page.title().startswith("Benchmarks")
+        for name in ("benchmarks/vcr-visor.html", "guides/suite.html"):
+            page.goto((site / name).as_uri())
+            page.wait_for_load_state("load")
+            assert page.title().endswith("vlbench")
+        images = page.locator("article img")
+        assert images.count() >= 1 and page.evaluate("img => img.naturalWidth", images.first.element_handle()) > 0
+        page.screenshot(path=str(tmp_path / "suite-guide.png"))
+        browser.close()
+    assert requests and all(url.startswith("file://") for url in requests), [u for u in requests
+                                                                               if not u.startswith("file://")]
