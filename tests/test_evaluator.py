@@ -174,8 +174,14 @@ def test_sample_sources_prints_a_summary(tmp_path, cli):
     code, stdout, err = cli("sample-sources", "--out", tmp_path / "link" / "s")
     lines = stdout.strip().splitlines()
     assert code == 0, err
-    assert len(lines) <= 12 and lines[-1].startswith("wrote ") and "gqa/: 3 files" in stdout
-    assert (tmp_path / "real" / "s" / "gqa" / "val_balanced_questions.json").is_file()
+    # one line per source folder, with the number of files written under it, then the total
+    root = tmp_path / "real" / "s"
+    folders = sorted(p.name for p in root.iterdir())
+    assert lines[-1].startswith("wrote ") and len(lines) == len(folders) + 1
+    for line, folder in zip(lines, folders):
+        count = sum(1 for p in (root / folder).rglob("*") if p.is_file())
+        assert line == f"{tmp_path / 'link' / 's' / folder}/: {count:,} file{'s' if count != 1 else ''}"
+    assert (root / "gqa" / "val_balanced_questions.json").is_file() and (root / "gqa" / "images").is_dir()
 
 
 def test_has_majority_reads_the_tasks_declaration():
