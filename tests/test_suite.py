@@ -284,7 +284,8 @@ def test_the_card_page_loads_sorts_and_links_in_headless_chromium(cli, demo_buil
         # the figures (a diagnostic's intervals, each family's headline metrics) load, on the page as in report.md
         figures = page.locator("img")
         sources = figures.evaluate_all("imgs => imgs.map(i => i.getAttribute('src'))")
-        assert {"figures/diagnostic-2-vcr-vs-vcr-visor-single-vs-paired-questions.png",
+        assert {"figures/diagnostic-1-acc-tail-over-alpha.png",
+                "figures/diagnostic-2-vcr-vs-vcr-visor-single-vs-paired-questions.png",
                 "figures/family-vcr-and-the-paired-benchmarks.png"} <= set(sources)
         assert all(page.evaluate("img => img.naturalWidth", figures.nth(k).element_handle()) > 0
                    for k in range(figures.count()))

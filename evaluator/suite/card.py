@@ -44,7 +44,7 @@ def card_markdown(card: dict) -> str:
         md += [f"### {d['name']}", "", f"{d['reading'][0].upper()}{d['reading'][1:]}.", ""]
         table = [[name, *_markdown_cells(cell)] for name, cell in _rows(d["values"])]
         md += [report_table(["", "value", "95% interval"], table), ""]
-        md += [f"![{spec.title}]({FOLDER}/{spec.filename})", ""] if spec else []
+        md += [line for s in spec for line in (f"![{s.title}]({FOLDER}/{s.filename})", "")]
     no_perceptual = [f"{b} ({r['perceptual']})" for b, r in card["benchmarks"].items()
                      if r.get("perceptual") not in (None, "scored")]
     if no_perceptual:
@@ -72,10 +72,10 @@ def write_page(out: Path, card: dict) -> None:
                   "metric": entry["label"] + ("" if entry["higher_is_better"] else " (lower is better)")}
                  for entry in row["headline"].values()]
     diagnostic_specs, family_specs = card_figures(card)
-    draw(out, [s for s in diagnostic_specs if s] + family_specs)
+    draw(out, [s for specs in diagnostic_specs for s in specs] + family_specs)
     diagnostics = [{"name": d["name"], "reading": d["reading"], "rows": _rows(d["values"]),
-                    "figure": spec and f"{FOLDER}/{spec.filename}"}
-                   for d, spec in zip(card["diagnostics"], diagnostic_specs)]
+                    "figures": [{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in specs]}
+                   for d, specs in zip(card["diagnostics"], diagnostic_specs)]
     render_page(out / "index.html", "card.html", title=f"Report card: {card['model']}", script=True,
                 model=card["model"], data=card["data"], resamples=card["resamples"], seed=card["seed"], rows=rows,
                 skipped=skipped, diagnostics=diagnostics, missing=card["missing_diagnostics"],

@@ -73,10 +73,25 @@ def family_figures(cards: list[tuple[str, dict]]) -> list[FigureSpec]:
     return specs
 
 
-def card_figures(card: dict) -> tuple[list[FigureSpec | None], list[FigureSpec]]:
-    """A report card's figures: one per diagnostic (None where it has no number), and one per family."""
-    return ([diagnostic_figure(k, d) for k, d in enumerate(card["diagnostics"])],
-            family_figures([(card["model"], card)]))
+def curve_figure(index: int, diagnostic: dict) -> FigureSpec | None:
+    """GQA-OOD's acc-tail over alpha (Kervadec et al., CVPR 2021: the smaller alpha, the rarer the tail
+    answers), where the diagnostic carries the curve."""
+    curve = [p for p in diagnostic.get("alpha_curve") or [] if isinstance(p.get("acc_tail"), (int, float))]
+    if not curve:
+        return None
+    return FigureSpec(filename=f"diagnostic-{index + 1}-acc-tail-over-alpha.png",
+                      title=f"{diagnostic['name']}: acc-tail over alpha",
+                      categories=[f"{p['alpha']:g}" for p in curve],
+                      series={"acc-tail": [p["acc_tail"] for p in curve]},
+                      xlabel="alpha (tail: count < (1 + alpha) x the group's mean)", ylabel="acc-tail")
+
+
+def card_figures(card: dict) -> tuple[list[list[FigureSpec]], list[FigureSpec]]:
+    """A report card's figures: per diagnostic its values with their intervals (and GQA-OOD's curve
+    over alpha), and one per benchmark family."""
+    per_diagnostic = [[s for s in (diagnostic_figure(k, d), curve_figure(k, d)) if s]
+                      for k, d in enumerate(card["diagnostics"])]
+    return per_diagnostic, family_figures([(card["model"], card)])
 
 
 def draw(out: Path, specs: list[FigureSpec]) -> None:
