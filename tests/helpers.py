@@ -133,3 +133,10 @@ def write_row_images(bench: str, data: Path, folder: Path) -> Path:
         path.write_bytes(buffer.getvalue())
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def launch_chromium(playwright, chromium: Path = Path("/usr/bin/chromium")):
+    """Debian's headless Chromium through playwright, with the flags that keep it off the network."""
+    return playwright.chromium.launch(executable_path=str(chromium), args=[
+        "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"])

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import launch_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
@@ -194,9 +195,7 @@ def test_the_site_loads_nothing_remote_in_headless_chromium(site, tmp_path):
 
     requests = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        browser = launch_chromium(p, CHROMIUM)
         page = browser.new_page(viewport={"width": 1200, "height": 900})
         page.on("request", lambda r: requests.append(r.url))
         page.goto((site / "index.html").as_uri())

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from helpers import launch_chromium
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -104,9 +105,7 @@ def test_page_loads_sorts_and_links_in_headless_chromium(gqa, submissions, cli, 
     values = {r["submission"]: r["values"]["acc_all"]["value"]
               for r in json.loads((site / "leaderboard.json").read_text())["submissions"] if r["status"] == "scored"}
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        browser = launch_chromium(p, CHROMIUM)
         page = browser.new_page(viewport={"width": 1200, "height": 800})
         page.goto((site / "index.html").as_uri())
         assert page.title() == "gqa-ood leaderboard"

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_error_line, response_cache_rows
+from helpers import assert_one_error_line, launch_chromium, response_cache_rows
 
 from builders.registry import benchmarks
 
@@ -269,9 +269,7 @@ def test_the_card_page_loads_sorts_and_links_in_headless_chromium(cli, demo_buil
     assert code == 0, err
     requests = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        browser = launch_chromium(p, CHROMIUM)
         page = browser.new_page(viewport={"width": 1200, "height": 800})
         page.on("request", lambda r: requests.append(r.url))
         page.goto((out / "index.html").as_uri())
@@ -358,9 +356,7 @@ def test_cards_of_several_models_on_one_page_with_paired_comparisons(cli, built,
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        browser = launch_chromium(p, CHROMIUM)
         page = browser.new_page()
         page.goto((site / "index.html").as_uri())
         assert page.title() == "Report cards"
