@@ -311,9 +311,10 @@ class SentenceEncoder:
 
 
 # Two NLI logits closer than this are settled in float64 (NLIClassifier._predict). Float32 logits keep
-# about 7 significant digits, so two CPUs differ by about 1e-6 on a large model's logits (|logit| < 10);
-# measured on the tiny test classifier under ATEN_CPU_CAPABILITY=default / avx2 / avx512 with 1 and 2
-# threads: 9e-9 on logits of about 0.03.
+# about 7 significant digits, so two CPUs should differ by about 1e-6 on a large model's logits
+# (|logit| < 10; an estimate: no MNLI model is available offline here). Measured on the tiny test
+# classifier under ATEN_CPU_CAPABILITY=default / avx2 / avx512 with 1 and 2 threads: 9e-9 on logits of
+# about 0.03.
 NLI_TIE_MARGIN = 1e-3
 
 

@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from builders.model_files import load_kwargs
-from builders.nlp import NLIClassifier, SentenceEncoder, resolve_model_path
+from builders.nlp import NLI_TIE_MARGIN, NLIClassifier, SentenceEncoder, resolve_model_path
 from builders.text import person_tags
 from core.errors import ParamsError
 from core.params import param
@@ -164,12 +164,12 @@ COSINE_PRECISION = 10.0 ** -COSINE_DECIMALS
 FLOAT32_SPREAD = 5e-6
 _SCREEN_MARGIN = 3 * COSINE_PRECISION  # the float32 block screen keeps every pair a listing could need
 FLOATS = (f"`query_cosine` and `response_cosine` are Sentence-BERT cosines rounded to {COSINE_DECIMALS} decimal places "
-          "(half to even) before any decision; one whose float32 value lies within 5e-6 of a rounding boundary is "
-          "first recomputed from float64 embeddings, so every machine writes the same value. Tie rule: a rounded "
-          "cosine equal to a threshold fails the paper's strict inequality (> t_q, < t_r) and the pair is left out; "
-          "the decisions within 1e-4 of a threshold are listed in `manifest.json` (statistics, mining, "
-          "near_threshold). An NLI label whose two best float32 logits lie within 1e-3 of each other is taken "
-          "from a float64 copy of the model.")
+          f"(half to even) before any decision; one whose float32 value lies within {FLOAT32_SPREAD:g} of a rounding "
+          "boundary is first recomputed from float64 embeddings, so every machine writes the same value. Tie rule: a "
+          "rounded cosine equal to a threshold fails the paper's strict inequality (> t_q, < t_r) and the pair is "
+          f"left out; the decisions within {COSINE_PRECISION:g} of a threshold are listed in `manifest.json` "
+          f"(statistics, mining, near_threshold). An NLI label whose two best float32 logits lie within "
+          f"{NLI_TIE_MARGIN:g} of each other is taken from a float64 copy of the model.")
 
 
 def rounding_sensitive(values: np.ndarray, decimals: int = COSINE_DECIMALS) -> np.ndarray:

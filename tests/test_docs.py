@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import os
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -77,22 +76,31 @@ def _command_lines(text: str) -> list[str]:
     return found
 
 
-def test_every_vlbench_command_line_in_the_docs_names_real_commands_and_options():
+def _command_problems(text: str) -> tuple[list[str], int]:
+    """What is wrong with the vlbench command lines of a page's text (a command or an option the CLI
+    lacks), and how many command lines it checked."""
     commands, global_options = _cli_options()
     problems, seen = [], 0
+    for line in _command_lines(text):
+        command = line.split()[1]
+        if command.startswith("-"):
+            continue  # `vlbench --help`, `vlbench --allow-pickle-weights ...`
+        seen += 1
+        if command not in commands:
+            problems.append(f"`{line}`: no command {command!r}")
+            continue
+        problems += [f"`{line}`: {command} has no option {flag}"
+                     for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", line)
+                     if flag not in commands[command] | global_options]
+    return problems, seen
+
+
+def test_every_vlbench_command_line_in_the_docs_names_real_commands_and_options():
+    problems, seen = [], 0
     for page in PAGES:
-        for line in _command_lines(page.read_text()):
-            words = line.split()
-            command = words[1]
-            if command.startswith("-"):
-                continue  # `vlbench --help`, `vlbench --allow-pickle-weights ...`
-            seen += 1
-            if command not in commands:
-                problems.append(f"{page.relative_to(ROOT)}: `{line}`: no command {command!r}")
-                continue
-            for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", line):
-                if flag not in commands[command] | global_options:
-                    problems.append(f"{page.relative_to(ROOT)}: `{line}`: {command} has no option {flag}")
+        found, checked = _command_problems(page.read_text())
+        problems += [f"{page.relative_to(ROOT)}: {p}" for p in found]
+        seen += checked
     assert not problems, "\n".join(problems)
     assert seen >= 60  # the pages show dozens of command lines: the parser found them
 
@@ -108,12 +116,13 @@ def test_every_flag_the_docs_name_exists():
     assert not problems, "\n".join(sorted(set(problems)))
 
 
-def test_a_renamed_option_would_be_caught(monkeypatch):
-    """The check is not vacuous: a page naming an option the CLI lacks is reported."""
-    commands, _ = _cli_options()
-    assert "--legacy-json" in commands["build"] and "--legacy-jsn" not in commands["build"]
-    lines = _command_lines("```\nvlbench build gqa-ood --source s --out o \\\n    --legacy-jsn\n```\n")
-    assert lines == ["vlbench build gqa-ood --source s --out o      --legacy-jsn"]
+def test_a_renamed_option_or_command_would_be_caught():
+    """The check is not vacuous: a page naming an option or a command the CLI lacks is reported."""
+    page = ("```\nvlbench build gqa-ood --source s --out o \\\n    --legacy-jsn\n```\n"
+            "Then `vlbench verfy gqa-ood` and `vlbench verify gqa-ood --against pub`.\n")
+    problems, seen = _command_problems(page)
+    assert seen == 3 and problems == ["`vlbench build gqa-ood --source s --out o      --legacy-jsn`: build has no "
+                                      "option --legacy-jsn", "`vlbench verfy gqa-ood`: no command 'verfy'"]
 
 
 def _runnable_blocks() -> list[tuple[str, str]]:
@@ -143,7 +152,6 @@ def test_runnable_console_blocks_run_after_the_demo(name, body, demo_folder):
         done = subprocess.run(["bash", "-c", line], cwd=demo_folder, env=env, capture_output=True, text=True,
                               timeout=600)
         assert done.returncode == 0, f"{name}: `{line}` exited {done.returncode}: {done.stderr[-2000:]}"
-        shlex.split(line)  # a line the shell ran is also one a reader can copy
 
 
 @pytest.fixture(scope="module")
