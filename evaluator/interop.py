@@ -17,7 +17,9 @@
 Which harness tasks map to a benchmark, and which of their fields holds its id, the `Task` declares
 (`harness_tasks`, `harness_id_fields`). A harness's answers are raw generations, so each is put in the
 form `vlbench predict` gives a generated answer (the Task's `generative.prediction`: VQA's official
-normalisation, GQA's lower case), as lmms-eval's own scoring does before it compares. Rows whose id
+normalisation, GQA's lower case), as lmms-eval's own scoring does before it compares; a reasoning
+model's thinking is removed first (evaluator/models/reasoning.py; `--reasoning-tags` gives other
+markers), and an answer cut off inside its thinking is an empty answer, counted `unfinished_answers`. Rows whose id
 is not in the evaluated split (a whole GQA test-dev log scored on GQA-OOD's subset) are counted and
 left out; missing rows follow the usual rule (`--allow-partial`). The conversion is reported with the
 metrics (`input`).
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import ParamsError, SubmissionError, os_problem
+from evaluator.models.reasoning import DEFAULT_TAGS, Reasoning
 from evaluator.submission import check_entries, parse_json, read_json
 
 FORMATS = ("auto", "vlbench", "lmms-eval", "vlmevalkit")
@@ -258,7 +261,7 @@ def _as_id(value, id_type: type):
 
 
 def load_submission(task, path: Path, fmt: str, split_ids: list, harness_data: str | None = None,
-                    ) -> tuple[dict, dict | None]:
+                    reasoning_tags: tuple | None = None) -> tuple[dict, dict | None]:
     """{id: value} of a submission in any supported format, and how it was converted (None for
     vlbench's own format). Rows of ids outside the split are left out and counted; a harness's answers
     are put in the form of a generated answer (the module docstring)."""
@@ -285,10 +288,14 @@ def load_submission(task, path: Path, fmt: str, split_ids: list, harness_data: s
     rows, info = _lmms_rows(path, task, data, harness_data) if fmt == "lmms-eval" else _vlmeval_rows(path, task)
     ask = task.generative
     answer = ask.prediction if ask is not None and ask.mode == "generate" else str
-    entries = [{task.id_field: _as_id(i, task.id_type), task.value_field: answer("" if v is None else str(v))}
-               for i, v in rows]
+    # a reasoning model's thinking is separated from its answer first; one cut off while thinking has none
+    replies = [Reasoning(reasoning_tags or DEFAULT_TAGS).split("" if v is None else str(v)) for _, v in rows]
+    entries = [{task.id_field: _as_id(i, task.id_type), task.value_field: answer(r.answer or "")}
+               for (i, _), r in zip(rows, replies)]
     if ask is not None and ask.mode == "generate":
-        info["answers"] = ask.cleaning
+        markers = ", ".join(f"{o}...{c}" for o, c in (reasoning_tags or DEFAULT_TAGS))
+        info["answers"] = f"thinking removed ({markers}); {ask.cleaning}"
+        info["unfinished_answers"] = sum(r.unfinished for r in replies)
     predictions = check_entries(path, entries, task.id_field, task.value_field, task.id_type, task.value_check,
                                 task.value_desc, entry_name="row numbers")
     inside = set(split_ids)

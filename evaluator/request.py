@@ -20,5 +20,6 @@ class ScoringRequest:
     options: tuple[str, ...] = ()  # the task's scoring options, KEY=VALUE (`--option`)
     fmt: str = "auto"  # the submission format (evaluator.interop)
     harness_data: str | None = None  # the dataset an lmms-eval log without `doc` was made on
+    reasoning_tags: tuple | None = None  # markers of a harness log's thinking (None: the families' own)
     resamples: int = DEFAULT_RESAMPLES  # cluster-bootstrap resamples of the 95% intervals (0: none)
     seed: int = 0  # of the resamples

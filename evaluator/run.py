@@ -134,7 +134,8 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
     folder, split, table = _open(task, data, request.split)
     if by is not None:
         table = with_column(task, folder, split, table, by)
-    preds, converted = load_submission(task, predictions, request.fmt, task.ids(table), request.harness_data)
+    preds, converted = load_submission(task, predictions, request.fmt, task.ids(table), request.harness_data,
+                                         request.reasoning_tags)
     coverage = match_ids(predictions, preds, task.ids(table), task.id_field, request.allow_partial,
                          request.allow_extra)
     record = read_record(predictions)

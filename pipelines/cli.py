@@ -202,6 +202,10 @@ HARNESS_DATA_OPTION = typer.Option(
     None, "--harness-data", metavar="DIR|ORG/NAME",
     help="The lmms-eval task's dataset in lmms-lab's layout (a local parquet folder or a Hub dataset id): maps the "
          "doc_id of a log without `doc` (lmms-eval 0.7) to the benchmark's id, each row checked against the log.")
+REASONING_TAGS_OPTION = typer.Option(
+    [], "--reasoning-tags", metavar="OPEN,CLOSE",
+    help="Markers of a reasoning model's thinking in a harness log's answers (repeat; default: <think>,</think> and "
+         "the other families' own).")
 
 @app.command(cls=ModelMenuCommand)
 @with_model_flags
@@ -256,15 +260,17 @@ def evaluate(
         help="The benchmark's Hub dataset repo for --hub-results (default: --data when it is a repo id)."),
     fmt: Format = FORMAT_OPTION,
     harness_data: Optional[str] = HARNESS_DATA_OPTION,
+    reasoning_tags: list[str] = REASONING_TAGS_OPTION,
 ):
     """Score a prediction file against a built split with the benchmark's metrics."""
     from core.jsonout import dumps
+    from evaluator.models.reasoning import parse_reasoning_tags
     from evaluator.request import ScoringRequest
     from evaluator.run import evaluate as run_evaluate
 
     request = ScoringRequest(bench, data, split, allow_partial=allow_partial, allow_extra=allow_extra,
                              options=tuple(assignments), fmt=fmt, harness_data=harness_data, resamples=bootstrap,
-                             seed=seed)
+                             seed=seed, reasoning_tags=parse_reasoning_tags(reasoning_tags))
     metrics = run_evaluate(request, predictions, report=report, by=by, hub_results=hub_results,
                            hub_dataset=hub_dataset)
     headline = {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
@@ -292,14 +298,16 @@ def compare(
     harness_data: Optional[str] = HARNESS_DATA_OPTION,
     by: Optional[str] = typer.Option(None, "--by", help="Also compare on each value of this column (a table column, "
                                                         "or a shortcut label of `vlbench shortcuts`)."),
+    reasoning_tags: list[str] = REASONING_TAGS_OPTION,
 ):
     """Paired comparison of submissions on the same rows: differences, intervals and p-values."""
+    from evaluator.models.reasoning import parse_reasoning_tags
     from evaluator.request import ScoringRequest
     from evaluator.stats.compare import compare_predictions
 
     request = ScoringRequest(bench, data, split, allow_partial=allow_partial, allow_extra=allow_extra,
                              options=tuple(assignments), fmt=fmt, harness_data=harness_data, resamples=bootstrap,
-                             seed=seed)
+                             seed=seed, reasoning_tags=parse_reasoning_tags(reasoning_tags))
     metrics = compare_predictions(request, predictions, report=report, by=by)
     for c in metrics["comparisons"]:
         typer.echo(f"{c['b']} - {c['a']} ({metrics['rows']:,} rows, {c['clusters']:,} {c['unit']}s):")

@@ -30,7 +30,9 @@ MODEL_FLAGS: dict[str, tuple[object, object]] = {
     "workers": (int, typer.Option(0, "--workers", min=0, help="DataLoader workers decoding images.")),
     "dtype": (Dtype, typer.Option("auto", "--dtype",
                                   help="Weights of generative hf: models (auto: bfloat16 on CUDA, float32 on CPU).")),
-    "max_new_tokens": (int, typer.Option(16, "--max-new-tokens", min=1, help="Greedy answer length (generative).")),
+    "max_new_tokens": (Optional[int], typer.Option(
+        None, "--max-new-tokens", min=1, help="Answer length in tokens, thinking included (generative; default: 16, "
+                                              "4096 when the model thinks).")),
     "prompt": (Optional[str], typer.Option(None, "--prompt", help="User prompt template with {field}s (generative; "
                                                                   "default: the benchmark's, see the README).")),
     "min_pixels": (Optional[int], typer.Option(None, "--min-pixels", min=1,
@@ -52,6 +54,14 @@ MODEL_FLAGS: dict[str, tuple[object, object]] = {
     "stop": (list[str], typer.Option([], "--stop", metavar="TEXT",
                                      help="A string that ends a generated answer (repeat; generative; \\n, \\t: "
                                           "a newline, a tab).")),
+    "reasoning_tags": (list[str], typer.Option(
+        [], "--reasoning-tags", metavar="OPEN,CLOSE",
+        help="Markers of a model's thinking, removed before its answer is read (repeat; default: <think>,</think> "
+             "and the other families' own).")),
+    "chat_template_kwargs": (list[str], typer.Option(
+        [], "--chat-template-kwarg", metavar="KEY=VALUE",
+        help="A variable the chat template reads, e.g. enable_thinking=false (repeat; generative; openai: sends it "
+             "as chat_template_kwargs).")),
     "revision": (Optional[str], typer.Option(None, "--revision",
                                              help="Branch, tag or commit of a hub checkpoint (generative hf:).")),
     "attn_implementation": (Optional[str], typer.Option(
@@ -109,11 +119,15 @@ def with_model_flags(command):
         from core.errors import ParamsError
         from evaluator.models.generation import parse_gen_kwargs, parse_stop
         from evaluator.models.options import ModelOptions
+        from evaluator.models.reasoning import parse_reasoning_tags
+        from evaluator.models.template_kwargs import parse_template_kwargs
         from evaluator.models.vllm_engine import parse_engine_args
 
         values = {name: kwargs.pop(name) for name in MODEL_FLAGS}
         values.update(gen_kwargs=parse_gen_kwargs(values["gen_kwargs"]), stop=parse_stop(values["stop"]),
-                      engine_args=parse_engine_args(values["engine_args"]))
+                      engine_args=parse_engine_args(values["engine_args"]),
+                      reasoning_tags=parse_reasoning_tags(values["reasoning_tags"]),
+                      chat_template_kwargs=parse_template_kwargs(values["chat_template_kwargs"]))
         served = str(kwargs.get("model", "")).startswith("openai:")
         resume, no_cache = values.pop("resume"), values.pop("no_cache")
         if resume and no_cache:

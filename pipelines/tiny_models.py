@@ -127,9 +127,14 @@ def write_tiny_llava_for_vllm(path: Path, seed: int = 0, hidden: int = 128, laye
     takes 32, 64, 80, ... only; 4 heads of a hidden size 128), and the CLIP tower's weights under
     `vision_tower.vision_model.*`, the layout of the published llava-hf checkpoints that vLLM 0.32
     reads (transformers 5 saves `vision_tower.*` and reads both)."""
+    write_tiny_llava(path, seed=seed, hidden=hidden, layers=layers, image_size=image_size)
+    return llava_weights_for_vllm(path)
+
+
+def llava_weights_for_vllm(path: Path) -> Path:
+    """A saved LLaVA's CLIP tower weights renamed to `vision_tower.vision_model.*`, the layout vLLM 0.32 reads."""
     from safetensors.torch import load_file, save_file
 
-    write_tiny_llava(path, seed=seed, hidden=hidden, layers=layers, image_size=image_size)
     weights = Path(path) / "model.safetensors"
     tensors = load_file(weights)
     renamed = {("vision_tower.vision_model." + k[len("vision_tower."):]

@@ -86,11 +86,13 @@ def vllm_env() -> dict:
 
 
 @contextmanager
-def vllm_serve(python: str, model: Path, log: Path):
+def vllm_serve(python: str, model: Path, log: Path, extra: tuple[str, ...] = ()):
     """A real vLLM OpenAI-compatible server (the CPU build in its own venv, `python`) serving MODEL on a
-    free loopback port; yields its /v1 URL. The served model's name is MODEL's path."""
+    free loopback port, with `extra` server arguments; yields its /v1 URL. The served model's name is
+    MODEL's path."""
     command = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", LOOPBACK,
-               "--port", str(free_port()), "--max-model-len", "2048", "--dtype", "float32", "--enforce-eager"]
+               "--port", str(free_port()), "--max-model-len", "2048", "--dtype", "float32", "--enforce-eager",
+               *extra]
     with serving(command, vllm_env(), log, "vLLM's server", 300) as url:
         yield url
 

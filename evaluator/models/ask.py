@@ -228,9 +228,13 @@ class GenerativeAdapter(Model):
         generate = self.ask.mode == "generate"
         raw = (self.vlm.generate(turns, names=names) if generate or letter else
                self.vlm.score(turns, continuations, names=names))
-        chosen = [parse_letter(o, c) for o, c in zip(raw, continuations)] if letter else None
+        # the thinking separated from each answer; an unfinished one (cut off while thinking) is read as no answer
+        replies = self.vlm.replies(raw) if generate or letter else None
+        answers = ["" if r.unfinished else r.answer for r in replies] if replies else None
+        chosen = [None if r.unfinished else parse_letter(a, c)
+                  for r, a, c in zip(replies, answers, continuations)] if letter else None
         outputs = ([[1.0 if i == k else 0.0 for i in range(len(c))] for k, c in zip(chosen, continuations)]
-                   if letter else raw)
+                   if letter else answers if generate else raw)
         prompts_of: list[list[int]] = [[] for _ in range(table.num_rows)]
         for k, row in enumerate(row_of):
             prompts_of[row].append(k)
@@ -247,8 +251,14 @@ class GenerativeAdapter(Model):
                           if letter else []}
             sample = {(key if len(ks) == 1 else plural): (per_prompt[key][0] if len(ks) == 1 else per_prompt[key])
                       for key, plural in fields.items()}
-            read = (parsed is not None) if generate else all(chosen[k] is not None for k in ks) if letter else None
-            samples.append({**sample, "prediction": prediction, **({} if read is None else {"parsed": read})})
+            unfinished = sum(replies[k].unfinished for k in ks) if replies else 0
+            read = (parsed is not None and not unfinished) if generate else \
+                all(chosen[k] is not None for k in ks) if letter else None
+            thinking = {"answer": [answers[k] for k in ks] if len(ks) > 1 else answers[ks[0]],
+                        "unfinished": bool(unfinished)} if replies and any(
+                replies[k].thinking is not None for k in ks) else {}
+            samples.append({**sample, **thinking, "prediction": prediction,
+                            **({} if read is None else {"parsed": read})})
             predictions.append(prediction)
         return predictions, samples
 
@@ -266,13 +276,14 @@ class GenerativeAdapter(Model):
         asked = {"mode": self.ask.mode, "prompt_template": self.template,
                  "prompt_is_default": self.options.prompt is None, "images": self.ask.image_column is not None,
                  "note": self.note()}
+        unfinished = {"unfinished_answers": sum(bool(s.get("unfinished")) for s in self.samples)}
         if self.ask.mode == "generate":
             asked |= {"generation": self.vlm.generation.record(),
-                      "cleaning": self.ask.cleaning,
+                      "cleaning": self.ask.cleaning, **unfinished,
                       "unparsed_outputs": sum(not s["parsed"] for s in self.samples)}
         elif self.choice_mode == "letter":
             asked |= {"choice_mode": "letter", "letter_instruction": LETTER_INSTRUCTION,
-                      "generation": self.vlm.generation.record(),
+                      "generation": self.vlm.generation.record(), **unfinished,
                       "unparsed_outputs": sum(not s["parsed"] for s in self.samples),
                       "scores": "1 for the option the answer names, 0 for the others (all 0: unparsed, counted wrong)"}
         else:

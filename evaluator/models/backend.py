@@ -13,6 +13,10 @@ any OpenAI-compatible endpoint, evaluator/models/served.py). Each one:
   their mean (`--loglik`); a backend that cannot (a server that returns no prompt log-probabilities)
   says so in one error line on the first request;
 - `describe()`: what the prediction record says about the model and how it ran;
+- `replies(outputs)`: each raw answer read into its answer and its thinking (evaluator/models/reasoning.py),
+  by the run's markers (`reasoning`) and the marker a chat template opens the answer with
+  (`thinking_opened`); `thinking` says whether thinking is on (a template that opens it, or a
+  `--chat-template-kwarg` that switches it on), which raises the default answer length;
 - resumes through the response cache (evaluator/models/response_cache.py): `cache` holds answers and
   scores as they are computed, keyed by what determines them, and a rerun asks only what it lacks.
 """
@@ -21,6 +25,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+from evaluator.models.reasoning import Reasoning, Reply
+
 
 class VLMBackend(ABC):
     """One way of running a generative VLM (see the module docstring)."""
@@ -28,6 +34,10 @@ class VLMBackend(ABC):
     spec: str  # the model as the user named it: hf:..., vllm:..., openai:...
     generation = None  # evaluator.models.generation.Generation: the decoding settings
     cache = None  # evaluator.models.response_cache.ResponseCache, or None
+    reasoning = Reasoning()  # the markers thinking is separated by
+    thinking_opened: str | None = None  # the opening marker the chat template ends its prompt with
+    thinking = False  # whether thinking is on (known: a template that opens it, or a switch that turns it on)
+    template_kwargs: dict = {}  # --chat-template-kwarg switches
 
     @abstractmethod
     def generate(self, turns: list, max_new_tokens: int | None = None, names: list[str] | None = None) -> list[str]:
@@ -40,6 +50,15 @@ class VLMBackend(ABC):
     @abstractmethod
     def describe(self) -> dict:
         """What the prediction record says about the model: its spec, versions, settings, cache use."""
+
+    def replies(self, outputs: list[str]) -> list[Reply]:
+        """Each raw answer read into its answer (None: unfinished) and its thinking."""
+        return [self.reasoning.split(text, self.thinking_opened) for text in outputs]
+
+    def describe_reasoning(self) -> dict:
+        """The record's `reasoning` entry: the markers, whether thinking was on, the template switches."""
+        return {**self.reasoning.record(), "thinking": self.thinking, "opened_by_template": self.thinking_opened,
+                "chat_template_kwargs": dict(self.template_kwargs)}
 
     def cached(self, keys: list[str | None], field: str, sizes: list[int] | None = None) -> dict[int, object]:
         """{turn index: the cached value of `field`} of the turns whose key the response cache holds with a

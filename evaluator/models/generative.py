@@ -25,7 +25,9 @@ from core.errors import ModelError
 from evaluator.models.backend import VLMBackend
 from evaluator.models.images import open_image
 from evaluator.models.options import ModelOptions
+from evaluator.models.reasoning import ANSWER_WRAPPERS, DEFAULT_TAGS, Reasoning, answer_budget, thinking_switched_on
 from evaluator.models.response_cache import ResponseCache, folder_identity, image_digest, request_key, vlbench_version
+from evaluator.models.template_kwargs import check_template_reads
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ATTENTION = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
@@ -33,7 +35,8 @@ DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 # ModelOptions fields that only a generative model reads, with their command-line names
 GENERATIVE_ONLY = {"system_prompt": "--system-prompt", "chat_template": "--chat-template", "gen_kwargs": "--gen-kwargs",
                    "stop": "--stop", "revision": "--revision", "attn_implementation": "--attn-implementation",
-                   "device_map": "--device-map", "response_cache": "--resume"}
+                   "device_map": "--device-map", "response_cache": "--resume",
+                   "chat_template_kwargs": "--chat-template-kwarg", "reasoning_tags": "--reasoning-tags"}
 PREFIX_CACHE_MIN_CONTINUATIONS = 8  # fewer continuations per context are batched as full sequences
 IMAGE_MARKERS = ("image_token", "boi_token", "start_image_token")  # processor attributes naming image markers
 SEAM_CHARACTERS = 64  # how much of a prompt is tokenised with a continuation to find the seam between them
@@ -67,6 +70,11 @@ def read_chat_template(path: Path | None) -> str | None:
     except TemplateSyntaxError as exc:
         raise ModelError(f"--chat-template {path}: not a Jinja template (line {exc.lineno}: {exc.message})") from None
     return text
+
+
+def _template_text(template) -> str:
+    """A processor's chat template as one text (a processor may hold several named ones)."""
+    return "\n".join(template.values()) if isinstance(template, dict) else str(template)
 
 
 def is_generative(config) -> bool:
@@ -136,7 +144,6 @@ class TemplatedVLM(VLMBackend):
         if options.loglik not in ("sum", "mean"):
             raise ModelError(f"--loglik {options.loglik}: expected sum or mean")
         self.path, self.options, self.spec = path, options, f"{self.prefix}:{path}"
-        self.generation = Generation(options.max_new_tokens, tuple(options.gen_kwargs), tuple(options.stop))
         self.processor, self.note = load_processor(path, config, options.revision, self.spec)
         self._bound_pixels(options)
         self.tokenizer = self.processor.tokenizer
@@ -147,17 +154,25 @@ class TemplatedVLM(VLMBackend):
         if getattr(self.processor, "chat_template", None) is None:
             raise ModelError(f"{self.spec}: the processor has no chat template (not an instruction-tuned VLM?); "
                              "--chat-template FILE gives one")
-        self.revision = options.revision or _snapshot(path, config)
-        self.batch_size = options.batch_size
+        self.template_kwargs = dict(options.chat_template_kwargs)
+        check_template_reads(self.template_kwargs, _template_text(self.processor.chat_template), self.spec)
+        self.reasoning = Reasoning(options.reasoning_tags or DEFAULT_TAGS)
+        self.thinking_opened = self.reasoning.opened_by(self.prompt_text(Turn("?")))
+        self.thinking = self.thinking_opened is not None or thinking_switched_on(self.template_kwargs)
         text = config.get_text_config() if hasattr(config, "get_text_config") else config
         self.context_length: int | None = getattr(text, "max_position_embeddings", None)
-        if self.context_length is not None and options.max_new_tokens >= self.context_length:
-            raise ModelError(f"--max-new-tokens {options.max_new_tokens}: {self.spec}'s context holds "
+        self.generation = Generation(answer_budget(options, self.thinking, self.context_length),
+                                     tuple(options.gen_kwargs), tuple(options.stop))
+        self._kept_special = self._marker_special_ids()
+        self.revision = options.revision or _snapshot(path, config)
+        self.batch_size = options.batch_size
+        if self.context_length is not None and self.generation.max_new_tokens >= self.context_length:
+            raise ModelError(f"--max-new-tokens {self.generation.max_new_tokens}: {self.spec}'s context holds "
                              f"{self.context_length:,} tokens, prompt included")
         # `predict --resume`: answers and scores kept in the response cache as they are computed
         self.cache = None if options.response_cache is None else ResponseCache(options.response_cache)
         self.identity = {"model": self.spec, "revision": self.revision, "files": folder_identity(path),
-                         "vlbench": vlbench_version(),
+                         "vlbench": vlbench_version(), "chat_template_kwargs": self.template_kwargs,
                          **{k: getattr(options, k) for k in ("min_pixels", "max_pixels")}}
         self._lead: str | None = None
 
@@ -191,7 +206,7 @@ class TemplatedVLM(VLMBackend):
         assistant's answer."""
         try:
             text = self.processor.apply_chat_template(self._messages(turn), add_generation_prompt=True,
-                                                      tokenize=False)
+                                                      tokenize=False, **self.template_kwargs)
         except Exception as exc:  # noqa: BLE001 -- a user's template fails in Jinja or in its own raise_exception
             raise ModelError(f"{self.spec}: the chat template fails on a turn ({type(exc).__name__}: "
                              f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
@@ -214,15 +229,36 @@ class TemplatedVLM(VLMBackend):
             user = [{"role": "user", "content": [{"type": "text", "text": "?"}]}]
             marker = "\u2063"  # an invisible separator no template writes itself
             try:
-                ask = self.processor.apply_chat_template(user, add_generation_prompt=True, tokenize=False)
+                ask = self.processor.apply_chat_template(user, add_generation_prompt=True, tokenize=False,
+                                                         **self.template_kwargs)
                 full = self.processor.apply_chat_template(
-                    user + [{"role": "assistant", "content": [{"type": "text", "text": marker}]}], tokenize=False)
+                    user + [{"role": "assistant", "content": [{"type": "text", "text": marker}]}], tokenize=False,
+                    **self.template_kwargs)
             except Exception:  # noqa: BLE001 -- a template that cannot render an answer: the text follows directly
                 ask, full = "", ""
             lead = full[len(ask):full.index(marker, len(ask))] if full.startswith(ask) and marker in full[
                 len(ask):] else ""
             self._lead = lead if not lead.strip() else ""
         return self._lead
+
+    def _marker_special_ids(self) -> frozenset[int]:
+        """The ids of special tokens that are thinking or answer markers (a tokenizer may make `<think>` a
+        special token): decoding keeps them, since an answer is told from its thinking by them."""
+        tokenizer = self.tokenizer
+        special = {i for i, t in getattr(tokenizer, "added_tokens_decoder", {}).items() if getattr(t, "special", False)}
+        markers = {m for pair in (*self.reasoning.tags, *ANSWER_WRAPPERS) for m in pair}
+        ids = {tokenizer.convert_tokens_to_ids(m) for m in markers if m in tokenizer.get_vocab()}
+        return frozenset(special & ids)
+
+    def decode(self, sequences) -> list[str]:
+        """Generated token ids as text, special tokens skipped, except those that mark thinking or an answer."""
+        if not self._kept_special:
+            return self.tokenizer.batch_decode(sequences, skip_special_tokens=True)
+        dropped = set(self.tokenizer.all_special_ids) | {
+            i for i, t in self.tokenizer.added_tokens_decoder.items() if t.special}
+        dropped -= self._kept_special
+        return self.tokenizer.batch_decode([[int(t) for t in seq if int(t) not in dropped] for seq in sequences],
+                                           skip_special_tokens=False)
 
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -268,7 +304,7 @@ class TemplatedVLM(VLMBackend):
         size = _size_dict(getattr(self.processor.image_processor, "size", None))
         return {"model": self.spec, "revision": self.revision, "processor": type(self.processor).__name__,
                 "processor_note": self.note, "image_size": json.loads(json.dumps(size, default=str)),
-                "answer_lead": self.answer_lead,
+                "answer_lead": self.answer_lead, "reasoning": self.describe_reasoning(),
                 **{k: str(getattr(self.options, k)) for k in ("system_prompt", "chat_template")
                    if getattr(self.options, k) is not None}}
 
@@ -289,7 +325,8 @@ class TemplatedVLM(VLMBackend):
 
         generation = self.generation if max_new_tokens is None else \
             dataclasses.replace(self.generation, max_new_tokens=max_new_tokens)
-        keys = ([self._key(t, {"generation": generation.record()}) for t in turns]
+        keys = ([self._key(t, {"generation": generation.record(), "reasoning": self.reasoning.record()})
+                 for t in turns]
                 if self.cache is not None and generation.greedy else [None] * len(turns))
         out: list[str | None] = [None] * len(turns)
         for i, text in self.cached(keys, "content").items():
@@ -402,8 +439,7 @@ class GenerativeVLM(TemplatedVLM):
                 self.check_length(enc["input_ids"].shape[1], generation.max_new_tokens)
                 enc = self.to_device(enc)
                 generated = self.model.generate(**enc, **kwargs, pad_token_id=self.tokenizer.pad_token_id)
-                yield idx, self.tokenizer.batch_decode(generated[:, enc["input_ids"].shape[1]:],
-                                                       skip_special_tokens=True)
+                yield idx, self.decode(generated[:, enc["input_ids"].shape[1]:])
 
     # -- log-likelihoods --------------------------------------------------------------------------
     def _score(self, turns: list[Turn], distinct: list[list[str]], todo: list[int]):

@@ -20,7 +20,7 @@ class ModelOptions:
     workers: int = 0  # DataLoader workers decoding images
     # Generative VLMs (evaluator/models/generative.py):
     dtype: str = "auto"  # weights' dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16, float16
-    max_new_tokens: int = 16  # greedy generation length (short answers, counts)
+    max_new_tokens: int | None = None  # generation length; None: 16, or 4096 when thinking is on (reasoning.py)
     prompt: str | None = None  # user prompt template with {field}s; None: the benchmark's default
     min_pixels: int | None = None  # image-size bounds, where the processor has them (Qwen2-VL family)
     max_pixels: int | None = None
@@ -31,6 +31,8 @@ class ModelOptions:
     chat_template: Path | None = None  # a Jinja chat template replacing the processor's
     gen_kwargs: tuple = ()  # (name, value) decoding arguments (evaluator/models/generation.py)
     stop: tuple[str, ...] = ()  # strings that end a generated answer
+    reasoning_tags: tuple | None = None  # ((open, close), ...) markers of thinking; None: the families' own
+    chat_template_kwargs: tuple = ()  # (name, value) variables the chat template reads (enable_thinking=true)
     revision: str | None = None  # a hub checkpoint's branch, tag or commit
     attn_implementation: str | None = None  # eager, sdpa, flash_attention_2...: transformers' choice when None
     device_map: str | None = None  # auto, balanced, sequential: spread a model over the devices (accelerate)

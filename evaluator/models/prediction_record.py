@@ -23,9 +23,9 @@ def samples_path(out: Path) -> Path:
 # The record's fields that the report reads, with the types they must have when present.
 _TYPES = {"model": str, "asked": dict, "revision": str, "dtype": str, "class": str, "device": str,
           "processor_note": str, "benchmark": str, "data": str, "split": str, "system_prompt": str,
-          "chat_template": str, "attn_implementation": str, "device_map": str, "options": dict}
+          "chat_template": str, "attn_implementation": str, "device_map": str, "options": dict, "reasoning": dict}
 _ASKED_TYPES = {"prompt_template": str, "cleaning": str, "note": str, "mode": str, "loglik": str,
-                "generation": dict, "unparsed_outputs": int, "prompt_is_default": bool}
+                "generation": dict, "unparsed_outputs": int, "unfinished_answers": int, "prompt_is_default": bool}
 
 
 def read_record(predictions: Path) -> dict | None:
@@ -66,8 +66,10 @@ def record_summary(record: dict) -> dict:
     summary = {"model": record["model"], "revision": record.get("revision"), "dtype": record.get("dtype"),
                "made_on": {k: record.get(k) for k in ("benchmark", "data", "split", "rows")},
                "prompt_template": asked.get("prompt_template"), "cleaning": asked.get("cleaning"),
-               "unparsed_outputs": asked.get("unparsed_outputs"), "note": asked.get("note"),
-               "processor_note": record.get("processor_note")}
+               "unparsed_outputs": asked.get("unparsed_outputs"), "unfinished_answers": asked.get("unfinished_answers"),
+               "thinking": (record.get("reasoning") or {}).get("thinking"),
+               "chat_template_kwargs": (record.get("reasoning") or {}).get("chat_template_kwargs") or None,
+               "note": asked.get("note"), "processor_note": record.get("processor_note")}
     return {k: v for k, v in summary.items() if v is not None}
 
 
@@ -98,8 +100,19 @@ def record_markdown(record: dict, record_name: str) -> str:
             lines.append(f"- How answers were cleaned: {asked['cleaning']}")
         if asked.get("unparsed_outputs"):
             lines.append(f"- Outputs that could not be parsed: {asked['unparsed_outputs']:,}")
+        if asked.get("unfinished_answers"):
+            lines.append(f"- Answers cut off inside their thinking (unfinished: no answer, scored wrong; a larger "
+                         f"--max-new-tokens gives the model room): {asked['unfinished_answers']:,}")
         if asked.get("note"):
             lines.append(f"- Note: {asked['note']}")
+    reasoning = record.get("reasoning") or {}
+    if reasoning.get("thinking") or reasoning.get("chat_template_kwargs"):
+        switches = ", ".join(f"{k}={v!r}" for k, v in (reasoning.get("chat_template_kwargs") or {}).items())
+        lines.append(f"- Thinking: {'on' if reasoning.get('thinking') else 'not switched on'}"
+                     + (f" (opened by the chat template with `{reasoning['opened_by_template']}`)"
+                        if reasoning.get("opened_by_template") else "")
+                     + (f"; chat-template switches: `{switches}`" if switches else "")
+                     + "; the thinking is removed before the answer is read")
     if record.get("processor_note"):
         lines.append(f"- Processor: {record['processor_note']}")
     for key, label in (("system_prompt", "System prompt"), ("chat_template", "Chat template (replacing the "

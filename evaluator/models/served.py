@@ -30,6 +30,7 @@ from core.errors import ModelError
 from core.sanitise import mask_secrets, sanitise
 from evaluator.models.backend import VLMBackend
 from evaluator.models.options import ModelOptions
+from evaluator.models.reasoning import DEFAULT_TAGS, Reasoning, answer_budget, served_output, thinking_switched_on
 from evaluator.models.response_cache import ResponseCache, request_key, vlbench_version, well_formed
 
 RETRIED_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -142,7 +143,11 @@ class ServedVLM(VLMBackend):
         self.model, self.options = model, options
         self.endpoint = check_endpoint(options.base_url, self.spec)
         check_served_options(options, self.spec)
-        self.generation = Generation(options.max_new_tokens, tuple(options.gen_kwargs), tuple(options.stop))
+        self.reasoning = Reasoning(options.reasoning_tags or DEFAULT_TAGS)
+        self.template_kwargs = dict(options.chat_template_kwargs)
+        self.thinking = thinking_switched_on(self.template_kwargs)
+        self.generation = Generation(answer_budget(options, self.thinking), tuple(options.gen_kwargs),
+                                     tuple(options.stop))
         self.extra = self._request_kwargs()
         key = os.environ.get(options.api_key_env) if options.api_key_env else None
         if key and not all(" " <= c <= "~" for c in key):
@@ -176,13 +181,14 @@ class ServedVLM(VLMBackend):
         """The chat-completions request of one turn."""
         return {"model": self.model, "messages": messages(turn, self.options.system_prompt),
                 "max_tokens": max_new_tokens, **self.extra,
-                **({"stop": list(self.generation.stop)} if self.generation.stop else {})}
+                **({"stop": list(self.generation.stop)} if self.generation.stop else {}),
+                **({"chat_template_kwargs": self.template_kwargs} if self.template_kwargs else {})}
 
     def request(self, turn, max_new_tokens: int) -> tuple[dict, str]:
-        """A turn's request body and its response-cache key (the endpoint, the body with its images and
-        generation settings, vlbench's version)."""
+        """A turn's request body and its response-cache key (the endpoint, the body with its images,
+        generation settings and template switches, the thinking markers, vlbench's version)."""
         body = self.body(turn, max_new_tokens)
-        return body, self._key_of(body)
+        return body, self._key_of(body, reasoning=self.reasoning.record())
 
     # -- requests ---------------------------------------------------------------------------------
     def generate(self, turns: list, max_new_tokens: int | None = None, names: list[str] | None = None) -> list[str]:
@@ -226,8 +232,8 @@ class ServedVLM(VLMBackend):
                 "add_generation_prompt": False, "continue_final_message": True, "prompt_logprobs": 0,
                 "return_token_ids": True}
 
-    def _key_of(self, body: dict) -> str:
-        return request_key({"endpoint": self.endpoint, "body": body, "vlbench": vlbench_version()})
+    def _key_of(self, body: dict, **extra) -> str:
+        return request_key({"endpoint": self.endpoint, "body": body, "vlbench": vlbench_version(), **extra})
 
     def score(self, turns: list, continuations: list[list[str]], names: list[str] | None = None) -> list[list[float]]:
         """Per turn, the log-likelihood of each continuation, read from the server's prompt
@@ -486,12 +492,17 @@ class ServedVLM(VLMBackend):
         if choices[0].get("finish_reason") == "content_filter":
             raise ModelError(f"{self.endpoint}: {name}: the answer was withheld by the server's content filter")
         content = message.get("content")
-        if content is not None and not isinstance(content, str):
-            raise ModelError(f"{self.endpoint}: {name}: the answer's content is not text")
+        # a server's reasoning parser puts the thinking in its own field (vLLM, SGLang: reasoning_content;
+        # OpenRouter and newer vLLM: reasoning)
+        thinking = next((message[k] for k in ("reasoning_content", "reasoning") if message.get(k)), None)
+        for value, what in ((content, "content"), (thinking, "reasoning")):
+            if value is not None and not isinstance(value, str):
+                raise ModelError(f"{self.endpoint}: {name}: the answer's {what} is not text")
         with self._count:
             self.served_model = self.served_model or self._recorded(response.get("model"))
             self.system_fingerprint = self.system_fingerprint or self._recorded(response.get("system_fingerprint"))
-        return mask_secrets(content, self._secrets) if content else ""
+        text = served_output(content or "", thinking, choices[0].get("finish_reason") != "length", self.reasoning.tags)
+        return mask_secrets(text, self._secrets) if text else ""
 
     def server_version(self) -> str | None:
         """The version the server reports, where it has a way to (vLLM's GET /version), within 5 s and 64 KiB."""
@@ -514,7 +525,7 @@ class ServedVLM(VLMBackend):
                 "api_key_env": self.options.api_key_env, "key_given": bool(self._headers),
                 "concurrency": self.options.concurrency, "request_timeout": self.options.request_timeout,
                 "requests": self.requests, "retries": self.retries, "prompt_logprobs": self.prompt_logprobs,
-                "cache": self.cache_stats().get("cache"),
+                "cache": self.cache_stats().get("cache"), "reasoning": self.describe_reasoning(),
                 **({"system_prompt": self.options.system_prompt} if self.options.system_prompt else {}),
                 "versions": {"httpx": httpx.__version__}}
 

@@ -266,8 +266,7 @@ class VllmVLM(TemplatedVLM):
             requests = [self._request(turns[i], self._prompt_ids(turns[i]),
                                       [open_image(s) for s in turns[i].images]) for i in idx]
             outputs = self._run(requests, params)
-            yield idx, [self.tokenizer.decode(list(o.outputs[0].token_ids), skip_special_tokens=True)
-                        for o in outputs]
+            yield idx, self.decode([list(o.outputs[0].token_ids) for o in outputs])
 
     # -- log-likelihoods --------------------------------------------------------------------------
     def _score(self, turns: list[Turn], distinct: list[list[str]], todo: list[int]):

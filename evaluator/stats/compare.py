@@ -42,7 +42,8 @@ def compare_predictions(request: ScoringRequest, predictions: list[Path], *, rep
     ids = task.ids(table)
     loaded, inputs = [], []
     for path in predictions:
-        preds, converted = load_submission(task, path, request.fmt, ids, request.harness_data)
+        preds, converted = load_submission(task, path, request.fmt, ids, request.harness_data,
+                                             request.reasoning_tags)
         match_ids(path, preds, ids, task.id_field, request.allow_partial, request.allow_extra)
         loaded.append(preds)
         inputs.append(converted)

@@ -39,6 +39,12 @@ def card_markdown(card: dict) -> str:
     md += [f"![{spec.title}]({FOLDER}/{spec.filename})\n" for spec in family_specs]
     if skipped:
         md += ["## Not scored", "", report_table(["benchmark", "status", "why"], skipped), ""]
+    answers = answer_rows(card)
+    if answers:
+        md += ["## Generated answers", "", ANSWERS_READING, "",
+               report_table(["benchmark", "thinking", "unfinished", "unparsed", "rows"],
+                            [[r["bench"], r["thinking"], r["unfinished"], r["unparsed"], r["rows"]] for r in answers]),
+               ""]
     md += ["## Diagnostics", ""]
     for d, spec in zip(card["diagnostics"], diagnostic_specs):
         md += [f"### {d['name']}", "", f"{d['reading'][0].upper()}{d['reading'][1:]}.", ""]
@@ -52,6 +58,20 @@ def card_markdown(card: dict) -> str:
     if card["missing_diagnostics"]:
         md += ["Not computed (inputs missing): " + "; ".join(card["missing_diagnostics"]) + ".", ""]
     return "\n".join(md)
+
+
+ANSWERS_READING = ("Unfinished: answers cut off inside their thinking (the token budget ran out), never read as "
+                   "an answer and scored wrong; a larger --max-new-tokens gives the model room. Unparsed: answers "
+                   "the benchmark's rules could not read (unfinished ones included), scored wrong.")
+
+
+def answer_rows(card: dict) -> list[dict]:
+    """Per benchmark the model generated answers for, how many were unfinished and unparsed, when thinking
+    was on somewhere or an answer was unfinished (else: nothing to show)."""
+    rows = [{"bench": bench, "thinking": "on" if row["answers"]["thinking"] else "off",
+             **{k: row["answers"][k] for k in ("unfinished", "unparsed", "rows")}}
+            for bench, row in card["benchmarks"].items() if row.get("status") == "scored" and row.get("answers")]
+    return rows if any(r["thinking"] == "on" or r["unfinished"] for r in rows) else []
 
 
 def _rows(values: dict) -> list[tuple[str, dict]]:
@@ -78,7 +98,8 @@ def write_page(out: Path, card: dict) -> None:
                    for d, specs in zip(card["diagnostics"], diagnostic_specs)]
     render_page(out / "index.html", "card.html", title=f"Report card: {card['model']}", script=True,
                 model=card["model"], data=card["data"], resamples=card["resamples"], seed=card["seed"], rows=rows,
-                skipped=skipped, diagnostics=diagnostics, missing=card["missing_diagnostics"],
+                skipped=skipped, answers=answer_rows(card), answers_reading=ANSWERS_READING,
+                diagnostics=diagnostics, missing=card["missing_diagnostics"],
                 families=[{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in family_specs])
     copy_assets(out)
 

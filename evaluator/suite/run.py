@@ -292,7 +292,7 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
             continue
         scored[bench] = metrics
         rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused, "folder": str(folder),
-                       "build": sha256_file(folder / MANIFEST),
+                       "build": sha256_file(folder / MANIFEST), **answers_read(metrics),
                        "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
                                             **_value(metrics, h.key)} for h in task.headline}}
         groups = _by_shortcuts(bench, folder, predictions, metrics["split"], resamples, seed)
@@ -323,6 +323,17 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
             "resamples": resamples, "seed": seed, "vlbench": vlbench_version()}
     write_card(out, card)
     return card
+
+
+def answers_read(metrics: dict) -> dict:
+    """A scored benchmark's `answers` entry where the model generated them: how many were cut off inside
+    their thinking (unfinished) or could not be parsed, and whether thinking was on."""
+    record = metrics.get("prediction_record") or {}
+    if record.get("unfinished_answers") is None:
+        return {}
+    return {"answers": {"thinking": bool(record.get("thinking")), "unfinished": record["unfinished_answers"],
+                        "unparsed": record.get("unparsed_outputs", 0),
+                        "rows": (metrics.get("coverage") or {}).get("scored")}}
 
 
 def _value(metrics: dict, key: str) -> dict:
