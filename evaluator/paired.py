@@ -73,6 +73,9 @@ class ChoiceLikelihood(Ask):
     def continuations(self, table: pa.Table) -> list[list[str]]:
         return table.column("choices").to_pylist()
 
+    def answers(self, table: pa.Table) -> list[int]:
+        return table.column("label").to_pylist()
+
     def prediction(self, scores: list[float]) -> list[float]:
         return list(scores)
 

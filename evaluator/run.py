@@ -16,7 +16,14 @@ from core.outdir import write_atomically
 from core.params import apply_overrides
 from evaluator.interop import load_submission
 from evaluator.models.options import ModelOptions
-from evaluator.models.prediction_record import metadata_path, read_record, record_markdown, record_summary, samples_path
+from evaluator.models.prediction_record import (
+    metadata_path,
+    read_record,
+    record_markdown,
+    record_summary,
+    rotations_path,
+    samples_path,
+)
 from evaluator.publish.report import (
     check_output_file,
     check_report_folder,
@@ -26,6 +33,7 @@ from evaluator.publish.report import (
 )
 from evaluator.request import ScoringRequest
 from evaluator.stats.bootstrap import intervals
+from evaluator.stats.circular import circular_markdown, circular_report, read_rotations, rotations_file
 from evaluator.submission import match_ids
 
 
@@ -70,7 +78,8 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     from evaluator.models.distributed import world_from_env
 
     task = get_task(bench)
-    for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--log-samples")):
+    for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--log-samples"),
+                         (rotations_path(out), "--circular")):
         check_output_file(path, option)
     folder, split, table = _open(task, data, split)
     rows_chosen = limit is not None or offset != 0
@@ -88,6 +97,8 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     predictions = _gathered(world, list(predictions), shard, table.num_rows)
     if adapter.samples is not None:
         adapter.samples = _gathered(world, list(adapter.samples), shard, table.num_rows)
+    if adapter.rotations is not None:
+        adapter.rotations = _gathered(world, list(adapter.rotations), shard, table.num_rows)
     world.close()
     if not world.is_main:
         return None
@@ -106,6 +117,9 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
             lines = [dumps({"id": list(i) if isinstance(i, tuple) else i, **s}) for i, s in zip(task.ids(table),
                                                                                               adapter.samples)]
             write_atomically(samples_path(out), ("\n".join(lines) + "\n").encode())
+        if adapter.rotations is not None:
+            write_atomically(rotations_path(out), (dumps(rotations_file(task.ids(table), adapter.rotations))
+                                                   + "\n").encode())
         write_atomically(metadata_path(out), (dumps(meta, indent=2) + "\n").encode())
         write_atomically(out, text.encode())
     except OSError as exc:
@@ -146,6 +160,9 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
         metrics["intervals"] = intervals(resampling, bootstrap, seed)
     if record is not None:
         metrics["prediction_record"] = record_summary(record)
+    rotations = read_rotations(predictions) if (record or {}).get("asked", {}).get("circular") else None
+    if rotations is not None:
+        metrics["circular"] = circular_report(task, table, preds, rotations, bootstrap, seed, options)
     if by is not None:
         metrics["by"] = {"column": by, "groups": _by_group(task, table, preds, by, options, bootstrap, seed)}
     if hub_results is not None:
@@ -163,6 +180,8 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
             plots = [*plots, intervals_figure(metrics, Path(predictions).stem)]
         if by is not None:
             markdown = markdown.rstrip("\n") + "\n\n" + _by_markdown(metrics["by"])
+        if "circular" in metrics:
+            markdown = markdown.rstrip("\n") + "\n\n" + circular_markdown(metrics["circular"])
         if record is not None:
             markdown = markdown.rstrip("\n") + "\n\n" + record_markdown(record, metadata_path(predictions).name)
         write_report(report, metrics, markdown, plots)

@@ -72,6 +72,10 @@ MODEL_FLAGS: dict[str, tuple[object, object]] = {
     "choice_mode": (ChoiceMode, typer.Option(
         "auto", "--choice-mode", help="Multiple choice: by log-likelihood or by letter (auto: loglik for hf: and "
                                       "vllm:; letter for openai: unless a benchmark cannot be asked by letter).")),
+    "circular": (bool, typer.Option(
+        False, "--circular", help="Ask each multiple-choice prompt by letter once per rotation of its options; it "
+                                  "counts only when every rotation chose the same option (VLMEvalKit's CircularEval; "
+                                  "generative).")),
     # Served models (openai:MODEL)
     "base_url": (Optional[str], typer.Option(
         None, "--base-url", metavar="URL", help="The OpenAI-compatible endpoint of openai: models, e.g. "

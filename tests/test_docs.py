@@ -23,7 +23,8 @@ RUNNABLE = "<!-- runnable -->"  # put on the line before a fenced console block 
 # lmms-eval's CLI (docs/guides/harness.md), MkDocs (`make docs`).
 OTHER_TOOLS = {"--data-parallel-address": "vllm serve", "--data-parallel-rpc-port": "vllm serve",
                "--data-parallel-size-local": "vllm serve", "--distributed-executor-backend": "vllm serve",
-               "--log_samples": "lmms-eval", "--strict": "mkdocs build"}
+               "--log_samples": "lmms-eval", "--reasoning_tags": "lmms-eval", "--reasoning-parser": "vllm serve",
+               "--strict": "mkdocs build"}
 
 
 def _cli_options() -> tuple[dict[str, set[str]], set[str]]:

@@ -218,3 +218,25 @@ def test_bad_reasoning_options_are_one_line_and_write_nothing(args, needle, cli,
                        "http://127.0.0.1:9/v1", "--out", out, *args)
     assert_one_error_line(code, err, [needle])
     assert not any(tmp_path.iterdir())
+
+
+def test_the_report_card_shows_unfinished_answers_per_benchmark(built, sample_sources, tmp_path):
+    from evaluator.models.options import ModelOptions
+    from evaluator.suite.run import run_suite
+
+    gold = _gold(built)
+    cut = frozenset(sorted(gold)[:3])
+    folder = built("vqa-v2")
+    with GoldServer(gold, "think", cut) as server:
+        card = run_suite("openai:gold-thinker", folder.parent, tmp_path / "card", only=["vqa-v2"],
+                         images_root=sample_sources, perceptual=False, counterbias=False, resamples=0,
+                         model_options=ModelOptions(base_url=server.url, chat_template_kwargs=(
+                             ("enable_thinking", True),)), echo=lambda *_: None)
+    table = pq.read_table(next(folder.glob("default/validation-*.parquet")))
+    cut_rows = sum(q in cut for q in table.column("question").to_pylist())
+    assert card["benchmarks"]["vqa-v2"]["answers"] == {"thinking": True, "unfinished": cut_rows,
+                                                      "unparsed": cut_rows, "rows": table.num_rows}
+    report = (tmp_path / "card" / "report.md").read_text()
+    assert "## Generated answers" in report
+    assert f"| vqa-v2 | on | {cut_rows} | {cut_rows} | {table.num_rows} |" in report
+    assert f"<td>{cut_rows}</td>" in (tmp_path / "card" / "index.html").read_text()

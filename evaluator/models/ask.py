@@ -111,6 +111,33 @@ def parse_letter(output: str, options: list[str]) -> int | None:
     return named[0] if len(named) == 1 else None
 
 
+def rotated(options: list[str], r: int) -> list[str]:
+    """Rotation r of a prompt's options: option r listed first (as A), then the next ones in order."""
+    return options[r:] + options[:r]
+
+
+def _unrotated(letter: int | None, r: int, n: int) -> int | None:
+    """The original index of the option at position `letter` of rotation r."""
+    return None if letter is None else (letter + r) % n
+
+
+def letter_choice(ask: "Ask | None") -> bool:
+    """Whether a benchmark's Ask is multiple choice that can be asked by letter (and so rotated)."""
+    return ask is not None and ask.mode == "score" and not ask.letter_reason
+
+
+def check_circular(ask: "Ask", choice_mode: str) -> None:
+    """`--circular` asks multiple-choice prompts by letter; anything else is one error line."""
+    if ask.mode != "score":
+        raise ModelError("--circular: the benchmark is not multiple choice (its model generates an answer)")
+    if ask.letter_reason:
+        raise ModelError(f"--circular: {ask.letter_reason}")
+    if choice_mode != "letter":
+        raise ModelError("--circular rotates the options of a letter choice; log-likelihood scoring scores each "
+                         "option alone, so their order cannot matter: pass --choice-mode letter (or leave "
+                         "--choice-mode auto)")
+
+
 class Ask(ABC):
     """A benchmark's way of asking a generative VLM (declared by its Task as `generative`)."""
 
@@ -131,6 +158,11 @@ class Ask(ABC):
     def continuations(self, table: pa.Table) -> list[list[str]]:
         """Per row, the texts whose log-likelihood is scored (`mode = "score"`)."""
         raise NotImplementedError(f"{type(self).__name__} generates; it scores no continuations")
+
+    def answers(self, table: pa.Table) -> list[int]:
+        """Per prompt (in `prompts`' order), the index of the right continuation: what `--circular`'s report
+        reads (never shown to a model)."""
+        raise NotImplementedError(f"{type(self).__name__} has no right continuation per prompt")
 
     @abstractmethod
     def prediction(self, output):
@@ -178,12 +210,17 @@ class GenerativeAdapter(Model):
                  choice_mode: str = "loglik"):
         if ask.mode == "score" and choice_mode == "letter" and ask.letter_reason:
             raise ModelError(f"--choice-mode letter: {ask.letter_reason}")
+        if options.circular:
+            check_circular(ask, choice_mode)
         self._load_vlm, self._vlm = load_vlm, None
         self.ask, self.template, self.options, self.videos = ask, template, options, videos
         self.choice_mode = None if ask.mode == "generate" else choice_mode
         self.images = ImageFolder(options.images)
         self.input_columns = ask.input_columns + ((ask.video_column,) if self.videos else ())
         self.samples: list[dict] = []  # per row of the last predict: prompt, raw output, prediction
+        self.circular = bool(options.circular)
+        # per row of the last predict with --circular: per prompt, the option chosen in each rotation (None: none)
+        self.rotations: list | None = [] if self.circular else None
 
     def _row_images(self, table: pa.Table) -> list[tuple]:
         """Per row, the images its turn shows (paths or bytes, opened batch by batch)."""
@@ -201,6 +238,8 @@ class GenerativeAdapter(Model):
         if self.videos is None:
             images = self._row_images(table)  # every file found before the weights load
             predictions, self.samples = self._ask(table, images)
+            if self.circular:
+                self.rotations = [s["rotation_choices"] for s in self.samples]
             return predictions
         # One video at a time: its frames are decoded once and shown to every row that asks about it.
         rows_of: dict[str, list[int]] = {}
@@ -213,6 +252,8 @@ class GenerativeAdapter(Model):
             part_predictions, part_samples = self._ask(table.take(rows), [frames] * len(rows))
             for row, prediction, sample in zip(rows, part_predictions, part_samples):
                 predictions[row], self.samples[row] = prediction, {**sample, "frames": len(frames)}
+        if self.circular:
+            self.rotations = [s["rotation_choices"] for s in self.samples]
         return predictions
 
     def _ask(self, table: pa.Table, images: list[tuple]) -> tuple[list, list[dict]]:
@@ -223,16 +264,36 @@ class GenerativeAdapter(Model):
         turns = [Turn(self.template.format(**v), images[row]) for v, row in zip(values, row_of)]
         names = [f"row {row}" for row in row_of]
         letter = self.choice_mode == "letter"
-        if letter:
-            turns = [Turn(letter_prompt(t.text, c), t.images) for t, c in zip(turns, continuations)]
         generate = self.ask.mode == "generate"
-        raw = (self.vlm.generate(turns, names=names) if generate or letter else
-               self.vlm.score(turns, continuations, names=names))
-        # the thinking separated from each answer; an unfinished one (cut off while thinking) is read as no answer
-        replies = self.vlm.replies(raw) if generate or letter else None
+        if letter:
+            # each prompt asked once per rotation of its options with --circular (else once, as listed)
+            asks = [(k, r) for k, c in enumerate(continuations) for r in range(len(c) if self.circular else 1)]
+            texts = [letter_prompt(turns[k].text, rotated(continuations[k], r)) for k, r in asks]
+            asked = self.vlm.generate([Turn(t, turns[k].images) for t, (k, _) in zip(texts, asks)],
+                                      names=[names[k] + (f" rotation {r + 1}" if self.circular else "")
+                                             for k, r in asks])
+            # the thinking separated from each answer; an unfinished one (cut off while thinking) names no option
+            ask_replies = self.vlm.replies(asked)
+            picked = [None if reply.unfinished else
+                      _unrotated(parse_letter(reply.answer, rotated(continuations[k], r)), r, len(continuations[k]))
+                      for reply, (k, r) in zip(ask_replies, asks)]
+            asks_of: list[list[int]] = [[] for _ in turns]
+            for n, (k, _) in enumerate(asks):
+                asks_of[k].append(n)
+            raw = [asked[ns[0]] for ns in asks_of]
+            replies = [ask_replies[ns[0]] for ns in asks_of]
+            unfinished_of = [sum(ask_replies[n].unfinished for n in ns) for ns in asks_of]
+            rotation_choices = [[picked[n] for n in ns] for ns in asks_of]
+            # a prompt is answered only when every rotation chose the same option (VLMEvalKit's CircularEval)
+            chosen = [cs[0] if cs[0] is not None and all(c == cs[0] for c in cs) else None for cs in rotation_choices]
+            turns = [Turn(texts[ns[0]], turns[k].images) for k, ns in enumerate(asks_of)]
+        elif generate:
+            raw = self.vlm.generate(turns, names=names)
+            replies = self.vlm.replies(raw)
+            unfinished_of = [int(r.unfinished) for r in replies]
+        else:
+            raw, replies = self.vlm.score(turns, continuations, names=names), None
         answers = ["" if r.unfinished else r.answer for r in replies] if replies else None
-        chosen = [None if r.unfinished else parse_letter(a, c)
-                  for r, a, c in zip(replies, answers, continuations)] if letter else None
         outputs = ([[1.0 if i == k else 0.0 for i in range(len(c))] for k, c in zip(chosen, continuations)]
                    if letter else answers if generate else raw)
         prompts_of: list[list[int]] = [[] for _ in range(table.num_rows)]
@@ -251,9 +312,11 @@ class GenerativeAdapter(Model):
                           if letter else []}
             sample = {(key if len(ks) == 1 else plural): (per_prompt[key][0] if len(ks) == 1 else per_prompt[key])
                       for key, plural in fields.items()}
-            unfinished = sum(replies[k].unfinished for k in ks) if replies else 0
+            unfinished = sum(unfinished_of[k] for k in ks) if replies else 0
             read = (parsed is not None and not unfinished) if generate else \
                 all(chosen[k] is not None for k in ks) if letter else None
+            if letter and self.circular:
+                sample["rotation_choices"] = [rotation_choices[k] for k in ks]
             thinking = {"answer": [answers[k] for k in ks] if len(ks) > 1 else answers[ks[0]],
                         "unfinished": bool(unfinished)} if replies and any(
                 replies[k].thinking is not None for k in ks) else {}
@@ -277,6 +340,15 @@ class GenerativeAdapter(Model):
                  "prompt_is_default": self.options.prompt is None, "images": self.ask.image_column is not None,
                  "note": self.note()}
         unfinished = {"unfinished_answers": sum(bool(s.get("unfinished")) for s in self.samples)}
+        if self.circular:
+            unfinished["circular"] = {
+                "method": "VLMEvalKit's CircularEval: each prompt asked once per rotation of its options (option k "
+                          "listed first in rotation k); a prompt counts as answered only when every rotation chose "
+                          "the same option, else it scores every option 0 (wrong)",
+                "asks": sum(len(cs) for row in self.rotations for cs in row),
+                "consistent_prompts": sum(all(c is not None and c == cs[0] for c in cs) for row in self.rotations
+                                          for cs in row),
+                "prompts": sum(len(row) for row in self.rotations)}
         if self.ask.mode == "generate":
             asked |= {"generation": self.vlm.generation.record(),
                       "cleaning": self.ask.cleaning, **unfinished,

@@ -36,7 +36,8 @@ DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
 GENERATIVE_ONLY = {"system_prompt": "--system-prompt", "chat_template": "--chat-template", "gen_kwargs": "--gen-kwargs",
                    "stop": "--stop", "revision": "--revision", "attn_implementation": "--attn-implementation",
                    "device_map": "--device-map", "response_cache": "--resume",
-                   "chat_template_kwargs": "--chat-template-kwarg", "reasoning_tags": "--reasoning-tags"}
+                   "chat_template_kwargs": "--chat-template-kwarg", "reasoning_tags": "--reasoning-tags",
+                   "circular": "--circular"}
 PREFIX_CACHE_MIN_CONTINUATIONS = 8  # fewer continuations per context are batched as full sequences
 IMAGE_MARKERS = ("image_token", "boi_token", "start_image_token")  # processor attributes naming image markers
 SEAM_CHARACTERS = 64  # how much of a prompt is tokenised with a continuation to find the seam between them

@@ -10,6 +10,8 @@ class Model(ABC):
 
     input_columns: tuple[str, ...] | None = None
     samples: list[dict] | None = None
+    # per row, per prompt: the option chosen in each rotation (`--circular`; None: not asked that way)
+    rotations: list[list[list[int | None]]] | None = None
 
     @abstractmethod
     def predict(self, table) -> list:

@@ -37,6 +37,7 @@ class ModelOptions:
     attn_implementation: str | None = None  # eager, sdpa, flash_attention_2...: transformers' choice when None
     device_map: str | None = None  # auto, balanced, sequential: spread a model over the devices (accelerate)
     choice_mode: str = "auto"  # multiple choice: loglik, letter, or auto (hf: loglik; openai: letter)
+    circular: bool = False  # letter choice asked once per rotation of the options (CircularEval)
     # Served models, `openai:MODEL` (evaluator/models/served.py):
     base_url: str | None = None  # the OpenAI-compatible endpoint, e.g. http://localhost:8000/v1
     api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key (the key is never recorded)

@@ -20,6 +20,12 @@ def samples_path(out: Path) -> Path:
     return Path(out).with_suffix(".samples.jsonl")
 
 
+def rotations_path(out: Path) -> Path:
+    """preds.json -> preds.rotations.json: with --circular, per row and prompt the option chosen in each
+    rotation (evaluator/stats/circular.py reads it)."""
+    return Path(out).with_suffix(".rotations.json")
+
+
 # The record's fields that the report reads, with the types they must have when present.
 _TYPES = {"model": str, "asked": dict, "revision": str, "dtype": str, "class": str, "device": str,
           "processor_note": str, "benchmark": str, "data": str, "split": str, "system_prompt": str,

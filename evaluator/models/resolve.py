@@ -75,12 +75,20 @@ def _adapter(task, spec: str, load_vlm, options: ModelOptions, choice_mode: str)
     return GenerativeAdapter(load_vlm, task.generative, template, options, videos, choice_mode)
 
 
+def _choice_mode(options: ModelOptions, default: str) -> str:
+    """`--choice-mode`, where auto is the backend's `default`, or letter with `--circular` (which rotates the
+    options of a letter choice)."""
+    if options.choice_mode != "auto":
+        return options.choice_mode
+    return "letter" if options.circular else default
+
+
 def _hf_generative(task, name: str, config, options: ModelOptions):
     """`hf:` an image-text-to-text checkpoint run by transformers in-process."""
     from evaluator.models.generative import GenerativeVLM, read_chat_template
 
     chat_template = read_chat_template(options.chat_template)
-    mode = "loglik" if options.choice_mode == "auto" else options.choice_mode
+    mode = _choice_mode(options, "loglik")
     return _adapter(task, f"hf:{name}", lambda: GenerativeVLM(name, config, options, chat_template), options, mode)
 
 
@@ -95,7 +103,7 @@ def _vllm(task, name: str, options: ModelOptions):
     if not is_generative(config):
         raise ModelError(f"{spec}: a {config.model_type} model is not an image-text-to-text VLM (vllm: runs those)")
     chat_template = read_chat_template(options.chat_template)
-    mode = "loglik" if options.choice_mode == "auto" else options.choice_mode
+    mode = _choice_mode(options, "loglik")
     return _adapter(task, spec, lambda: VllmVLM(name, config, options, chat_template), options, mode)
 
 

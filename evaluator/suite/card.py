@@ -45,6 +45,11 @@ def card_markdown(card: dict) -> str:
                report_table(["benchmark", "thinking", "unfinished", "unparsed", "rows"],
                             [[r["bench"], r["thinking"], r["unfinished"], r["unparsed"], r["rows"]] for r in answers]),
                ""]
+    bias = position_bias_rows(card)
+    if bias:
+        md += ["## Position bias (CircularEval)", "", POSITION_BIAS_READING, "",
+               report_table(["benchmark", "circular", "plain", "chosen A / B / C / D"],
+                            [[r["bench"], r["circular"], r["plain"], r["chosen"]] for r in bias]), ""]
     md += ["## Diagnostics", ""]
     for d, spec in zip(card["diagnostics"], diagnostic_specs):
         md += [f"### {d['name']}", "", f"{d['reading'][0].upper()}{d['reading'][1:]}.", ""]
@@ -74,6 +79,23 @@ def answer_rows(card: dict) -> list[dict]:
     return rows if any(r["thinking"] == "on" or r["unfinished"] for r in rows) else []
 
 
+POSITION_BIAS_READING = ("With --circular each multiple-choice prompt is asked once per rotation of its options: "
+                         "circular accuracy counts a prompt only when every rotation is right, plain accuracy reads "
+                         "the options as listed; a letter chosen far more often than a quarter of the time is a "
+                         "position bias (%, 95% intervals in each benchmark's report).")
+
+
+def position_bias_rows(card: dict) -> list[dict]:
+    """Per benchmark asked with --circular: circular and plain accuracy, and how often each letter was chosen."""
+    def shown(entry: dict) -> str:
+        return f"{entry['value']:.2f}"
+
+    return [{"bench": bench, "circular": shown(row["circular"]["circular_accuracy"]),
+             "plain": shown(row["circular"]["plain_accuracy"]),
+             "chosen": " / ".join(shown(v["chosen"]) for v in row["circular"]["letters"].values())}
+            for bench, row in card["benchmarks"].items() if row.get("status") == "scored" and row.get("circular")]
+
+
 def _rows(values: dict) -> list[tuple[str, dict]]:
     """A diagnostic's (name, value cell) rows, groups (per answer type) flattened."""
     return [(name, metric_cell(entry)) for name, entry in diagnostic_entries(values)]
@@ -99,6 +121,7 @@ def write_page(out: Path, card: dict) -> None:
     render_page(out / "index.html", "card.html", title=f"Report card: {card['model']}", script=True,
                 model=card["model"], data=card["data"], resamples=card["resamples"], seed=card["seed"], rows=rows,
                 skipped=skipped, answers=answer_rows(card), answers_reading=ANSWERS_READING,
+                bias=position_bias_rows(card), bias_reading=POSITION_BIAS_READING,
                 diagnostics=diagnostics, missing=card["missing_diagnostics"],
                 families=[{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in family_specs])
     copy_assets(out)

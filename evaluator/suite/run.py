@@ -26,6 +26,7 @@ from core.hashing import sha256_file
 from core.jsonout import dumps
 from core.manifest import MANIFEST, read_manifest
 from core.outdir import check_out, write_atomically
+from evaluator.models.ask import letter_choice
 from evaluator.models.options import ModelOptions
 from evaluator.models.response_cache import folder_identity, vlbench_version
 from evaluator.request import ScoringRequest
@@ -270,8 +271,10 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
             continue
         task = get_task(bench)
         images = None if images_root is None or task.images_folder is None else Path(images_root) / task.images_folder
+        # --circular applies to the benchmarks asked by letter; the others are asked as they are
         options = dataclasses.replace(model_options, images=images if images is not None and images.is_dir()
-                                      else model_options.images)
+                                      else model_options.images,
+                                      circular=model_options.circular and letter_choice(task.generative))
         predictions = out / "predictions" / f"{bench}.json"
         key = prediction_key(model, folder, options)
         record = out / "predictions" / f"{bench}.key.json"
@@ -293,6 +296,7 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
         scored[bench] = metrics
         rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused, "folder": str(folder),
                        "build": sha256_file(folder / MANIFEST), **answers_read(metrics),
+                       **({"circular": metrics["circular"]} if metrics.get("circular", {}).get("prompts") else {}),
                        "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
                                             **_value(metrics, h.key)} for h in task.headline}}
         groups = _by_shortcuts(bench, folder, predictions, metrics["split"], resamples, seed)

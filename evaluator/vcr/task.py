@@ -90,6 +90,11 @@ class AnswerThenRationale(Ask):
             rows += [k, k]
         return values, continuations, rows
 
+    def answers(self, table: pa.Table) -> list[int]:
+        """The answer's label, then the rationale's, per item (`prompts`' order)."""
+        return [label for item in table.select(["answer_label", "rationale_label"]).to_pylist()
+                for label in (item["answer_label"], item["rationale_label"])]
+
     def prediction(self, output) -> list[float]:
         return list(output)
 
