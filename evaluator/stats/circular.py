@@ -1,5 +1,5 @@
-"""CircularEval's report (VLMEvalKit's CircularEval, as MMBench introduced it: Liu et al., *MMBench: Is Your
-Multi-modal Model an All-around Player?*, ECCV 2024, §3.2): `predict --circular` asks each multiple-choice
+"""CircularEval's report (VLMEvalKit's CircularEval, the strategy MMBench introduced: Liu et al., *MMBench: Is
+Your Multi-modal Model an All-around Player?*, ECCV 2024): `predict --circular` asks each multiple-choice
 prompt by letter once per rotation of its options (rotation r lists option r first) and writes, beside
 the prediction file, the option chosen in each rotation (`preds.rotations.json`). The prediction file
 itself holds the circular answers (a prompt counts only when every rotation chose the same option), so
