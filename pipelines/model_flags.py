@@ -76,6 +76,12 @@ MODEL_FLAGS: dict[str, tuple[object, object]] = {
         False, "--circular", help="Ask each multiple-choice prompt by letter once per rotation of its options; it "
                                   "counts only when every rotation chose the same option (VLMEvalKit's CircularEval; "
                                   "generative).")),
+    "judge": (Optional[str], typer.Option(
+        None, "--judge", metavar="SPEC", help="A model (openai:, hf: or vllm:) asked which option a letter answer "
+                                              "chooses when the rules cannot read it; greedy, a fixed prompt, cached "
+                                              "(generative; off by default).")),
+    "judge_base_url": (Optional[str], typer.Option(
+        None, "--judge-base-url", metavar="URL", help="The endpoint of an openai: judge (default: --base-url).")),
     # Served models (openai:MODEL)
     "base_url": (Optional[str], typer.Option(
         None, "--base-url", metavar="URL", help="The OpenAI-compatible endpoint of openai: models, e.g. "
@@ -137,6 +143,7 @@ def with_model_flags(command):
         if resume and no_cache:
             raise ParamsError("--resume reads the response cache that --no-cache turns off: pass one of them")
         values["response_cache"] = _response_cache() if (served or resume) and not no_cache else None
+        values["judge_cache"] = _response_cache() if values["judge"] and not no_cache else None
         return command(**kwargs, model_options=ModelOptions(seed=kwargs.get("seed", 0), **values))
 
     run.__signature__ = signature.replace(parameters=[*own, *flags])

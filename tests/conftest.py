@@ -76,6 +76,22 @@ def built(sample_sources, tmp_path_factory):
     return build
 
 
+@pytest.fixture(scope="session")
+def cosim(built, tmp_path_factory):
+    """(the cosim-q sample build, a folder with a small image for each of its rows, its table): the
+    multiple-choice rows the letter-choice tests ask."""
+    import pyarrow.parquet as pq
+    from PIL import Image
+
+    folder = built("cosim-q")
+    table = pq.read_table(folder / "default" / "val-00000-of-00001.parquet")
+    images = tmp_path_factory.mktemp("cosim-images")
+    for name in sorted(set(table.column("img_fn").to_pylist())):
+        (images / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (16, 16), (120, 40, 200)).save(images / name)
+    return folder, images, table
+
+
 @pytest.fixture
 def cli(capsys):
     """Run `vlbench ARGS...` in-process; returns (exit code, stdout, stderr)."""

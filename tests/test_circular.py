@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 
-import pyarrow.parquet as pq
 import pytest
 from helpers import assert_one_error_line
 from served_helpers import LoopbackServer
@@ -48,20 +47,6 @@ class LetterServer(LoopbackServer):
                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
                                                                                  "content": letter}}]}
         return 200, json.dumps(payload).encode(), {}
-
-
-@pytest.fixture(scope="module")
-def cosim(built, tmp_path_factory):
-    """(the cosim-q build, a folder with an image for each of its rows, its table)."""
-    from PIL import Image
-
-    folder = built("cosim-q")
-    table = pq.read_table(folder / "default" / "val-00000-of-00001.parquet")
-    images = tmp_path_factory.mktemp("cosim-images")
-    for name in sorted(set(table.column("img_fn").to_pylist())):
-        (images / name).parent.mkdir(parents=True, exist_ok=True)
-        Image.new("RGB", (16, 16), (120, 40, 200)).save(images / name)
-    return folder, images, table
 
 
 def run_circular(cli, cosim, server, out, *extra):

@@ -82,10 +82,15 @@ def prompt_template(options: ModelOptions, ask: Ask, benchmark: str) -> str:
     return template
 
 
+def letter_question(text: str, options: list[str]) -> str:
+    """The prompt and its options as `A. text` lines (what a judge is shown)."""
+    return "\n".join([text, *(f"{string.ascii_uppercase[i]}. {o}" for i, o in enumerate(options))])
+
+
 def letter_prompt(text: str, options: list[str]) -> str:
     """A multiple-choice prompt asked by letter: the prompt, the options as `A. text` lines, the
     instruction."""
-    return "\n".join([text, *(f"{string.ascii_uppercase[i]}. {o}" for i, o in enumerate(options)), LETTER_INSTRUCTION])
+    return f"{letter_question(text, options)}\n{LETTER_INSTRUCTION}"
 
 
 def parse_letter(output: str, options: list[str]) -> int | None:
@@ -207,11 +212,15 @@ class GenerativeAdapter(Model):
     show has been found: a missing `--images` folder or file is reported before any weight is read."""
 
     def __init__(self, load_vlm, ask: Ask, template: str, options: ModelOptions, videos: VideoFolder | None = None,
-                 choice_mode: str = "loglik"):
+                 choice_mode: str = "loglik", judge=None):
         if ask.mode == "score" and choice_mode == "letter" and ask.letter_reason:
             raise ModelError(f"--choice-mode letter: {ask.letter_reason}")
         if options.circular:
             check_circular(ask, choice_mode)
+        if judge is not None and (ask.mode != "score" or choice_mode != "letter"):
+            raise ModelError("--judge reads letter answers the rules cannot: it applies to multiple choice asked by "
+                             "letter (--choice-mode letter, or openai: models)")
+        self.judge = judge  # evaluator.models.judge.Judge, or None
         self._load_vlm, self._vlm = load_vlm, None
         self.ask, self.template, self.options, self.videos = ask, template, options, videos
         self.choice_mode = None if ask.mode == "generate" else choice_mode
@@ -274,9 +283,17 @@ class GenerativeAdapter(Model):
                                              for k, r in asks])
             # the thinking separated from each answer; an unfinished one (cut off while thinking) names no option
             ask_replies = self.vlm.replies(asked)
-            picked = [None if reply.unfinished else
-                      _unrotated(parse_letter(reply.answer, rotated(continuations[k], r)), r, len(continuations[k]))
-                      for reply, (k, r) in zip(ask_replies, asks)]
+            letters = [None if reply.unfinished else parse_letter(reply.answer, rotated(continuations[k], r))
+                       for reply, (k, r) in zip(ask_replies, asks)]
+            if self.judge is not None:  # the answers the rules cannot read go to the judge (never unfinished ones)
+                open_ = [n for n, reply in enumerate(ask_replies) if not reply.unfinished]
+                decided = self.judge.decide(
+                    [letter_question(turns[asks[n][0]].text, rotated(continuations[asks[n][0]], asks[n][1]))
+                     for n in open_], [ask_replies[n].answer for n in open_],
+                    [len(continuations[asks[n][0]]) for n in open_], [letters[n] for n in open_])
+                for n, letter in zip(open_, decided):
+                    letters[n] = letter
+            picked = [_unrotated(letter, r, len(continuations[k])) for letter, (k, r) in zip(letters, asks)]
             asks_of: list[list[int]] = [[] for _ in turns]
             for n, (k, _) in enumerate(asks):
                 asks_of[k].append(n)
@@ -340,6 +357,8 @@ class GenerativeAdapter(Model):
                  "prompt_is_default": self.options.prompt is None, "images": self.ask.image_column is not None,
                  "note": self.note()}
         unfinished = {"unfinished_answers": sum(bool(s.get("unfinished")) for s in self.samples)}
+        if self.judge is not None:
+            unfinished["judge"] = self.judge.record()
         if self.circular:
             unfinished["circular"] = {
                 "method": "VLMEvalKit's CircularEval: each prompt asked once per rotation of its options (option k "

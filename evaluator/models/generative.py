@@ -37,7 +37,7 @@ GENERATIVE_ONLY = {"system_prompt": "--system-prompt", "chat_template": "--chat-
                    "stop": "--stop", "revision": "--revision", "attn_implementation": "--attn-implementation",
                    "device_map": "--device-map", "response_cache": "--resume",
                    "chat_template_kwargs": "--chat-template-kwarg", "reasoning_tags": "--reasoning-tags",
-                   "circular": "--circular"}
+                   "circular": "--circular", "judge": "--judge", "judge_base_url": "--judge-base-url"}
 PREFIX_CACHE_MIN_CONTINUATIONS = 8  # fewer continuations per context are batched as full sequences
 IMAGE_MARKERS = ("image_token", "boi_token", "start_image_token")  # processor attributes naming image markers
 SEAM_CHARACTERS = 64  # how much of a prompt is tokenised with a continuation to find the seam between them

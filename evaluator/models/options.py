@@ -38,6 +38,9 @@ class ModelOptions:
     device_map: str | None = None  # auto, balanced, sequential: spread a model over the devices (accelerate)
     choice_mode: str = "auto"  # multiple choice: loglik, letter, or auto (hf: loglik; openai: letter)
     circular: bool = False  # letter choice asked once per rotation of the options (CircularEval)
+    judge: str | None = None  # a model spec reading the letter answers the rules cannot (evaluator/models/judge.py)
+    judge_base_url: str | None = None  # an openai: judge's endpoint (None: --base-url)
+    judge_cache: Path | None = None  # the response cache of the judge's verdicts
     # Served models, `openai:MODEL` (evaluator/models/served.py):
     base_url: str | None = None  # the OpenAI-compatible endpoint, e.g. http://localhost:8000/v1
     api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key (the key is never recorded)

@@ -74,6 +74,8 @@ def record_summary(record: dict) -> dict:
                "prompt_template": asked.get("prompt_template"), "cleaning": asked.get("cleaning"),
                "unparsed_outputs": asked.get("unparsed_outputs"), "unfinished_answers": asked.get("unfinished_answers"),
                "thinking": (record.get("reasoning") or {}).get("thinking"),
+               "judge": {k: v for k, v in asked["judge"].items() if k != "prompt"}
+               if isinstance(asked.get("judge"), dict) else None,
                "chat_template_kwargs": (record.get("reasoning") or {}).get("chat_template_kwargs") or None,
                "note": asked.get("note"), "processor_note": record.get("processor_note")}
     return {k: v for k, v in summary.items() if v is not None}
@@ -109,6 +111,12 @@ def record_markdown(record: dict, record_name: str) -> str:
         if asked.get("unfinished_answers"):
             lines.append(f"- Answers cut off inside their thinking (unfinished: no answer, scored wrong; a larger "
                          f"--max-new-tokens gives the model room): {asked['unfinished_answers']:,}")
+        judge = asked.get("judge") if isinstance(asked.get("judge"), dict) else None
+        if judge:
+            agreement = judge.get("agreement") or {}
+            lines.append(f"- Judge (answers the rules could not read): `{judge.get('model')}`, greedy, a fixed "
+                         f"prompt; asked {judge.get('asked')}, decided {judge.get('decided')}; it read "
+                         f"{agreement.get('agreed')} of {agreement.get('sample')} answers the rules read the same way")
         if asked.get("note"):
             lines.append(f"- Note: {asked['note']}")
     reasoning = record.get("reasoning") or {}

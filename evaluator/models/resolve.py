@@ -72,7 +72,40 @@ def _adapter(task, spec: str, load_vlm, options: ModelOptions, choice_mode: str)
         raise ModelError(f"{spec}: a generative model cannot answer {task.name}: {task.generative_reason}")
     template = prompt_template(options, task.generative, task.name)
     videos = None if options.videos is None else VideoFolder(options.videos)
-    return GenerativeAdapter(load_vlm, task.generative, template, options, videos, choice_mode)
+    judge = None if options.judge is None else _judge(options)
+    return GenerativeAdapter(load_vlm, task.generative, template, options, videos, choice_mode, judge)
+
+
+def _judge(options: ModelOptions):
+    """`--judge SPEC`: the judge (evaluator/models/judge.py) over a backend of its own, greedy, its verdicts in
+    the response cache; checked here, loaded on its first question."""
+    from evaluator.models.judge import JUDGE_MAX_NEW_TOKENS, Judge
+
+    kind, name = parse_spec(options.judge)
+    spec = f"{kind}:{name}"
+    judged = ModelOptions(seed=options.seed, device=options.device, batch_size=options.batch_size,
+                          max_new_tokens=JUDGE_MAX_NEW_TOKENS, response_cache=options.judge_cache,
+                          base_url=options.judge_base_url or options.base_url, api_key_env=options.api_key_env,
+                          concurrency=options.concurrency, request_timeout=options.request_timeout,
+                          retries=options.retries)
+    if kind == "openai":
+        from evaluator.models.served import ServedVLM, check_endpoint
+
+        check_endpoint(judged.base_url, f"{spec} (--judge; --judge-base-url gives its endpoint)")
+        return Judge(spec, lambda: ServedVLM(name, judged), options.seed)
+    if kind in ("hf", "vllm"):
+        config = hf_config(name)
+        if not is_generative(config):
+            raise ModelError(f"--judge {spec}: a {config.model_type} model is not an image-text-to-text checkpoint "
+                             "(serve a text-only judge and pass it as openai:MODEL)")
+        if kind == "hf":
+            from evaluator.models.generative import GenerativeVLM
+
+            return Judge(spec, lambda: GenerativeVLM(name, config, judged), options.seed)
+        from evaluator.models.vllm_engine import VllmVLM
+
+        return Judge(spec, lambda: VllmVLM(name, config, judged), options.seed)
+    raise ModelError(f"--judge {options.judge}: a judge is an openai:, hf: or vllm: model")
 
 
 def _choice_mode(options: ModelOptions, default: str) -> str:
