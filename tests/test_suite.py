@@ -564,3 +564,19 @@ def test_the_sample_sources_hold_an_image_for_every_row_of_every_benchmark_that_
         assert keys and all(images.path(k).stat().st_size > 0 for k in keys), entry.name
         served.append(entry.name)
     assert set(served) >= {"gqa-ood", "vqa-v2", "vqa-cp", "vcr", "vcr-visor", "cosim-q", "cosim-c", "pmr-p", "visdial"}
+
+
+def test_a_models_own_failure_on_one_benchmark_is_that_benchmarks_row(cli, built, tmp_path):
+    """The model raises on VQA v2 (a RuntimeError of its own, not a vlbench error): vqa-v2 is "not scored" with
+    the exception's type and first line, and the suite goes on to score gqa-ood."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for bench in ("gqa-ood", "vqa-v2"):
+        (data / bench).symlink_to(built(bench), target_is_directory=True)
+    code, _, err = cli("suite", "--model", "py:failing_models:FailsOnVqa", "--data", data, "--out", tmp_path / "card",
+                       "--bootstrap", "0", "--no-perceptual", "--no-counterbias")
+    assert code == 0, err
+    rows = _card(tmp_path / "card")["benchmarks"]
+    assert rows["gqa-ood"]["status"] == "scored"
+    assert rows["vqa-v2"] == {"status": "not scored", "reason": "py:failing_models:FailsOnVqa failed on vqa-v2 "
+                              "(RuntimeError: shape mismatch in the cross-attention mask)"}

@@ -242,6 +242,13 @@ class TemplatedVLM(VLMBackend):
             self._lead = lead if not lead.strip() else ""
         return self._lead
 
+    def special_tokens(self, prompts: list[str]) -> dict:
+        """The processor's tokenizer keyword for templated prompts: a template that writes the BOS token itself
+        (Gemma 3, Idefics3, Llama 3.2 Vision, Aya Vision) must not get a second one from the tokenizer, as
+        transformers' own `apply_chat_template(tokenize=True)` decides (its first prompt starts with BOS)."""
+        bos = self.tokenizer.bos_token
+        return {"add_special_tokens": False} if bos and prompts and prompts[0].startswith(bos) else {}
+
     def _marker_special_ids(self) -> frozenset[int]:
         """The ids of special tokens that are thinking or answer markers (a tokenizer may make `<think>` a
         special token): decoding keeps them, since an answer is told from its thinking by them."""
@@ -413,8 +420,9 @@ class GenerativeVLM(TemplatedVLM):
     def _encode(self, turns: list[Turn], padding_side: str) -> dict:
         images = [[open_image(source) for source in t.images] for t in turns]
         kwargs = {"images": images} if any(images) else {}
-        return dict(self.processor(text=[self.prompt_text(t) for t in turns], return_tensors="pt", padding=True,
-                                   padding_side=padding_side, **kwargs))
+        texts = [self.prompt_text(t) for t in turns]
+        return dict(self.processor(text=texts, return_tensors="pt", padding=True, padding_side=padding_side,
+                                   **kwargs, **self.special_tokens(texts)))
 
     def to_device(self, enc: dict) -> dict:
         import torch

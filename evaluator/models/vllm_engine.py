@@ -221,8 +221,9 @@ class VllmVLM(TemplatedVLM):
     # -- inputs -----------------------------------------------------------------------------------
     def _prompt_ids(self, turn: Turn) -> list[int]:
         """The turn's tokens as the checkpoint's processor tokenises its prompt (special tokens as it adds
-        them), each image a single placeholder that vLLM expands."""
-        return self.tokenizer(self.prompt_text(turn))["input_ids"]
+        them: none where the template writes BOS itself), each image a single placeholder that vLLM expands."""
+        text = self.prompt_text(turn)
+        return self.tokenizer(text, **self.special_tokens([text]))["input_ids"]
 
     def _request(self, turn: Turn, ids: list[int], images: list) -> dict:
         request = {"prompt_token_ids": ids}

@@ -21,11 +21,12 @@ import re
 from pathlib import Path
 
 from builders.registry import benchmarks, get_task
-from core.errors import ParamsError, VlbenchError
+from core.errors import ModelError, ParamsError, VlbenchError
 from core.hashing import sha256_file
 from core.jsonout import dumps
 from core.manifest import MANIFEST, read_manifest
 from core.outdir import check_out, write_atomically
+from core.sanitise import sanitise
 from evaluator.models.ask import letter_choice
 from evaluator.models.options import ModelOptions
 from evaluator.models.response_cache import folder_identity, vlbench_version
@@ -281,7 +282,14 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
         reused = _kept(record, predictions, key)
         try:
             if not reused:
-                predict(bench, str(folder), model, predictions, options=options)
+                try:
+                    predict(bench, str(folder), model, predictions, options=options)
+                except (VlbenchError, OSError, MemoryError, KeyboardInterrupt):
+                    raise
+                except Exception as exc:  # noqa: BLE001 -- the model's own failure on this benchmark: its row
+                    first = (str(exc).strip().splitlines() or [""])[0]
+                    raise ModelError(f"{model} failed on {bench} ({type(exc).__name__}: {sanitise(first, (), 200)})"
+                                     ) from None
                 _keep(record, predictions, key)
             metrics = evaluate(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed), predictions,
                                report=out / "reports" / bench, hub_results=hub_results,

@@ -149,7 +149,7 @@ class GenerativeProbe(VisionBiasProbe):
         shown = [[self._carrier(x)] for x in images if x is not None]
         kwargs = {"images": shown} if shown else {}
         enc = dict(self.vlm.processor(text=texts, return_tensors="pt", padding=True, padding_side=padding_side,
-                                      **kwargs))
+                                      **kwargs, **self.vlm.special_tokens(texts)))
         tensors = [x for x in images if x is not None and hasattr(x, "permute")]
         if tensors:
             enc["pixel_values"] = self.layout.pixel_values(tensors)

@@ -1,0 +1,86 @@
+"""The token ids vlbench gives a generative model are those of the family's own processor: for each tiny
+family here (LLaVA-1.5's template, Qwen2-VL's ChatML, and a template that writes BOS itself, in the shape of
+Gemma 3's, Idefics3's, Llama 3.2 Vision's and Aya Vision's, over a tokenizer that adds BOS), the ids of a turn
+with an image equal `processor.apply_chat_template(..., tokenize=True)` on the same messages (one BOS), and one
+greedy answer and one continuation's log-likelihood equal a plain transformers call on those ids.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from evaluator.models.generative import GenerativeVLM, Turn
+from evaluator.models.options import ModelOptions
+from evaluator.models.spec import hf_config
+from pipelines.tiny_models import LLAVA_CHAT_TEMPLATE, write_tiny_llava, write_tiny_qwen2_vl
+
+
+def write_bos_llava(path: Path) -> Path:
+    """The tiny LLaVA, its tokenizer adding BOS before every text (a post-processor, as Llama's and Gemma's do)
+    and its template writing BOS first (as Gemma 3's does)."""
+    from tokenizers import Tokenizer, processors
+
+    write_tiny_llava(path)
+    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A $B",
+                                                             special_tokens=[("<s>", 2)])
+    tokenizer.save(str(path / "tokenizer.json"))
+    (path / "chat_template.jinja").write_text("<s>" + LLAVA_CHAT_TEMPLATE)
+    return path
+
+
+FAMILIES = {"llava": write_tiny_llava, "qwen2-vl": write_tiny_qwen2_vl, "bos-template": write_bos_llava}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def family(request, tmp_path_factory):
+    path = FAMILIES[request.param](tmp_path_factory.mktemp(request.param) / "model")
+    vlm = GenerativeVLM(str(path), hf_config(str(path)), ModelOptions(max_new_tokens=6))
+    image = tmp_path_factory.mktemp("image") / "x.png"
+    Image.new("RGB", (40, 30), (200, 30, 90)).save(image)
+    return request.param, vlm, image
+
+
+def _reference(vlm, turn: Turn, image: Path) -> list[int]:
+    messages = vlm._messages(turn)
+    messages[-1]["content"][0] = {"type": "image", "image": Image.open(image).convert("RGB")}
+    return vlm.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True,
+                                             )["input_ids"][0]
+
+
+def test_prompt_ids_are_the_processors_own(family):
+    name, vlm, image = family
+    turn = Turn("What is in the picture?", (image,))
+    ids = vlm._encode([turn], "left")["input_ids"][0].tolist()
+    reference = _reference(vlm, turn, image)
+    assert list(reference) == ids
+    bos = vlm.tokenizer.bos_token_id
+    if bos is not None:
+        assert ids.count(bos) <= 1  # never a second BOS on top of the template's
+
+
+def test_an_answer_and_a_score_equal_a_plain_transformers_call(family):
+    name, vlm, image = family
+    turn = Turn("How many?", (image,))
+    answer = vlm.generate([turn])[0]
+    enc = vlm._encode([turn], "left")
+    with torch.inference_mode():
+        out = vlm.model.generate(**enc, max_new_tokens=6, do_sample=False, pad_token_id=vlm.tokenizer.pad_token_id)
+    assert answer == vlm.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    (score,) = vlm.score([turn], [["two"]])[0]
+    continuation = vlm.continuation_ids([vlm.prompt_text(turn)], ["two"])[0]
+    full = {k: v for k, v in enc.items()}
+    full["input_ids"] = torch.cat([enc["input_ids"], torch.tensor([continuation])], dim=1)
+    full["attention_mask"] = torch.ones_like(full["input_ids"])
+    for key in ("mm_token_type_ids", "token_type_ids"):
+        if key in enc:
+            full[key] = torch.cat([enc[key], torch.zeros((1, len(continuation)), dtype=enc[key].dtype)], dim=1)
+    with torch.inference_mode():
+        logprobs = torch.log_softmax(vlm.model(**full).logits.float(), dim=-1)[0]
+    start = enc["input_ids"].shape[1]
+    expected = sum(float(logprobs[start - 1 + i, t]) for i, t in enumerate(continuation))
+    assert score == pytest.approx(expected, abs=1e-4)
