@@ -75,7 +75,10 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     --allow-partial), recorded in the metadata file."""
     from core.jsonout import dumps
     from core.manifest import library_versions
+    from evaluator.models.ask import GenerativeAdapter
     from evaluator.models.distributed import world_from_env
+    from evaluator.models.options import reader_kind, recorded_options
+    from evaluator.models.spec import parse_spec
 
     task = get_task(bench)
     for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--log-samples"),
@@ -109,8 +112,9 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
             from None
     meta = {"benchmark": bench, "data": str(data), "split": split, "rows": table.num_rows, "model": model,
             "predictions": Path(out).name, **adapter.metadata(),
-            "options": {**{k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()
-                           if k != "data"}, **({"limit": limit, "offset": offset} if rows_chosen else {})},
+            "options": {**recorded_options(options, reader_kind(parse_spec(model)[0],
+                                                                isinstance(adapter, GenerativeAdapter))),
+                        **({"limit": limit, "offset": offset} if rows_chosen else {})},
             "library_versions": library_versions()}
     try:
         if log_samples:

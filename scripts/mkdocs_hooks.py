@@ -6,6 +6,8 @@ generated from the code at build time, never written by hand.
 - `<!-- vlbench:params BENCH -->` in a page: the benchmark's `build --param` parameters and
   `evaluate --option` scoring options as tables (name, type, default, meaning), read from its
   params dataclasses as `vlbench params BENCH` reads them.
+- `<!-- vlbench:model-options -->`: the model options (flag, default, which models read it, meaning), from
+  their one declaration (evaluator/models/options.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS_MARKER = re.compile(r"<!-- vlbench:params ([a-z0-9-]+) -->")
+MODEL_OPTIONS_MARKER = "<!-- vlbench:model-options -->"
 
 
 def cli_reference() -> str:
@@ -70,4 +73,8 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown: str, page, config, files):
+    if MODEL_OPTIONS_MARKER in markdown:
+        from evaluator.models.options import options_table
+
+        markdown = markdown.replace(MODEL_OPTIONS_MARKER, options_table())
     return PARAMS_MARKER.sub(lambda m: params_tables(m.group(1)), markdown)

@@ -112,7 +112,7 @@ def test_a_model_that_reads_the_options_is_right_in_every_rotation(cli, cosim, t
     ("vqa-v2", (), "--circular: the benchmark is not multiple choice"),
     ("socialiq", (), "--circular:"),
     ("cosim-q", ("--choice-mode", "loglik"), "--circular rotates the options of a letter choice"),
-    ("cosim-q", ("--model", "baseline:random"), "--circular: baseline:random is not a generative"),
+    ("cosim-q", ("--model", "baseline:random"), "--circular: baseline:random does not read it"),
 ])
 def test_circular_where_it_cannot_apply_is_one_line(bench, extra, needle, cli, built, tmp_path):
     model = () if "--model" in extra else ("--model", "openai:m", "--base-url", "http://127.0.0.1:9/v1")

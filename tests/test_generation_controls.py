@@ -200,4 +200,4 @@ def test_bad_controls_are_one_line(args, needle, yes_model, images, built, cli, 
 def test_generative_controls_with_another_model_kind(built, cli, tmp_path):
     code, _, err = cli("predict", "gqa-ood", "--data", built("gqa-ood"), "--model", "baseline:random", "--out",
                        tmp_path / "p.json", "--system-prompt", "x")
-    assert_one_error_line(code, err, ["--system-prompt: baseline:random is not a generative hf: model"])
+    assert_one_error_line(code, err, ["--system-prompt: baseline:random does not read it (it applies to generative"])

@@ -129,7 +129,7 @@ def test_a_judge_that_answers_nothing_parseable_is_one_line(cli, cosim, tmp_path
 @pytest.mark.parametrize("bench,extra,needle", [
     ("vqa-v2", ("--model", "openai:m"), "--judge reads letter answers"),
     ("cosim-q", ("--model", "openai:m", "--choice-mode", "loglik"), "--judge reads letter answers"),
-    ("cosim-q", ("--model", "baseline:random"), "--judge: baseline:random is not a generative"),
+    ("cosim-q", ("--model", "baseline:random"), "--judge: baseline:random does not read it"),
     ("cosim-q", ("--model", "openai:m", "--judge", "baseline:random"), "a judge is an openai:, hf: or vllm: model"),
 ])
 def test_a_judge_where_it_cannot_apply_is_one_line(bench, extra, needle, cli, built, tmp_path):

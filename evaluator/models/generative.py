@@ -32,12 +32,6 @@ from evaluator.models.template_kwargs import check_template_reads
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 ATTENTION = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
-# ModelOptions fields that only a generative model reads, with their command-line names
-GENERATIVE_ONLY = {"system_prompt": "--system-prompt", "chat_template": "--chat-template", "gen_kwargs": "--gen-kwargs",
-                   "stop": "--stop", "revision": "--revision", "attn_implementation": "--attn-implementation",
-                   "device_map": "--device-map", "response_cache": "--resume",
-                   "chat_template_kwargs": "--chat-template-kwarg", "reasoning_tags": "--reasoning-tags",
-                   "circular": "--circular", "judge": "--judge", "judge_base_url": "--judge-base-url"}
 PREFIX_CACHE_MIN_CONTINUATIONS = 8  # fewer continuations per context are batched as full sequences
 IMAGE_MARKERS = ("image_token", "boi_token", "start_image_token")  # processor attributes naming image markers
 SEAM_CHARACTERS = 64  # how much of a prompt is tokenised with a continuation to find the seam between them
@@ -50,11 +44,6 @@ class Turn:
 
     text: str
     images: tuple = ()
-
-
-def generative_only(options: ModelOptions) -> str | None:
-    """The command-line name of the first generative-only option that is set (None: none is)."""
-    return next((flag for field, flag in GENERATIVE_ONLY.items() if getattr(options, field)), None)
 
 
 def read_chat_template(path: Path | None) -> str | None:

@@ -1,64 +1,186 @@
-"""The options every model factory receives (`vlbench predict` and `perceptual` set them)."""
+"""The options every model factory receives, declared once (`MODEL_OPTIONS`): each one's field, type,
+default, the kinds of model that read it, its command-line flag and help. From that declaration come
+`ModelOptions` (the frozen dataclass `vlbench predict`, `perceptual` and `suite` build), the command-line
+flags (pipelines/model_flags.py), the resolver's check that no option is given to a model that would
+ignore it (`unread_option`, evaluator/models/resolve.py), the options the prediction record lists
+(`recorded_options`) and the docs' table of model options (`options_table`, scripts/mkdocs_hooks.py).
+
+The kinds of model (`reader_kind`): `baseline`, `py`, `features`, `hf` (a task head: ViLT, CLIP, a
+cross-encoder), `hf-generative` (an image-text-to-text checkpoint run by transformers), `vllm`, `openai`.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
+from typing import Literal, Optional
+
+KINDS = ("baseline", "py", "features", "hf", "hf-generative", "vllm", "openai")
+EVERY = frozenset(KINDS)
+GENERATIVE = frozenset({"hf-generative", "vllm", "openai"})
+LOCAL_GENERATIVE = frozenset({"hf-generative", "vllm"})
 
 
 @dataclass(frozen=True)
-class ModelOptions:
-    """What `vlbench predict` passes to a task's model factory."""
+class Option:
+    """One model option. `cli` is its flag's annotation where the command line reads it as text that `parse`
+    (a "module:function" string, imported when a command runs) turns into the field's value."""
 
-    train_file: Path | None = None
-    seed: int = 0
-    device: str = "auto"
-    batch_size: int = 32
-    images: Path | None = None
-    data: Path | None = None  # the built folder being predicted (fitted baselines read its train split)
-    bf16: bool = False  # autocast to bfloat16 (CUDA, or CPU where supported)
-    workers: int = 0  # DataLoader workers decoding images
-    # Generative VLMs (evaluator/models/generative.py):
-    dtype: str = "auto"  # weights' dtype: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16, float16
-    max_new_tokens: int | None = None  # generation length; None: 16, or 4096 when thinking is on (reasoning.py)
-    prompt: str | None = None  # user prompt template with {field}s; None: the benchmark's default
-    min_pixels: int | None = None  # image-size bounds, where the processor has them (Qwen2-VL family)
-    max_pixels: int | None = None
-    loglik: str = "sum"  # a scored continuation's log-likelihood: sum of token log-probs, or mean
-    videos: Path | None = None  # video folder: the model sees `frames` frames of a row's video (Social-IQ)
-    frames: int = 8  # frames per video, spread evenly from the first to the last (evaluator/models/videos.py)
-    system_prompt: str | None = None  # a system turn before every user turn
-    chat_template: Path | None = None  # a Jinja chat template replacing the processor's
-    gen_kwargs: tuple = ()  # (name, value) decoding arguments (evaluator/models/generation.py)
-    stop: tuple[str, ...] = ()  # strings that end a generated answer
-    reasoning_tags: tuple | None = None  # ((open, close), ...) markers of thinking; None: the families' own
-    chat_template_kwargs: tuple = ()  # (name, value) variables the chat template reads (enable_thinking=true)
-    revision: str | None = None  # a hub checkpoint's branch, tag or commit
-    attn_implementation: str | None = None  # eager, sdpa, flash_attention_2...: transformers' choice when None
-    device_map: str | None = None  # auto, balanced, sequential: spread a model over the devices (accelerate)
-    choice_mode: str = "auto"  # multiple choice: loglik, letter, or auto (hf: loglik; openai: letter)
-    circular: bool = False  # letter choice asked once per rotation of the options (CircularEval)
-    judge: str | None = None  # a model spec reading the letter answers the rules cannot (evaluator/models/judge.py)
-    judge_base_url: str | None = None  # an openai: judge's endpoint (None: --base-url)
-    judge_cache: Path | None = None  # the response cache of the judge's verdicts
-    # Served models, `openai:MODEL` (evaluator/models/served.py):
-    base_url: str | None = None  # the OpenAI-compatible endpoint, e.g. http://localhost:8000/v1
-    api_key_env: str = "OPENAI_API_KEY"  # the environment variable holding the key (the key is never recorded)
-    concurrency: int = 8  # requests in flight
-    request_timeout: float = 120.0  # seconds per request
-    retries: int = 5  # retries of a request after a 429, a 5xx, a timeout or a dropped connection
-    response_cache: Path | None = None  # SQLite file of deterministic responses (evaluator/models/response_cache.py)
-    # vLLM's offline engine, `vllm:MODEL` (evaluator/models/vllm_engine.py):
-    tensor_parallel_size: int = 1  # GPUs one copy of the model is split over
-    data_parallel_size: int = 1  # copies of the model, each on its own GPUs
-    gpu_memory_utilization: float | None = None  # share of each GPU's memory vLLM takes (None: vLLM's default)
-    max_model_len: int | None = None  # the longest prompt + answer, in tokens (None: the model's own)
-    enforce_eager: bool = False  # no CUDA graphs / torch.compile: faster start, slower steps
-    engine_args: tuple = ()  # (name, value) of any other vLLM engine argument, checked against vLLM's own
+    field: str
+    type: object
+    default: object
+    readers: frozenset
+    help: str
+    flag: str | None = None  # None: set by vlbench, not on the command line
+    metavar: str | None = None
+    min: float | None = None
+    max: float | None = None
+    cli: object = None
+    parse: str | None = None
+    via: str | None = None  # the flag that sets an option that has none of its own (--resume sets response_cache)
+
+    @property
+    def shown(self) -> str:
+        """The option as an error line names it."""
+        return self.flag or self.via or self.field
 
 
-# ModelOptions fields only a vllm: model reads: field -> (command-line flag, default)
-VLLM_ONLY = {"tensor_parallel_size": ("--tensor-parallel-size", 1), "data_parallel_size": ("--data-parallel-size", 1),
-             "gpu_memory_utilization": ("--gpu-memory-utilization", None),
-             "max_model_len": ("--max-model-len", None), "enforce_eager": ("--enforce-eager", False),
-             "engine_args": ("--engine-arg", ())}
+def _opt(name, type_, default, readers, help_, flag=True, **kw) -> Option:
+    return Option(name, type_, default, frozenset(readers), help_,
+                  None if flag is None else "--" + name.replace("_", "-") if flag is True else flag, **kw)
+
+
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+ChoiceMode = Literal["auto", "loglik", "letter"]
+Loglik = Literal["sum", "mean"]
+
+MODEL_OPTIONS: tuple[Option, ...] = (
+    _opt("train_file", Optional[Path], None, EVERY, "Training source of fitted baselines and the majority vote "
+         "(gqa-ood: GQA's train_balanced_questions.json)."),
+    _opt("seed", int, 0, EVERY, "Seed of random baselines and sampled decoding.", flag=None),
+    _opt("device", str, "auto", EVERY, "torch device for hf: models (auto: this rank's GPU under a distributed "
+         "launch, else CUDA when present, else CPU)."),
+    _opt("batch_size", int, 32, EVERY, "Batch size for hf: and vllm: models.", min=1),
+    _opt("images", Optional[Path], None, EVERY, "Image folder for models that read images."),
+    _opt("data", Optional[Path], None, EVERY, "The built folder being predicted (fitted baselines read its train "
+         "split).", flag=None),
+    _opt("bf16", bool, False, EVERY - {"vllm", "openai"}, "Run hf: models in bfloat16 autocast."),
+    _opt("workers", int, 0, EVERY - {"vllm"}, "DataLoader workers decoding images.", min=0),
+    _opt("dtype", Dtype, "auto", LOCAL_GENERATIVE, "Weights of generative hf: and vllm: models (auto: bfloat16 on a "
+         "GPU, float32 on CPU)."),
+    _opt("max_new_tokens", Optional[int], None, GENERATIVE, "Answer length in tokens, thinking included (default: "
+         "16, 4096 when the model thinks).", min=1),
+    _opt("prompt", Optional[str], None, GENERATIVE, "User prompt template with {field}s (default: the "
+         "benchmark's)."),
+    _opt("min_pixels", Optional[int], None, LOCAL_GENERATIVE, "Image-size lower bound where the processor has one "
+         "(Qwen2-VL).", min=1),
+    _opt("max_pixels", Optional[int], None, LOCAL_GENERATIVE, "Image-size upper bound where the processor has one "
+         "(Qwen2-VL).", min=1),
+    _opt("loglik", Loglik, "sum", GENERATIVE, "A scored answer's log-likelihood: sum or per-token mean."),
+    _opt("videos", Optional[Path], None, GENERATIVE, "Video folder (<video_id>.mp4 ...): the model sees frames of "
+         "each row's video (socialiq; needs vlbench[video])."),
+    _opt("frames", int, 8, GENERATIVE, "Frames per video with --videos, spread evenly.", min=1),
+    _opt("system_prompt", Optional[str], None, GENERATIVE, "A system turn before every user turn."),
+    _opt("chat_template", Optional[Path], None, LOCAL_GENERATIVE, "A Jinja chat template replacing the "
+         "processor's.", metavar="FILE"),
+    _opt("gen_kwargs", tuple, (), GENERATIVE, "Decoding arguments, e.g. temperature=0.2,top_p=0.9,num_beams=3 "
+         "(default: greedy).", metavar="K=V,...", cli=Optional[str],
+         parse="evaluator.models.generation:parse_gen_kwargs"),
+    _opt("stop", tuple, (), GENERATIVE, "A string that ends a generated answer (repeat; \\n, \\t: a newline, a tab).",
+         metavar="TEXT", cli=list[str], parse="evaluator.models.generation:parse_stop"),
+    _opt("reasoning_tags", Optional[tuple], None, GENERATIVE, "Markers of a model's thinking, removed before its "
+         "answer is read (repeat; default: <think>,</think> and the other families' own).", metavar="OPEN,CLOSE",
+         cli=list[str], parse="evaluator.models.reasoning:parse_reasoning_tags"),
+    _opt("chat_template_kwargs", tuple, (), GENERATIVE, "A variable the chat template reads, e.g. "
+         "enable_thinking=false (repeat; openai: sends it as chat_template_kwargs).", flag="--chat-template-kwarg",
+         metavar="KEY=VALUE", cli=list[str], parse="evaluator.models.template_kwargs:parse_template_kwargs"),
+    _opt("revision", Optional[str], None, LOCAL_GENERATIVE, "Branch, tag or commit of a hub checkpoint."),
+    _opt("attn_implementation", Optional[str], None, {"hf-generative"}, "eager, sdpa, flash_attention_2, ... "
+         "(default: transformers')."),
+    _opt("device_map", Optional[str], None, {"hf-generative"}, "auto: spread a model larger than one device over "
+         "all of them (needs accelerate)."),
+    _opt("choice_mode", ChoiceMode, "auto", GENERATIVE, "Multiple choice: by log-likelihood or by letter (auto: "
+         "loglik for hf: and vllm:; letter for openai: unless a benchmark cannot be asked by letter)."),
+    _opt("circular", bool, False, GENERATIVE, "Ask each multiple-choice prompt by letter once per rotation of its "
+         "options; it counts only when every rotation chose the same option (VLMEvalKit's CircularEval)."),
+    _opt("judge", Optional[str], None, GENERATIVE, "A model (openai:, hf: or vllm:) asked which option a letter "
+         "answer chooses when the rules cannot read it; greedy, a fixed prompt, cached (off by default).",
+         metavar="SPEC"),
+    _opt("judge_base_url", Optional[str], None, GENERATIVE, "The endpoint of an openai: judge (default: --base-url).",
+         metavar="URL"),
+    _opt("judge_cache", Optional[Path], None, GENERATIVE, "The response cache of the judge's verdicts.", flag=None,
+         via="--judge"),
+    _opt("base_url", Optional[str], None, {"openai"}, "The OpenAI-compatible endpoint of openai: models, e.g. "
+         "http://localhost:8000/v1.", metavar="URL"),
+    _opt("api_key_env", str, "OPENAI_API_KEY", {"openai"}, "The environment variable holding the endpoint's key "
+         "(never printed).", metavar="NAME"),
+    _opt("concurrency", int, 8, {"openai"}, "Requests in flight.", min=1),
+    _opt("request_timeout", float, 120.0, {"openai"}, "Seconds to wait for one whole answer.", min=0.001),
+    _opt("retries", int, 5, {"openai"}, "Retries of a request after a 429, a 5xx, a timeout or a dropped "
+         "connection.", min=0),
+    _opt("response_cache", Optional[Path], None, GENERATIVE, "SQLite file of deterministic responses (--resume; "
+         "openai: by default, --no-cache: none).", flag=None, via="--resume"),
+    _opt("tensor_parallel_size", int, 1, {"vllm"}, "GPUs one copy of the model is split over.", min=1),
+    _opt("data_parallel_size", int, 1, {"vllm"}, "Copies of the model, each on its own GPUs.", min=1),
+    _opt("gpu_memory_utilization", Optional[float], None, {"vllm"}, "Share of each GPU's memory vLLM takes "
+         "(default: vLLM's).", min=0.0, max=1.0),
+    _opt("max_model_len", Optional[int], None, {"vllm"}, "Longest prompt + answer in tokens (default: the "
+         "model's).", min=1),
+    _opt("enforce_eager", bool, False, {"vllm"}, "No CUDA graphs or torch.compile: a faster start, slower steps."),
+    _opt("engine_args", tuple, (), {"vllm"}, "Any other vLLM engine argument, e.g. kv_cache_dtype=fp8 (repeat; "
+         "checked against vLLM's own).", flag="--engine-arg", metavar="KEY=VALUE", cli=list[str],
+         parse="evaluator.models.vllm_engine:parse_engine_args"),
+)
+BY_FIELD = {o.field: o for o in MODEL_OPTIONS}
+
+ModelOptions = make_dataclass(
+    "ModelOptions", [(o.field, o.type, field(default=o.default)) for o in MODEL_OPTIONS], frozen=True,
+    namespace={"__doc__": "What `vlbench predict` passes to a task's model factory (fields: MODEL_OPTIONS).",
+               "__module__": __name__})
+
+
+def reader_kind(kind: str, generative: bool = False) -> str:
+    """The reader kind of a spec kind (`hf` splits into task heads and generative checkpoints)."""
+    return "hf-generative" if kind == "hf" and generative else kind
+
+
+# what a judge (evaluator/models/judge.py) reads of the run's options: how to reach and run it
+JUDGE_READS = frozenset({"seed", "device", "batch_size", "base_url", "api_key_env", "concurrency", "request_timeout",
+                         "retries"})
+
+
+def unread_option(options, kind: str, judge_kind: str | None = None) -> Option | None:
+    """The first option given a value other than its default that neither the model's kind nor its judge's
+    (for what a judge reads) reads."""
+    def read(o: Option) -> bool:
+        return kind in o.readers or (judge_kind in o.readers and o.field in JUDGE_READS)
+
+    return next((o for o in MODEL_OPTIONS if getattr(options, o.field) != o.default and not read(o)), None)
+
+
+def readers_text(option: Option) -> str:
+    """Who reads an option, for error lines and the docs table."""
+    if option.readers == EVERY:
+        return "every model"
+    names = {"hf-generative": "generative hf:", "hf": "hf: task heads", "vllm": "vllm:", "openai": "openai:",
+             "baseline": "baseline:", "py": "py:", "features": "features:"}
+    if option.readers == GENERATIVE:
+        return "generative models (hf:, vllm:, openai:)"
+    return ", ".join(names[k] for k in KINDS if k in option.readers)
+
+
+def recorded_options(options, kind: str) -> dict:
+    """The options the prediction record lists: those the model's kind reads (paths as text)."""
+    return {o.field: str(v) if isinstance(v := getattr(options, o.field), Path) else v
+            for o in MODEL_OPTIONS if kind in o.readers and o.field != "data"}
+
+
+def options_table() -> str:
+    """The docs' table of model options: flag, default, who reads it, meaning."""
+    rows = ["| option | default | read by | meaning |", "|---|---|---|---|"]
+    for o in MODEL_OPTIONS:
+        if o.flag is None:
+            continue
+        default = "—" if o.default in (None, (), False) else f"`{o.default}`"
+        rows.append(f"| `{o.flag}` | {default} | {readers_text(o)} | {o.help.replace('|', chr(92) + '|')} |")
+    return "\n".join(rows)

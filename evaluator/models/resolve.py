@@ -4,16 +4,17 @@ has one factory below. `baseline:` and `hf:` families come from the task's menu
 become a `GenerativeAdapter` over a backend (evaluator/models/backend.py) asked the way the task's
 `Ask` says; `features:` heads where the task fits them; `py:` everywhere.
 
-Options that only one kind of model reads are refused, with their flag, for the others: an option
-that would be silently ignored is a wrong result waiting to happen."""
+Options that only some kinds of model read (evaluator/models/options.py declares who reads each) are
+refused, with their flag, for the others: an option that would be silently ignored is a wrong result
+waiting to happen."""
 
 from __future__ import annotations
 
 from core.errors import ModelError
 from evaluator.models.ask import CHOICE_MODES
-from evaluator.models.generative import generative_only, is_generative
+from evaluator.models.generative import is_generative
 from evaluator.models.model import as_model
-from evaluator.models.options import VLLM_ONLY, ModelOptions
+from evaluator.models.options import ModelOptions, reader_kind, readers_text, unread_option
 from evaluator.models.spec import hf_config, load_py_model, parse_spec
 
 
@@ -24,24 +25,14 @@ def make_model(task, spec: str, options: ModelOptions):
         raise ModelError(f"--videos: {task.name} rows have no videos to show a model")
     if options.choice_mode not in CHOICE_MODES:
         raise ModelError(f"--choice-mode {options.choice_mode}: expected one of {', '.join(CHOICE_MODES)}")
-    vllm_only = next((flag for field, (flag, default) in VLLM_ONLY.items() if getattr(options, field) != default),
-                     None)
-    if vllm_only and kind != "vllm":
-        raise ModelError(f"{vllm_only}: {spec} does not run on vLLM (the option applies to vllm: models)")
+    config = hf_config(name, options.revision) if kind == "hf" else None
+    _check_readers(spec, kind, config, options)
     if kind == "openai":
         return _served(task, name, options)
-    if options.base_url is not None:
-        raise ModelError(f"--base-url: {spec} is not served (openai:<model> is)")
     if kind == "vllm":
         return _vllm(task, name, options)
-    config = hf_config(name, options.revision) if kind == "hf" else None
     if config is not None and is_generative(config):
         return _hf_generative(task, name, config, options)
-    if options.videos is not None:
-        raise ModelError(f"--videos: {spec} does not read videos (generative hf: models do)")
-    given = generative_only(options) or ("--choice-mode" if options.choice_mode != "auto" else None)
-    if given:
-        raise ModelError(f"{given}: {spec} is not a generative hf: model (the option applies to those)")
     if kind == "py":
         return as_model(load_py_model(name))
     if kind == "features" and task.feature_heads:
@@ -59,6 +50,16 @@ def make_model(task, spec: str, options: ModelOptions):
         raise ModelError(f"hf:{name}: a {config.model_type} model is none of {task.name}'s; {task.name} "
                          f"predictions come from {task.models_help()}")
     raise ModelError(f"--model {spec}: {task.name} predictions come from {task.models_help()}")
+
+
+def _check_readers(spec: str, kind: str, config, options: ModelOptions) -> None:
+    """No option is given to a model that would ignore it (the declaration's readers): the model's kind, and a
+    judge's, must read every option set away from its default."""
+    generative = kind in ("vllm", "openai") or (kind == "hf" and config is not None and is_generative(config))
+    judge_kind = None if options.judge is None else reader_kind(parse_spec(options.judge)[0], True)
+    unread = unread_option(options, reader_kind(kind, generative), judge_kind)
+    if unread is not None:
+        raise ModelError(f"{unread.shown}: {spec} does not read it (it applies to {readers_text(unread)})")
 
 
 def _adapter(task, spec: str, load_vlm, options: ModelOptions, choice_mode: str):

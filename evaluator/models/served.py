@@ -40,8 +40,6 @@ MAX_TIMEOUT_SECONDS = 86_400.0  # --request-timeout: a day at most (an infinite 
 # --gen-kwargs that chat completions take: OpenAI's own, and top_k / repetition_penalty, which vLLM,
 # SGLang and TGI accept beside them
 REQUEST_KWARGS = ("temperature", "top_p", "top_k", "repetition_penalty")
-HF_ONLY = {"revision": "--revision", "attn_implementation": "--attn-implementation", "device_map": "--device-map",
-           "chat_template": "--chat-template", "min_pixels": "--min-pixels", "max_pixels": "--max-pixels"}
 _MAGIC = ((b"\xff\xd8\xff", "image/jpeg"), (b"\x89PNG\r\n\x1a\n", "image/png"), (b"GIF87a", "image/gif"),
           (b"GIF89a", "image/gif"), (b"BM", "image/bmp"))
 
@@ -84,11 +82,8 @@ def shown_url(url: str) -> str:
 
 
 def check_served_options(options: ModelOptions, spec: str) -> None:
-    """The options a served model cannot take (they choose how a checkpoint is loaded here), and bounds."""
-    given = next((flag for field, flag in HF_ONLY.items() if getattr(options, field) is not None), None)
-    if given or options.dtype != "auto" or options.bf16:
-        flag = given or ("--dtype" if options.dtype != "auto" else "--bf16")
-        raise ModelError(f"{flag}: {spec} is served; the option applies to hf: checkpoints loaded here")
+    """A served model's bounds (the options it cannot take are refused by the resolver, from their declared
+    readers)."""
     if options.concurrency < 1 or options.retries < 0 or not 0 < options.request_timeout <= MAX_TIMEOUT_SECONDS:
         raise ModelError(f"--concurrency must be >= 1, --retries >= 0 and --request-timeout in "
                          f"(0, {MAX_TIMEOUT_SECONDS:g}] seconds")

@@ -41,9 +41,6 @@ from evaluator.models.generative import TemplatedVLM, Turn
 from evaluator.models.images import open_image
 from evaluator.models.options import ModelOptions
 
-# Options of hf: checkpoints that choose how transformers runs them: vLLM has its own (given by its flags)
-TRANSFORMERS_ONLY = {"attn_implementation": "--attn-implementation", "device_map": "--device-map",
-                     "bf16": "--bf16 (use --dtype bfloat16)", "workers": "--workers"}
 # The answer to an engine argument vlbench sets itself from its own flags or recipe
 SET_BY_VLBENCH = {"model": "--model", "tokenizer": "--model", "revision": "--revision", "dtype": "--dtype",
                   "seed": "--seed", "tensor_parallel_size": "--tensor-parallel-size",
@@ -58,10 +55,8 @@ _ENGINES: dict[str, object] = {}
 
 
 def check_vllm_options(options: ModelOptions, spec: str) -> None:
-    """Refuse the options a vllm: model cannot take, and bounds, before vLLM is imported."""
-    given = next((flag for field, flag in TRANSFORMERS_ONLY.items() if getattr(options, field)), None)
-    if given:
-        raise ModelError(f"{given}: {spec} runs on vLLM; the option applies to hf: checkpoints run by transformers")
+    """A vllm: model's bounds and engine arguments, checked before vLLM is imported (the options it cannot take
+    are refused by the resolver, from their declared readers)."""
     if options.tensor_parallel_size < 1 or options.data_parallel_size < 1:
         raise ModelError("--tensor-parallel-size and --data-parallel-size must be >= 1")
     if options.gpu_memory_utilization is not None and not 0 < options.gpu_memory_utilization <= 1:
