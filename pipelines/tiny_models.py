@@ -319,3 +319,39 @@ def write_tiny_siglip(path: Path) -> Path:
     minilm_tokenizer().save_pretrained(path)
     SiglipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(path)
     return Path(path)
+
+
+def write_tiny_paligemma(path: Path, seed: int = 0) -> Path:
+    """A PaliGemmaForConditionalGeneration (a SigLIP tower with 8 px patches on 32 px images, 16 image tokens; a
+    Gemma 2 decoder of hidden size 32) with its PaliGemmaProcessor and, as the published checkpoints, no chat
+    template: the family prompted by its prefix format (evaluator/models/families.py)."""
+    import torch
+    from transformers import (
+        PaliGemmaConfig,
+        PaliGemmaForConditionalGeneration,
+        PaliGemmaProcessor,
+        SiglipImageProcessorPil,
+    )
+
+    tokenizer = _char_tokenizer(["<unk>", "<pad>", "<bos>", "<eos>", "<image>"],
+                                {"pad_token": "<pad>", "bos_token": "<bos>", "eos_token": "<eos>",
+                                 "image_token": "<image>"})
+    torch.manual_seed(seed)
+    config = PaliGemmaConfig(
+        text_config={"model_type": "gemma2", "vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 37,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
+                     "max_position_embeddings": 512},
+        vision_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 4,
+                       "image_size": 32, "patch_size": 8, "projection_dim": 32},
+        image_token_index=4, projection_dim=32, hidden_size=32, pad_token_id=1, bos_token_id=2, eos_token_id=3,
+        architectures=["PaliGemmaForConditionalGeneration"])
+    PaliGemmaForConditionalGeneration(config).eval().save_pretrained(path)
+    image_processor = SiglipImageProcessorPil(size={"height": 32, "width": 32})
+    image_processor.image_seq_length = 16
+    PaliGemmaProcessor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(path)
+    return Path(path)
+
+
+# The families a tiny checkpoint of which the tests run (model type -> writer), for the docs' families table.
+TINY_FAMILIES = {"llava": write_tiny_llava, "llava_next": write_tiny_llava_next, "qwen2_vl": write_tiny_qwen2_vl,
+                 "paligemma": write_tiny_paligemma}

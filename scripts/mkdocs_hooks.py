@@ -8,6 +8,8 @@ generated from the code at build time, never written by hand.
   params dataclasses as `vlbench params BENCH` reads them.
 - `<!-- vlbench:model-options -->`: the model options (flag, default, which models read it, meaning), from
   their one declaration (evaluator/models/options.py).
+- `<!-- vlbench:families -->`: every image-text-to-text family of the installed transformers, how vlbench
+  prompts it and whether a tiny checkpoint of it runs in the tests (evaluator/models/families.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PARAMS_MARKER = re.compile(r"<!-- vlbench:params ([a-z0-9-]+) -->")
 MODEL_OPTIONS_MARKER = "<!-- vlbench:model-options -->"
+FAMILIES_MARKER = "<!-- vlbench:families -->"
+
+
+def families_table() -> str:
+    """The families table (evaluator.models.families.families_rows), tiny checkpoints from pipelines.tiny_models."""
+    from evaluator.models.families import families_rows
+    from pipelines.tiny_models import TINY_FAMILIES
+
+    rows = ["| family (model type) | processor | video part needs torchvision | prompted by | vllm: | tiny checkpoint "
+            "in the tests |", "|---|---|---|---|---|---|"]
+    for r in families_rows(set(TINY_FAMILIES)):
+        rows.append(f"| `{r['family']}` | {r['processor']} | {'yes' if r['video'] else 'no'} | {r['prompted_by']} | "
+                    f"{r['vllm']} | {'yes' if r['tested'] else '-'} |")
+    return "\n".join(rows)
 
 
 def cli_reference() -> str:
@@ -73,6 +89,8 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown: str, page, config, files):
+    if FAMILIES_MARKER in markdown:
+        markdown = markdown.replace(FAMILIES_MARKER, families_table())
     if MODEL_OPTIONS_MARKER in markdown:
         from evaluator.models.options import options_table
 

@@ -1,22 +1,30 @@
 """The token ids vlbench gives a generative model are those of the family's own processor: for each tiny
-family here (LLaVA-1.5's template, Qwen2-VL's ChatML, and a template that writes BOS itself, in the shape of
-Gemma 3's, Idefics3's, Llama 3.2 Vision's and Aya Vision's, over a tokenizer that adds BOS), the ids of a turn
+family here (LLaVA-1.5's template, LLaVA-NeXT, Qwen2-VL's ChatML, and a template that writes BOS itself, in the
+shape of Gemma 3's, Idefics3's, Llama 3.2 Vision's and Aya Vision's, over a tokenizer that adds BOS), the ids of a turn
 with an image equal `processor.apply_chat_template(..., tokenize=True)` on the same messages (one BOS), and one
 greedy answer and one continuation's log-likelihood equal a plain transformers call on those ids.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import assert_one_error_line
 from PIL import Image
 
 from evaluator.models.generative import GenerativeVLM, Turn
 from evaluator.models.options import ModelOptions
 from evaluator.models.spec import hf_config
-from pipelines.tiny_models import LLAVA_CHAT_TEMPLATE, write_tiny_llava, write_tiny_qwen2_vl
+from pipelines.tiny_models import (
+    LLAVA_CHAT_TEMPLATE,
+    TINY_FAMILIES,
+    write_tiny_llava,
+    write_tiny_llava_next,
+    write_tiny_qwen2_vl,
+)
 
 
 def write_bos_llava(path: Path) -> Path:
@@ -33,7 +41,8 @@ def write_bos_llava(path: Path) -> Path:
     return path
 
 
-FAMILIES = {"llava": write_tiny_llava, "qwen2-vl": write_tiny_qwen2_vl, "bos-template": write_bos_llava}
+FAMILIES = {"llava": write_tiny_llava, "llava-next": write_tiny_llava_next, "qwen2-vl": write_tiny_qwen2_vl,
+            "bos-template": write_bos_llava}
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
@@ -84,3 +93,67 @@ def test_an_answer_and_a_score_equal_a_plain_transformers_call(family):
     start = enc["input_ids"].shape[1]
     expected = sum(float(logprobs[start - 1 + i, t]) for i, t in enumerate(continuation))
     assert score == pytest.approx(expected, abs=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# A family without a chat template, prompted by its documented prefix: PaliGemma
+
+@pytest.fixture(scope="module")
+def paligemma(tmp_path_factory):
+    from pipelines.tiny_models import write_tiny_paligemma
+
+    path = write_tiny_paligemma(tmp_path_factory.mktemp("paligemma") / "model")
+    image = tmp_path_factory.mktemp("pali-image") / "x.png"
+    Image.new("RGB", (40, 30), (20, 130, 90)).save(image)
+    return path, image
+
+
+def test_paligemma_is_asked_in_its_prefix_format(paligemma, cli, built, sample_sources, tmp_path):
+    path, _ = paligemma
+    out = tmp_path / "p.json"
+    code, _, err = cli("predict", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco", "--model",
+                       f"hf:{path}", "--limit", "3", "--out", out, "--log-samples")
+    assert code == 0, err
+    samples = [json.loads(line) for line in out.with_suffix(".samples.jsonl").read_text().splitlines()]
+    assert all(s["prompt"].startswith("answer en ") and "\n" not in s["prompt"] for s in samples)
+    assert json.loads(out.with_suffix(".meta.json").read_text())["asked"]["prompt_template"] == "answer en {question}"
+
+
+def test_a_paligemma_answer_is_scored_as_its_causal_suffix(paligemma):
+    """The golden: the processor's own encoding of the answer as a suffix (`PaliGemmaProcessor(suffix=...)`,
+    token type 1, its trailing EOS dropped), run through the model in one plain forward pass."""
+    path, image = paligemma
+    vlm = GenerativeVLM(str(path), hf_config(str(path)), ModelOptions(max_new_tokens=4))
+    turn = Turn("answer en What colour is it?", (image,))
+    (score,) = vlm.score([turn], [["green"]])[0]
+    picture = Image.open(image).convert("RGB")
+    enc = dict(vlm.processor(text=[turn.text], images=[[picture]], suffix=["green"], return_tensors="pt"))
+    enc.pop("labels")
+    enc = {k: (v[:, :-1] if k in ("input_ids", "attention_mask", "token_type_ids") else v) for k, v in enc.items()}
+    suffix = enc["token_type_ids"][0].tolist().index(1)
+    with torch.inference_mode():
+        logprobs = torch.log_softmax(vlm.model(**enc).logits.float(), dim=-1)[0]
+    ids = enc["input_ids"][0].tolist()
+    expected = sum(float(logprobs[k - 1, ids[k]]) for k in range(suffix, len(ids)))
+    assert score == pytest.approx(expected, abs=1e-4)
+    answer = vlm.generate([turn])[0]
+    plain = dict(vlm.processor(text=[turn.text], images=[[picture]], return_tensors="pt"))
+    plain.pop("labels", None)
+    with torch.inference_mode():
+        out = vlm.model.generate(**plain, max_new_tokens=4, do_sample=False)
+    assert answer == vlm.tokenizer.decode(out[0, plain["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def test_paligemma_through_vllm_or_with_a_system_turn_is_one_line(paligemma, cli, built, sample_sources, tmp_path):
+    path, _ = paligemma
+    for args, needle in ((("--model", f"vllm:{path}"), "prompted by its prefix format, which vllm: does not build"),
+                         (("--model", f"hf:{path}", "--system-prompt", "Be brief."), "--system-prompt:")):
+        code, _, err = cli("predict", "vqa-v2", "--data", built("vqa-v2"), "--out", tmp_path / "p.json", "--limit", "1",
+                           "--images", sample_sources / "coco", *args)
+        assert_one_error_line(code, err, [needle])
+
+
+def test_the_tiny_families_the_docs_list_are_those_families(tmp_path):
+    """The docs' families table marks these model types as run in the tests: each writer makes that family."""
+    for model_type, write in TINY_FAMILIES.items():
+        assert hf_config(str(write(tmp_path / model_type))).model_type == model_type

@@ -72,9 +72,11 @@ def template_fields(template: str) -> list[str]:
     return [name for name, _, _ in parsed]
 
 
-def prompt_template(options: ModelOptions, ask: Ask, benchmark: str) -> str:
-    """`--prompt` (or the benchmark's default), checked: every {field} must be one the benchmark has."""
-    template = options.prompt if options.prompt is not None else ask.default_prompt
+def prompt_template(options: ModelOptions, ask: Ask, benchmark: str, family=None) -> str:
+    """`--prompt` (or the default: the family's prefix format where it has one, evaluator/models/families.py, else
+    the benchmark's), checked: every {field} must be one the benchmark has."""
+    default = ask.default_prompt if family is None else family.default_prompt(ask)
+    template = options.prompt if options.prompt is not None else default
     unknown = [f for f in template_fields(template) if f not in ask.fields]
     if unknown:
         known = ", ".join("{" + f + "}" for f in ask.fields) or "none"

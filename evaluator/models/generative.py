@@ -23,6 +23,7 @@ from pathlib import Path
 from builders.model_files import load_pretrained
 from core.errors import ModelError
 from evaluator.models.backend import VLMBackend
+from evaluator.models.families import prefix_format
 from evaluator.models.images import open_image
 from evaluator.models.options import ModelOptions
 from evaluator.models.reasoning import ANSWER_WRAPPERS, DEFAULT_TAGS, Reasoning, answer_budget, thinking_switched_on
@@ -141,11 +142,20 @@ class TemplatedVLM(VLMBackend):
             self.tokenizer.pad_token = self.tokenizer.eos_token
         if chat_template is not None:
             self.processor.chat_template = chat_template
-        if getattr(self.processor, "chat_template", None) is None:
-            raise ModelError(f"{self.spec}: the processor has no chat template (not an instruction-tuned VLM?); "
-                             "--chat-template FILE gives one")
+        self.prefix_format = prefix_format(config, chat_template)
         self.template_kwargs = dict(options.chat_template_kwargs)
-        check_template_reads(self.template_kwargs, _template_text(self.processor.chat_template), self.spec)
+        if self.prefix_format is not None:  # prompted by its documented prefix (evaluator/models/families.py)
+            given = "--system-prompt" if options.system_prompt else "--chat-template-kwarg" if self.template_kwargs \
+                else None
+            if given:
+                raise ModelError(f"{given}: {self.spec} is prompted by its {config.model_type} prefix format, which "
+                                 "has no system turn and no chat template")
+        elif getattr(self.processor, "chat_template", None) is None:
+            raise ModelError(f"{self.spec}: the processor has no chat template and a {config.model_type} model has no "
+                             "documented prompt format here (not an instruction-tuned VLM?); --chat-template FILE "
+                             "gives one")
+        else:
+            check_template_reads(self.template_kwargs, _template_text(self.processor.chat_template), self.spec)
         self.reasoning = Reasoning(options.reasoning_tags or DEFAULT_TAGS)
         self.thinking_opened = self.reasoning.opened_by(self.prompt_text(Turn("?")))
         self.thinking = self.thinking_opened is not None or thinking_switched_on(self.template_kwargs)
@@ -193,7 +203,9 @@ class TemplatedVLM(VLMBackend):
 
     def prompt_text(self, turn: Turn) -> str:
         """The chat-template text of one user turn with its images inside the message, ready for the
-        assistant's answer."""
+        assistant's answer (a prefix-format family: the turn's text, which its processor frames itself)."""
+        if self.prefix_format is not None:
+            return turn.text
         try:
             text = self.processor.apply_chat_template(self._messages(turn), add_generation_prompt=True,
                                                       tokenize=False, **self.template_kwargs)
@@ -215,6 +227,8 @@ class TemplatedVLM(VLMBackend):
         "ASSISTANT:" is followed by a space; ChatML's "assistant\\n" by nothing): the beginning of every
         answer as the template writes one, so a scored continuation is the text a server sees in an
         assistant message (whitespace only; a template's own text, a thinking block, is not an answer's)."""
+        if self._lead is None and self.prefix_format is not None:
+            self._lead = ""
         if self._lead is None:
             user = [{"role": "user", "content": [{"type": "text", "text": "?"}]}]
             marker = "\u2063"  # an invisible separator no template writes itself
@@ -230,6 +244,11 @@ class TemplatedVLM(VLMBackend):
                 len(ask):] else ""
             self._lead = lead if not lead.strip() else ""
         return self._lead
+
+    @property
+    def answer_token_type(self) -> int:
+        """The token type of an answer's tokens (PaliGemma's suffix: 1; 0 for every other family)."""
+        return self.prefix_format.suffix_token_type if self.prefix_format is not None else 0
 
     def special_tokens(self, prompts: list[str]) -> dict:
         """The processor's tokenizer keyword for templated prompts: a template that writes the BOS token itself
@@ -269,7 +288,8 @@ class TemplatedVLM(VLMBackend):
         VisDial's scoring time); where the two tokenisations disagree at the seam, the lead and text
         alone. The tokenizer is called on the whole lists at once (a fast tokenizer encodes in parallel)."""
         lead = self.answer_lead
-        tails = [p[-SEAM_CHARACTERS:] for p in prompts]
+        after = self.prefix_format.after_prompt if self.prefix_format is not None else ""  # the processor's own
+        tails = [(p + after)[-SEAM_CHARACTERS:] for p in prompts]
         distinct = list(dict.fromkeys(tails))
         contexts = dict(zip(distinct, self._batch_ids(distinct)))
         out = []
@@ -410,8 +430,10 @@ class GenerativeVLM(TemplatedVLM):
         images = [[open_image(source) for source in t.images] for t in turns]
         kwargs = {"images": images} if any(images) else {}
         texts = [self.prompt_text(t) for t in turns]
-        return dict(self.processor(text=texts, return_tensors="pt", padding=True, padding_side=padding_side,
-                                   **kwargs, **self.special_tokens(texts)))
+        enc = dict(self.processor(text=texts, return_tensors="pt", padding=True, padding_side=padding_side,
+                                  **kwargs, **self.special_tokens(texts)))
+        enc.pop("labels", None)  # PaliGemma's processor adds training labels: never a model input here
+        return enc
 
     def to_device(self, enc: dict) -> dict:
         import torch
@@ -464,7 +486,7 @@ class GenerativeVLM(TemplatedVLM):
         def prepare(idx: list[int]):
             conts = self.continuation_ids([self.prompt_text(turns[i]) for i in idx], [continuations[i] for i in idx])
             return append_continuations(self._encode([turns[i] for i in idx], "left"), conts,
-                                        self.tokenizer.pad_token_id)
+                                        self.tokenizer.pad_token_id, self.answer_token_type)
 
         batches = [order[b:b + self.batch_size] for b in range(0, len(order), self.batch_size)]
         with torch.inference_mode():
@@ -582,10 +604,12 @@ def _size_dict(size) -> dict:
     return {k: v for k, v in items if v is not None}
 
 
-def append_continuations(enc: dict, continuations: list[list[int]], pad_id: int) -> tuple[dict, list]:
+def append_continuations(enc: dict, continuations: list[list[int]], pad_id: int, token_type: int = 0,
+                         ) -> tuple[dict, list]:
     """Left-padded prompts + their continuations -> each row `prompt + continuation` from position 0,
     right-padded. Per-token tensors (ids, mask, token types) move with the tokens; the rest (pixels,
-    image grids) stay. Returns the encoding and per row (continuation start, continuation ids)."""
+    image grids) stay; a continuation's tokens get `token_type` (PaliGemma's suffix: 1) in the token-type
+    tensors and 0 in the others. Returns the encoding and per row (continuation start, continuation ids)."""
     import torch
 
     ids, mask = enc["input_ids"], enc["attention_mask"]
@@ -600,5 +624,7 @@ def append_continuations(enc: dict, continuations: list[list[int]], pad_id: int)
             out[k][r, :n] = enc[k][r, ids.shape[1] - n:]
         out["input_ids"][r, n:n + len(cont)] = torch.as_tensor(cont)
         out["attention_mask"][r, n:n + len(cont)] = 1
+        if "token_type_ids" in out:
+            out["token_type_ids"][r, n:n + len(cont)] = token_type
         spans.append((n, cont))
     return {**enc, **out}, spans

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from core.errors import ModelError
 from evaluator.models.ask import CHOICE_MODES
+from evaluator.models.families import prefix_format
 from evaluator.models.generative import is_generative
 from evaluator.models.model import as_model
 from evaluator.models.options import ModelOptions, reader_kind, readers_text, unread_option
@@ -62,7 +63,7 @@ def _check_readers(spec: str, kind: str, config, options: ModelOptions) -> None:
         raise ModelError(f"{unread.shown}: {spec} does not read it (it applies to {readers_text(unread)})")
 
 
-def _adapter(task, spec: str, load_vlm, options: ModelOptions, choice_mode: str):
+def _adapter(task, spec: str, load_vlm, options: ModelOptions, choice_mode: str, family=None):
     """A GenerativeAdapter asking `task`'s Ask of the backend `load_vlm()` returns (loaded on the first
     predict, once every image and video file is found). Checked before any weight is loaded: that the
     task can ask a generative model, the prompt template and the video folder."""
@@ -71,7 +72,7 @@ def _adapter(task, spec: str, load_vlm, options: ModelOptions, choice_mode: str)
 
     if task.generative is None:
         raise ModelError(f"{spec}: a generative model cannot answer {task.name}: {task.generative_reason}")
-    template = prompt_template(options, task.generative, task.name)
+    template = prompt_template(options, task.generative, task.name, family)
     videos = None if options.videos is None else VideoFolder(options.videos)
     judge = None if options.judge is None else _judge(options)
     return GenerativeAdapter(load_vlm, task.generative, template, options, videos, choice_mode, judge)
@@ -123,7 +124,8 @@ def _hf_generative(task, name: str, config, options: ModelOptions):
 
     chat_template = read_chat_template(options.chat_template)
     mode = _choice_mode(options, "loglik")
-    return _adapter(task, f"hf:{name}", lambda: GenerativeVLM(name, config, options, chat_template), options, mode)
+    return _adapter(task, f"hf:{name}", lambda: GenerativeVLM(name, config, options, chat_template), options, mode,
+                    prefix_format(config, chat_template))
 
 
 def _vllm(task, name: str, options: ModelOptions):
@@ -137,6 +139,9 @@ def _vllm(task, name: str, options: ModelOptions):
     if not is_generative(config):
         raise ModelError(f"{spec}: a {config.model_type} model is not an image-text-to-text VLM (vllm: runs those)")
     chat_template = read_chat_template(options.chat_template)
+    if prefix_format(config, chat_template) is not None:
+        raise ModelError(f"{spec}: a {config.model_type} model is prompted by its prefix format, which vllm: does not "
+                         f"build; run it as hf:{name}")
     mode = _choice_mode(options, "loglik")
     return _adapter(task, spec, lambda: VllmVLM(name, config, options, chat_template), options, mode)
 

@@ -240,7 +240,7 @@ class GenerativeProbe(VisionBiasProbe):
         rows = [(i, s) for i in range(len(pixels)) for s in range(len(plan.sequences))]
         prompt = self._encode([sizes[i] for i, _ in rows])
         enc, spans = append_continuations(prompt, [list(plan.sequences[s]) for _, s in rows],
-                                          self.tokenizer.pad_token_id)
+                                          self.tokenizer.pad_token_id, self.vlm.answer_token_type)
         gather = plan.gather
         gather_ids = torch.as_tensor(gather, dtype=torch.long, device=self.device)
         # the vocabulary only where a token is read: each continuation's positions and its end
