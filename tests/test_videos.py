@@ -157,8 +157,8 @@ def test_frames_of_one_video_are_decoded_once_and_shown_in_order(socialiq, monke
 def test_videos_where_a_benchmark_has_none_or_a_model_reads_none_is_one_line(cli, socialiq, tmp_path):
     code, _, err = cli("predict", "socialiq", "--data", socialiq["built"], "--model", "baseline:majority",
                        "--out", tmp_path / "p.json", "--videos", socialiq["videos"])
-    assert code == 2 and err.strip() == "error: --videos: baseline:majority does not read videos " \
-                                        "(generative hf: models do)"
+    assert code == 2 and err.strip() == "error: --videos: baseline:majority does not read it (it applies to " \
+                                        "generative hf:, vllm: and openai: models)"
     code, _, err = cli("predict", "socialiq", "--data", socialiq["built"], "--model", f"hf:{socialiq['model']}",
                        "--out", tmp_path / "p.json", "--videos", tmp_path / "absent")
     assert code == 2 and err.strip() == f"error: --videos {tmp_path / 'absent'}: not a folder"

@@ -165,7 +165,7 @@ def readers_text(option: Option) -> str:
     names = {"hf-generative": "generative hf:", "hf": "hf: task heads", "vllm": "vllm:", "openai": "openai:",
              "baseline": "baseline:", "py": "py:", "features": "features:"}
     if option.readers == GENERATIVE:
-        return "generative models (hf:, vllm:, openai:)"
+        return "generative hf:, vllm: and openai: models"
     return ", ".join(names[k] for k in KINDS if k in option.readers)
 
 
