@@ -157,3 +157,40 @@ def test_the_tiny_families_the_docs_list_are_those_families(tmp_path):
     """The docs' families table marks these model types as run in the tests: each writer makes that family."""
     for model_type, write in TINY_FAMILIES.items():
         assert hf_config(str(write(tmp_path / model_type))).model_type == model_type
+
+
+def test_a_processor_loaded_without_its_video_part_keeps_its_saved_settings(tmp_path):
+    """Without torchvision a LLaVA-OneVision processor is rebuilt from its image and text parts: the settings
+    its processor_config.json saves (the image-token count, the feature strategy, the aspect-ratio rule) are
+    kept, not replaced by the class defaults (None, None, anyres_max_9)."""
+    import importlib.util
+
+    from transformers import (
+        LlavaOnevisionConfig,
+        LlavaOnevisionImageProcessorPil,
+        LlavaOnevisionProcessor,
+    )
+
+    from evaluator.models.generative import load_processor
+    from pipelines.tiny_models import _char_tokenizer
+
+    if importlib.util.find_spec("torchvision") is not None:
+        pytest.skip("torchvision is installed: the processor loads whole (the locked environment has none)")
+    LlavaOnevisionConfig().save_pretrained(tmp_path)
+    tokenizer = _char_tokenizer(["<unk>", "<pad>", "<s>", "</s>", "<image>", "<video>"],
+                                {"pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>",
+                                 "image_token": "<image>", "video_token": "<video>"})
+    attributes = ["image_processor", "tokenizer"]
+    saving = type("LlavaOnevisionProcessor", (LlavaOnevisionProcessor,),
+                  {"get_attributes": classmethod(lambda cls: attributes)})
+    saving(image_processor=LlavaOnevisionImageProcessorPil(), tokenizer=tokenizer, num_image_tokens=7,
+           vision_feature_select_strategy="full", vision_aspect_ratio="anyres_max_4",
+           chat_template=LLAVA_CHAT_TEMPLATE).save_pretrained(tmp_path)
+    # as the hub's checkpoints: a video processor beside it, which needs torchvision
+    (tmp_path / "video_preprocessor_config.json").write_text(json.dumps(
+        {"video_processor_type": "LlavaOnevisionVideoProcessor", "processor_class": "LlavaOnevisionProcessor"}))
+    processor, note = load_processor(str(tmp_path), LlavaOnevisionConfig())
+    assert "torchvision" in note
+    assert (processor.num_image_tokens, processor.vision_feature_select_strategy, processor.vision_aspect_ratio) == (
+        7, "full", "anyres_max_4")
+    assert processor.chat_template == LLAVA_CHAT_TEMPLATE

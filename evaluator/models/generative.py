@@ -75,27 +75,39 @@ def is_generative(config) -> bool:
     return config.model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
 
-def _image_only_processor(path: str, config):
+def _image_only_processor(path: str, config, spec: str):
     """The processor without its video part, for installs without torchvision: the image processor,
-    the tokenizer and the chat template of the checkpoint, in the checkpoint's processor class."""
+    the tokenizer and the chat template of the checkpoint, in the checkpoint's processor class, with the
+    settings its processor_config.json saves (LLaVA-OneVision's image-token count, InternVL's image sequence
+    length...). A processor that cannot be built without its video part (its image processor or its
+    constructor needs torchvision) is one error line saying to install torchvision."""
     import transformers
     from transformers import AutoImageProcessor, AutoTokenizer
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
     base = getattr(transformers, PROCESSOR_MAPPING_NAMES.get(config.model_type, ""), None)
     if base is None:
-        raise ModelError(f"hf:{path}: no processor class known for a {config.model_type} model")
+        raise ModelError(f"{spec}: no processor class known for a {config.model_type} model")
     attributes = [a for a in base.get_attributes() if "video" not in a]
     if set(attributes) != {"image_processor", "tokenizer"}:
-        raise ModelError(f"hf:{path}: the {base.__name__} needs torchvision for more than videos; install torchvision")
+        raise ModelError(f"{spec}: the {base.__name__} needs torchvision for more than videos; pip install torchvision")
     image_only = type(f"ImageOnly{base.__name__}", (base,), {"get_attributes": classmethod(lambda cls: attributes)})
     template = None
     jinja = Path(path) / "chat_template.jinja"
     if jinja.is_file():
         template = jinja.read_text()
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    return image_only(image_processor=AutoImageProcessor.from_pretrained(path), tokenizer=tokenizer,
-                      chat_template=template or getattr(tokenizer, "chat_template", None))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        image_processor = AutoImageProcessor.from_pretrained(path)
+        saved, _ = base.get_processor_dict(path)
+        for key in (*base.get_attributes(), "chat_template", "auto_map", "processor_class"):
+            saved.pop(key, None)  # the parts (built here, the video part left out) and what is passed below
+        return image_only.from_args_and_dict([image_processor, tokenizer], saved,
+                                             chat_template=template or getattr(tokenizer, "chat_template", None))
+    except (ImportError, OSError, ValueError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ModelError(f"{spec}: the {base.__name__} cannot be built without torchvision ({first[:200]}); "
+                         "pip install torchvision") from None
 
 
 def load_processor(path: str, config, revision: str | None = None, spec: str | None = None,
@@ -109,7 +121,7 @@ def load_processor(path: str, config, revision: str | None = None, spec: str | N
         if "torchvision" not in str(exc).lower():
             raise ModelError(f"{spec or 'hf:' + path}: cannot load the processor "
                              f"({str(exc).strip().splitlines()[0]})") from None
-    return _image_only_processor(path, config), (
+    return _image_only_processor(path, config, spec or f"hf:{path}"), (
         "the processor's video part needs torchvision (not installed): loaded its image and text parts only "
         "(no benchmark here reads video)")
 
