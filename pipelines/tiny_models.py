@@ -352,6 +352,35 @@ def write_tiny_paligemma(path: Path, seed: int = 0) -> Path:
     return Path(path)
 
 
+def write_tiny_mllama(path: Path, seed: int = 0) -> Path:
+    """A MllamaForConditionalGeneration (Llama 3.2 Vision's shape: a tiled vision tower of 28 px tiles, at most 2,
+    a decoder of 3 layers whose second cross-attends to the image) with its MllamaProcessor and a chat template
+    that, as Llama 3.2 Vision's, writes BOS itself."""
+    import torch
+    from transformers import MllamaConfig, MllamaForConditionalGeneration, MllamaImageProcessorPil, MllamaProcessor
+
+    tokenizer = _char_tokenizer(["<unk>", "<pad>", "<|begin_of_text|>", "<|eot_id|>", "<|image|>"],
+                                {"pad_token": "<pad>", "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>",
+                                 "image_token": "<|image|>"})
+    torch.manual_seed(seed)
+    config = MllamaConfig(
+        vision_config={"hidden_size": 32, "num_hidden_layers": 2, "num_global_layers": 1, "attention_heads": 4,
+                       "intermediate_size": 37, "vision_output_dim": 64, "image_size": 28, "patch_size": 14,
+                       "max_num_tiles": 2, "intermediate_layers_indices": [0],
+                       "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]]},
+        text_config={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 3,
+                     "num_attention_heads": 4, "num_key_value_heads": 2, "cross_attention_layers": [1],
+                     "max_position_embeddings": 512, "pad_token_id": 1, "bos_token_id": 2, "eos_token_id": 3},
+        image_token_index=4, architectures=["MllamaForConditionalGeneration"])
+    MllamaForConditionalGeneration(config).eval().save_pretrained(path)
+    template = ("<|begin_of_text|>{% for m in messages %}{{ m['role'] }}: {% for c in m['content'] %}"
+                "{% if c['type'] == 'image' %}<|image|>{% else %}{{ c['text'] }}{% endif %}{% endfor %}\n{% endfor %}"
+                "{% if add_generation_prompt %}assistant:{% endif %}")
+    MllamaProcessor(image_processor=MllamaImageProcessorPil(size={"height": 28, "width": 28}, max_image_tiles=2),
+                    tokenizer=tokenizer, chat_template=template).save_pretrained(path)
+    return Path(path)
+
+
 # The families a tiny checkpoint of which the tests run (model type -> writer), for the docs' families table.
 TINY_FAMILIES = {"llava": write_tiny_llava, "llava_next": write_tiny_llava_next, "qwen2_vl": write_tiny_qwen2_vl,
-                 "paligemma": write_tiny_paligemma}
+                 "paligemma": write_tiny_paligemma, "mllama": write_tiny_mllama}

@@ -1,6 +1,6 @@
 """The token ids vlbench gives a generative model are those of the family's own processor: for each tiny
-family here (LLaVA-1.5's template, LLaVA-NeXT, Qwen2-VL's ChatML, and a template that writes BOS itself, in the
-shape of Gemma 3's, Idefics3's, Llama 3.2 Vision's and Aya Vision's, over a tokenizer that adds BOS), the ids of a turn
+family here (LLaVA-1.5's template, LLaVA-NeXT, Qwen2-VL's ChatML, Llama 3.2 Vision's Mllama with its per-token
+cross-attention mask, and a template that writes BOS itself, in the shape of Gemma 3's, Idefics3's, Llama 3.2 Vision's and Aya Vision's, over a tokenizer that adds BOS), the ids of a turn
 with an image equal `processor.apply_chat_template(..., tokenize=True)` on the same messages (one BOS), and one
 greedy answer and one continuation's log-likelihood equal a plain transformers call on those ids.
 """
@@ -23,6 +23,7 @@ from pipelines.tiny_models import (
     TINY_FAMILIES,
     write_tiny_llava,
     write_tiny_llava_next,
+    write_tiny_mllama,
     write_tiny_qwen2_vl,
 )
 
@@ -42,7 +43,7 @@ def write_bos_llava(path: Path) -> Path:
 
 
 FAMILIES = {"llava": write_tiny_llava, "llava-next": write_tiny_llava_next, "qwen2-vl": write_tiny_qwen2_vl,
-            "bos-template": write_bos_llava}
+            "bos-template": write_bos_llava, "mllama": write_tiny_mllama}
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
@@ -80,18 +81,20 @@ def test_an_answer_and_a_score_equal_a_plain_transformers_call(family):
     with torch.inference_mode():
         out = vlm.model.generate(**enc, max_new_tokens=6, do_sample=False, pad_token_id=vlm.tokenizer.pad_token_id)
     assert answer == vlm.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-    (score,) = vlm.score([turn], [["two"]])[0]
-    continuation = vlm.continuation_ids([vlm.prompt_text(turn)], ["two"])[0]
-    full = {k: v for k, v in enc.items()}
-    full["input_ids"] = torch.cat([enc["input_ids"], torch.tensor([continuation])], dim=1)
-    full["attention_mask"] = torch.ones_like(full["input_ids"])
-    for key in ("mm_token_type_ids", "token_type_ids"):
-        if key in enc:
-            full[key] = torch.cat([enc[key], torch.zeros((1, len(continuation)), dtype=enc[key].dtype)], dim=1)
+    # the golden: the processor's own encoding of the prompt with the answer written after it (its token types,
+    # Llama 3.2 Vision's cross-attention mask...), run through the model in one plain forward pass
+    (score,) = vlm.score([turn], [["two", "three"]])[0][:1]
+    prompt = vlm.prompt_text(turn)
+    picture = [[Image.open(image).convert("RGB")]]
+    whole = dict(vlm.processor(text=[prompt + vlm.answer_lead + "two"], images=picture, return_tensors="pt",
+                               **vlm.special_tokens([prompt])))
+    start = vlm.processor(text=[prompt], images=picture, return_tensors="pt", **vlm.special_tokens([prompt]))[
+        "input_ids"].shape[1]
+    ids = whole["input_ids"][0].tolist()
+    assert ids[start:] == vlm.continuation_ids([prompt], ["two"])[0]
     with torch.inference_mode():
-        logprobs = torch.log_softmax(vlm.model(**full).logits.float(), dim=-1)[0]
-    start = enc["input_ids"].shape[1]
-    expected = sum(float(logprobs[start - 1 + i, t]) for i, t in enumerate(continuation))
+        logprobs = torch.log_softmax(vlm.model(**whole).logits.float(), dim=-1)[0]
+    expected = sum(float(logprobs[k - 1, ids[k]]) for k in range(start, len(ids)))
     assert score == pytest.approx(expected, abs=1e-4)
 
 

@@ -619,21 +619,27 @@ def _size_dict(size) -> dict:
 def append_continuations(enc: dict, continuations: list[list[int]], pad_id: int, token_type: int = 0,
                          ) -> tuple[dict, list]:
     """Left-padded prompts + their continuations -> each row `prompt + continuation` from position 0,
-    right-padded. Per-token tensors (ids, mask, token types) move with the tokens; the rest (pixels,
-    image grids) stay; a continuation's tokens get `token_type` (PaliGemma's suffix: 1) in the token-type
-    tensors and 0 in the others. Returns the encoding and per row (continuation start, continuation ids)."""
+    right-padded. Per-token tensors (ids, mask, token types; a per-token mask over images, Llama 3.2 Vision's
+    cross-attention mask) move with the tokens; the rest (pixels, image grids) stay. A continuation's tokens
+    get `token_type` (PaliGemma's suffix: 1) in the token-type tensors, 0 in the other per-token ids, and in a
+    per-token image mask the last prompt token's row (what transformers' generation does for each new token
+    of Llama 3.2 Vision: an answer sees the images its prompt saw). Returns the encoding and per row
+    (continuation start, continuation ids)."""
     import torch
 
     ids, mask = enc["input_ids"], enc["attention_mask"]
-    per_token = [k for k, v in enc.items() if hasattr(v, "shape") and tuple(v.shape) == tuple(ids.shape)]
+    per_token = [k for k, v in enc.items() if hasattr(v, "shape") and tuple(v.shape[:2]) == tuple(ids.shape)
+                 and (v.dim() == 2 or k.endswith("attention_mask"))]
     lengths = mask.sum(dim=1).tolist()
     width = max(n + len(c) for n, c in zip(lengths, continuations))
-    out = {k: torch.zeros((ids.shape[0], width), dtype=enc[k].dtype) for k in per_token}
+    out = {k: torch.zeros((ids.shape[0], width, *enc[k].shape[2:]), dtype=enc[k].dtype) for k in per_token}
     out["input_ids"].fill_(pad_id)
     spans = []
     for r, (n, cont) in enumerate(zip(lengths, continuations)):
         for k in per_token:
             out[k][r, :n] = enc[k][r, ids.shape[1] - n:]
+            if enc[k].dim() > 2:  # an image mask per token: the continuation sees what the prompt's last token saw
+                out[k][r, n:n + len(cont)] = enc[k][r, -1]
         out["input_ids"][r, n:n + len(cont)] = torch.as_tensor(cont)
         out["attention_mask"][r, n:n + len(cont)] = 1
         if "token_type_ids" in out:
