@@ -1,8 +1,10 @@
 """The token ids vlbench gives a generative model are those of the family's own processor: for each tiny
 family here (LLaVA-1.5's template, LLaVA-NeXT, Qwen2-VL's ChatML, Llama 3.2 Vision's Mllama with its per-token
-cross-attention mask, and a template that writes BOS itself, in the shape of Gemma 3's, Idefics3's, Llama 3.2 Vision's and Aya Vision's, over a tokenizer that adds BOS), the ids of a turn
-with an image equal `processor.apply_chat_template(..., tokenize=True)` on the same messages (one BOS), and one
-greedy answer and one continuation's log-likelihood equal a plain transformers call on those ids.
+cross-attention mask, and a template that writes BOS itself, in the shape of Gemma 3's, Idefics3's and Aya
+Vision's, over a tokenizer that adds BOS), the ids of a turn with an image equal
+`processor.apply_chat_template(..., tokenize=True)` on the same messages (one BOS), and one greedy answer and one
+continuation's log-likelihood equal a plain transformers call (the processor's own encoding of the prompt with the
+answer after it).
 """
 
 from __future__ import annotations
