@@ -56,8 +56,10 @@ def test_lmms_eval_gqa_logs_score_as_the_same_submission(gqa, gqa_rows, cli, tmp
     for key in ("acc_all", "acc_head", "acc_tail", "delta_tail_head"):
         assert got[key] == golden[key], key
     assert got["input"] == {"format": "lmms-eval", "rows": len(samples), "in_split": len(gqa_rows),
-                            "outside_split": 2, "first_outside": "999999991",
-                            "answers": "first line of the output, trimmed, one trailing period removed; lower case"}
+                            "outside_split": 2, "first_outside": "999999991", "unfinished_answers": 0,
+                            "answers": "thinking removed (<think>...</think>, \u25c1think\u25b7...\u25c1/think\u25b7, "
+                                       "<thinking>...</thinking>, <reasoning>...</reasoning>, <thought>...</thought>); "
+                                       "first line of the output, trimmed, one trailing period removed; lower case"}
     old = tmp_path / "gqa.json"  # the older layout: one JSON object with the task's config and `logs`
     old.write_text(json.dumps({"args": {}, "model_configs": {"task": "gqa"}, "logs": samples}))
     assert _score(cli, tmp_path, gqa, old)["acc_all"] == golden["acc_all"]
@@ -121,3 +123,25 @@ def test_bad_harness_input_is_one_line(gqa, cli, tmp_path, built):
     socialiq = built("socialiq")
     code, _, err = cli("evaluate", "socialiq", "--data", socialiq, "--predictions", broken, "--format", "lmms-eval")
     assert code == 2 and "socialiq has no lmms-eval counterpart" in err
+
+
+def test_a_reasoning_models_log_scores_as_its_answers(gqa, gqa_rows, cli, tmp_path):
+    """A log of a thinking model (lmms-eval's filtered responses keep the thinking unless its --reasoning_tags
+    strip it): the thinking is removed before the answer is read, so it scores as its answers; an answer cut
+    off inside its thinking is empty (wrong) and counted; other markers are given with --reasoning-tags."""
+    golden = _score(cli, tmp_path, gqa, _vlbench(tmp_path / "golden.json", gqa_rows))
+    doc = {"imageId": "n1", "question": "?", "answer": "a"}
+    thinking = [_lmms_sample(n, {**doc, "id": q}, f"<think>\nI look at it.\n</think>\n\n{a}")
+                for n, (q, a) in enumerate(gqa_rows)]
+    path = tmp_path / "samples_gqa_thinking.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in thinking))
+    got = _score(cli, tmp_path, gqa, path)
+    assert got["acc_all"] == golden["acc_all"] and got["input"]["unfinished_answers"] == 0
+    cut = [{**s, "filtered_resps": ["<think>\nI look at"]} if n == 0 else s for n, s in enumerate(thinking)]
+    path.write_text("".join(json.dumps(s) + "\n" for s in cut))
+    expected = _score(cli, tmp_path, gqa, _vlbench(tmp_path / "cut.json", [(gqa_rows[0][0], ""), *gqa_rows[1:]]))
+    got = _score(cli, tmp_path, gqa, path)
+    assert got["input"]["unfinished_answers"] == 1 and got["acc_all"] == expected["acc_all"]
+    plan = [_lmms_sample(n, {**doc, "id": q}, f"[plan]I look.[/plan]{a}") for n, (q, a) in enumerate(gqa_rows)]
+    path.write_text("".join(json.dumps(s) + "\n" for s in plan))
+    assert _score(cli, tmp_path, gqa, path, "--reasoning-tags", "[plan],[/plan]")["acc_all"] == golden["acc_all"]
