@@ -18,8 +18,9 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PY) -m pip check
 	touch $(STAMP)
 
-# Re-resolves pyproject.toml's dependencies (and the test and docs extras) to their newest versions into
-# requirements.lock, with every file's sha256, for CPython 3.11 on x86-64 Linux. torch is the CPU
+# Resolves pyproject.toml's dependencies (and the test and docs extras) into
+# requirements.lock, with every file's sha256, for CPython 3.11 on x86-64 Linux, keeping the versions it already
+# pins (uv prefers them; delete a line to let that package move to its newest version). torch is the CPU
 # build (torch==$(TORCH)), a wheel in $(TORCH_WHEELS) on this workplace's machines: PyPI's torch
 # brings several GB of CUDA packages. uv runs from its own venv, never the project's.
 LOCK_TOOLS := .venv-lock

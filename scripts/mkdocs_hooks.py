@@ -27,7 +27,7 @@ FAMILIES_MARKER = "<!-- vlbench:families -->"
 def families_table() -> str:
     """The families table (evaluator.models.families.families_rows), tiny checkpoints from pipelines.tiny_models."""
     from evaluator.models.families import families_rows
-    from pipelines.tiny_models import TINY_FAMILIES
+    from pipelines.tiny_families import TINY_FAMILIES
 
     rows = ["| family (model type) | processor | video part needs torchvision | prompted by | vllm: | tiny checkpoint "
             "in the tests |", "|---|---|---|---|---|---|"]

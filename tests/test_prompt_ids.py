@@ -20,14 +20,8 @@ from PIL import Image
 from evaluator.models.generative import GenerativeVLM, Turn
 from evaluator.models.options import ModelOptions
 from evaluator.models.spec import hf_config
-from pipelines.tiny_models import (
-    LLAVA_CHAT_TEMPLATE,
-    TINY_FAMILIES,
-    write_tiny_llava,
-    write_tiny_llava_next,
-    write_tiny_mllama,
-    write_tiny_qwen2_vl,
-)
+from pipelines.tiny_families import TINY_FAMILIES
+from pipelines.tiny_models import LLAVA_CHAT_TEMPLATE, write_tiny_llava
 
 
 def write_bos_llava(path: Path) -> Path:
@@ -44,8 +38,7 @@ def write_bos_llava(path: Path) -> Path:
     return path
 
 
-FAMILIES = {"llava": write_tiny_llava, "llava-next": write_tiny_llava_next, "qwen2-vl": write_tiny_qwen2_vl,
-            "bos-template": write_bos_llava, "mllama": write_tiny_mllama}
+FAMILIES = {**{k: v for k, v in TINY_FAMILIES.items() if k != "paligemma"}, "bos-template": write_bos_llava}
 
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
@@ -61,7 +54,7 @@ def _reference(vlm, turn: Turn, image: Path) -> list[int]:
     messages = vlm._messages(turn)
     messages[-1]["content"][0] = {"type": "image", "image": Image.open(image).convert("RGB")}
     return vlm.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True,
-                                             )["input_ids"][0]
+                                             return_tensors="pt")["input_ids"][0].tolist()
 
 
 def test_prompt_ids_are_the_processors_own(family):
@@ -105,7 +98,7 @@ def test_an_answer_and_a_score_equal_a_plain_transformers_call(family):
 
 @pytest.fixture(scope="module")
 def paligemma(tmp_path_factory):
-    from pipelines.tiny_models import write_tiny_paligemma
+    from pipelines.tiny_families import write_tiny_paligemma
 
     path = write_tiny_paligemma(tmp_path_factory.mktemp("paligemma") / "model")
     image = tmp_path_factory.mktemp("pali-image") / "x.png"

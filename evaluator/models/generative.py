@@ -19,6 +19,7 @@ import json
 from abc import abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 from builders.model_files import load_pretrained
 from core.errors import ModelError
@@ -102,12 +103,25 @@ def _image_only_processor(path: str, config, spec: str):
         saved, _ = base.get_processor_dict(path)
         for key in (*base.get_attributes(), "chat_template", "auto_map", "processor_class"):
             saved.pop(key, None)  # the parts (built here, the video part left out) and what is passed below
-        return image_only.from_args_and_dict([image_processor, tokenizer], saved,
-                                             chat_template=template or getattr(tokenizer, "chat_template", None))
+        processor = image_only.from_args_and_dict([image_processor, tokenizer], {**saved, **without_video(base)},
+                                                  chat_template=template or getattr(tokenizer, "chat_template", None))
     except (ImportError, OSError, ValueError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ModelError(f"{spec}: the {base.__name__} cannot be built without torchvision ({first[:200]}); "
                          "pip install torchvision") from None
+    video = Path(path) / "video_preprocessor_config.json"
+    if video.is_file():  # the saved video settings some templates read (SmolVLM's frame count and rate), no processor
+        processor.video_processor = SimpleNamespace(**json.loads(video.read_text()))
+    return processor
+
+
+def without_video(processor_class) -> dict:
+    """The video arguments PROCESSOR_CLASS's constructor requires (SmolVLM's `video_processor`), as None: the
+    processor is built from its image and text parts."""
+    import inspect
+
+    parameters = inspect.signature(processor_class.__init__).parameters.values()
+    return {p.name: None for p in parameters if "video" in p.name and p.default is inspect.Parameter.empty}
 
 
 def load_processor(path: str, config, revision: str | None = None, spec: str | None = None,
