@@ -1,7 +1,7 @@
 """Tiny random checkpoints of the image-text-to-text families transformers ships, each with its processor and
 a chat template in the shape of the family's published one (its turn markers, where the image goes, whether
 it writes BOS itself), saved offline for `hf:` specs: the tests run every family's prompt ids, answers and
-scores against the family's own processor (tests/test_prompt_ids.py), and the docs' families table marks
+scores against the family's own processor (tests/test_families.py), and the docs' families table marks
 them as tested. Hidden sizes of 32 (heads of 8), 2 layers, images of 28-64 px; seeded."""
 
 from __future__ import annotations

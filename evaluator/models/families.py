@@ -46,11 +46,41 @@ def prefix_format(config, chat_template: str | None = None) -> PrefixFormat | No
     return None if chat_template is not None else PREFIX_FORMATS.get(getattr(config, "model_type", None))
 
 
+def refusal(config) -> str | None:
+    """Why a checkpoint of an image-text-to-text family is not asked by vlbench's hf: and vllm: backends, or None.
+    An encoder-decoder (Florence-2, Pix2Struct, UDOP, T5Gemma 2...) decodes its answer from an encoded image
+    and prompt, and its task prompts (Florence-2's `<CAPTION>`, `<OCR>`, `<OD>`...) include no question
+    answering; vlbench's backends write the prompt and the answer as one decoder sequence, so they would
+    score it wrongly."""
+    if getattr(config, "is_encoder_decoder", False):
+        return (f"a {config.model_type} model is an encoder-decoder (its answer is decoded from the encoded image "
+                "and prompt); vlbench asks decoder-only VLMs, whose prompt and answer are one sequence")
+    return None
+
+
+def causal_multimodal(config) -> bool:
+    """A multimodal causal LM transformers does not list as image-text-to-text (Phi-4-multimodal: its
+    processor has an image part, its class is AutoModelForCausalLM's)."""
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    model_type = getattr(config, "model_type", None)
+    processor = getattr(transformers, PROCESSOR_MAPPING_NAMES.get(model_type) or "", None)
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES or processor is None:
+        return False
+    try:
+        return "image_processor" in processor.get_attributes()
+    except (ImportError, AttributeError):
+        return False
+
+
 def families_rows(tested: set[str]) -> list[dict]:
     """Every image-text-to-text family of the installed transformers: its processor, whether the processor's
     video part needs torchvision, how vlbench prompts it, whether `vllm:` builds its prompts, and whether a
     tiny checkpoint of it runs in the tests (`tested`: model types)."""
     import transformers
+    from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
@@ -63,9 +93,14 @@ def families_rows(tested: set[str]) -> list[dict]:
         except (ImportError, AttributeError):
             attributes = []
         prefix = PREFIX_FORMATS.get(model_type)
+        try:
+            refused = refusal(AutoConfig.for_model(model_type)) is not None
+        except (ValueError, TypeError, KeyError):
+            refused = False
+        prompted = "not asked (encoder-decoder)" if refused else \
+            f"prefix format `{prefix.question_template}`" if prefix else "its chat template"
         rows.append({"family": model_type, "processor": name or "-",
-                     "video": any("video" in a for a in attributes),
-                     "prompted_by": f"prefix format `{prefix.question_template}`" if prefix else "its chat template",
-                     "vllm": "no (prefix format)" if prefix else "where vLLM runs the family",
-                     "tested": model_type in tested})
+                     "video": any("video" in a for a in attributes), "prompted_by": prompted,
+                     "vllm": "no (encoder-decoder)" if refused else "no (prefix format)" if prefix else
+                     "where vLLM runs the family", "tested": model_type in tested})
     return rows

@@ -89,7 +89,11 @@ def _image_only_processor(path: str, config, spec: str):
     base = getattr(transformers, PROCESSOR_MAPPING_NAMES.get(config.model_type, ""), None)
     if base is None:
         raise ModelError(f"{spec}: no processor class known for a {config.model_type} model")
-    attributes = [a for a in base.get_attributes() if "video" not in a]
+    try:
+        attributes = [a for a in base.get_attributes() if "video" not in a]
+    except ImportError:  # a processor class transformers offers only with torchvision (Mistral 3's Pixtral)
+        raise ModelError(f"{spec}: the {PROCESSOR_MAPPING_NAMES[config.model_type]} needs torchvision; "
+                         "pip install torchvision") from None
     if set(attributes) != {"image_processor", "tokenizer"}:
         raise ModelError(f"{spec}: the {base.__name__} needs torchvision for more than videos; pip install torchvision")
     image_only = type(f"ImageOnly{base.__name__}", (base,), {"get_attributes": classmethod(lambda cls: attributes)})
@@ -565,8 +569,8 @@ class GenerativeVLM(TemplatedVLM):
                 ids = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
                 for r, k in enumerate(rows):
                     ids[r, :len(sequences[k])] = torch.as_tensor(sequences[k])
-                batch_cache = copy.deepcopy(cache)
-                batch_cache.batch_repeat_interleave(len(rows))
+                batch_cache = copy.deepcopy(cache)  # one copy of the prefix's row per sequence: every layer kind
+                batch_cache.reorder_cache(torch.zeros(len(rows), dtype=torch.long, device=self.device))  # hybrid too
                 # No attention mask: the prefix has no padding and the sequences are right-padded, so a
                 # causal model's real tokens never see a pad; positions follow from the cache (M-RoPE
                 # models add the offset their prefix pass stored).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from core.errors import ModelError
 from evaluator.models.ask import CHOICE_MODES
-from evaluator.models.families import prefix_format
+from evaluator.models.families import causal_multimodal, prefix_format, refusal
 from evaluator.models.generative import is_generative
 from evaluator.models.model import as_model
 from evaluator.models.options import ModelOptions, reader_kind, readers_text, unread_option
@@ -48,6 +48,10 @@ def make_model(task, spec: str, options: ModelOptions):
         for family in task.hf_families:
             if family.accepts(config):
                 return family.build(task, name, options)
+        if causal_multimodal(config):
+            raise ModelError(f"hf:{name}: a {config.model_type} model is a multimodal causal LM that transformers does "
+                             "not run as image-text-to-text (vlbench's hf: VLMs are AutoModelForImageTextToText "
+                             f"checkpoints); serve it (vllm serve) and pass openai:MODEL")
         raise ModelError(f"hf:{name}: a {config.model_type} model is none of {task.name}'s; {task.name} "
                          f"predictions come from {task.models_help()}")
     raise ModelError(f"--model {spec}: {task.name} predictions come from {task.models_help()}")
@@ -122,6 +126,8 @@ def _hf_generative(task, name: str, config, options: ModelOptions):
     """`hf:` an image-text-to-text checkpoint run by transformers in-process."""
     from evaluator.models.generative import GenerativeVLM, read_chat_template
 
+    if refusal(config) is not None:
+        raise ModelError(f"hf:{name}: {refusal(config)}")
     chat_template = read_chat_template(options.chat_template)
     mode = _choice_mode(options, "loglik")
     return _adapter(task, f"hf:{name}", lambda: GenerativeVLM(name, config, options, chat_template), options, mode,
@@ -138,6 +144,8 @@ def _vllm(task, name: str, options: ModelOptions):
     config = hf_config(name, options.revision)
     if not is_generative(config):
         raise ModelError(f"{spec}: a {config.model_type} model is not an image-text-to-text VLM (vllm: runs those)")
+    if refusal(config) is not None:
+        raise ModelError(f"{spec}: {refusal(config)}")
     chat_template = read_chat_template(options.chat_template)
     if prefix_format(config, chat_template) is not None:
         raise ModelError(f"{spec}: a {config.model_type} model is prompted by its prefix format, which vllm: does not "

@@ -192,3 +192,103 @@ def test_a_processor_loaded_without_its_video_part_keeps_its_saved_settings(tmp_
     assert (processor.num_image_tokens, processor.vision_feature_select_strategy, processor.vision_aspect_ratio) == (
         7, "full", "anyres_max_4")
     assert processor.chat_template == LLAVA_CHAT_TEMPLATE
+
+
+def test_many_continuations_scored_over_one_cached_prompt_equal_each_scored_whole(family):
+    """VisDial's path (the prompt run once, its key/value cache copied for each batch of options) gives each
+    family the scores of the plain path (prompt and option as one sequence): Qwen3.5's hybrid cache (linear
+    attention states beside keys and values) included."""
+    _, vlm, image = family
+    turn = Turn("Which one?", (image,))
+    options = ["yes", "no", "a red one", "two", "maybe not", "x"]
+    vlm.batch_size = 4  # two batches of copies
+    cached = vlm.score_cached(turn, options)
+    assert cached == pytest.approx(vlm.score_full([turn] * len(options), options), abs=1e-4)
+    assert len(set(cached)) == len(options)
+
+
+def _askable() -> list[str]:
+    from builders.registry import benchmarks, get_task
+
+    return [b.name for b in benchmarks() if b.task is not None and get_task(b.name).generative is not None]
+
+
+@pytest.fixture(scope="module")
+def row_images(built, tmp_path_factory):
+    """row_images(bench): a small picture for every image key of the benchmark's rows, written once."""
+    from helpers import write_row_images
+
+    folders = {}
+
+    def images(bench: str) -> Path:
+        if bench not in folders:
+            folders[bench] = write_row_images(bench, built(bench), tmp_path_factory.mktemp(f"rows-{bench}"))
+        return folders[bench]
+
+    return images
+
+
+@pytest.mark.slow
+def test_every_family_answers_every_benchmarks_ask(family, built, row_images, tmp_path):
+    """Each family is asked every benchmark's Ask (generation, letter-free log-likelihood scoring over a shared
+    prompt, VCR's two prompts, VisDial's 100 options, DISCO's count) on the first two rows of the demo build: a
+    prediction and a logged sample per row, and the metadata names the family's class."""
+    from evaluator.run import predict
+
+    name, vlm, _ = family
+    for bench in _askable():
+        out = tmp_path / f"{bench}.json"
+        predict(bench, str(built(bench)), f"hf:{vlm.path}", out, log_samples=True, limit=2,
+                options=ModelOptions(images=row_images(bench), max_new_tokens=3, batch_size=4))
+        samples = out.with_suffix(".samples.jsonl").read_text().splitlines()
+        assert len(json.loads(out.read_text())) == len(samples) == 2, (name, bench)
+        assert json.loads(out.with_suffix(".meta.json").read_text())["class"] == type(vlm.model).__name__
+
+
+def _config_folder(path: Path, config, processor_files: bool = False) -> Path:
+    """A checkpoint folder holding CONFIG and a one-tensor weights file: enough for the checks made before any
+    weight is read; with PROCESSOR_FILES, Mistral 3's tokenizer, Pixtral image processor and processor class."""
+    from safetensors.torch import save_file
+
+    config.save_pretrained(path)
+    save_file({"x": torch.zeros(1)}, str(path / "model.safetensors"))
+    if processor_files:
+        from transformers import PixtralImageProcessorPil
+
+        from pipelines.tiny_families import _tokenizer
+
+        _tokenizer(["<unk>", "<pad>", "<s>", "</s>", "[IMG]"], {"pad_token": "<pad>", "eos_token": "</s>",
+                                                               "image_token": "[IMG]"}, "<s>").save_pretrained(path)
+        PixtralImageProcessorPil(size={"longest_edge": 32}, patch_size=8).save_pretrained(path)
+        (path / "processor_config.json").write_text(json.dumps({"processor_class": "PixtralProcessor",
+                                                                "patch_size": 8}))
+        (path / "chat_template.jinja").write_text(LLAVA_CHAT_TEMPLATE)
+    return path
+
+
+def test_families_vlbench_does_not_ask_are_one_line_each(cli, built, sample_sources, tmp_path):
+    """Florence-2 (an encoder-decoder, hf: and vllm:), Phi-4-multimodal (a multimodal causal LM transformers does
+    not list as image-text-to-text) and, without torchvision, Mistral 3 (whose PixtralProcessor transformers
+    offers only with torchvision): one line each naming the cause and what to do, exit 2, nothing written."""
+    import importlib.util
+
+    from transformers import AutoConfig, Mistral3Config
+
+    cases = [("hf", _config_folder(tmp_path / "florence2", AutoConfig.for_model("florence2")),
+              "a florence2 model is an encoder-decoder"),
+             ("vllm", tmp_path / "florence2", "a florence2 model is an encoder-decoder"),
+             ("hf", _config_folder(tmp_path / "phi4", AutoConfig.for_model("phi4_multimodal")),
+              "pass openai:MODEL")]
+    if importlib.util.find_spec("torchvision") is None:
+        mistral3 = Mistral3Config(text_config={"model_type": "mistral", "vocab_size": 110, "hidden_size": 32,
+                                               "num_hidden_layers": 1, "num_attention_heads": 4, "head_dim": 8},
+                                  vision_config={"model_type": "pixtral", "hidden_size": 32, "num_hidden_layers": 1,
+                                                 "num_attention_heads": 4, "image_size": 32, "patch_size": 8})
+        cases.append(("hf", _config_folder(tmp_path / "mistral3", mistral3, processor_files=True),
+                      "the PixtralProcessor needs torchvision; pip install torchvision"))
+    for kind, path, needle in cases:
+        out = tmp_path / "p.json"
+        code, _, err = cli("predict", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco",
+                           "--model", f"{kind}:{path}", "--limit", "1", "--out", out)
+        assert_one_error_line(code, err, [needle])
+        assert not out.exists()
