@@ -18,11 +18,13 @@ from pipelines.tiny_models import (
 )
 
 
-def _tokenizer(special: list[str], named: dict[str, str], bos: str | None = None):
+def _tokenizer(special: list[str], named: dict[str, str], bos: str | None = None,
+               newlines: tuple[str, ...] = ("\n\n\n\n", "\n\n\n", "\n\n", "\n")):
     """A character tokenizer whose SPECIAL tokens are never split (added tokens, as a real tokenizer's markers
-    are); with BOS, it adds BOS before every text."""
+    are), with NEWLINES as tokens; with BOS, it adds BOS before every text."""
     tokenizer = _char_tokenizer(special, {**named, **({"bos_token": bos} if bos else {})})
     tokenizer.add_tokens(special, special_tokens=True)
+    tokenizer.add_tokens(list(newlines))  # newline runs as tokens, as BPE vocabularies have (vLLM reads them)
     return tokenizer if bos is None else _adding_bos(tokenizer, bos)
 
 
@@ -36,11 +38,20 @@ def _adding_bos(tokenizer, bos: str):
     return tokenizer
 
 
-def _text(tokenizer, **extra) -> dict:
-    """A decoder config of hidden size 32: 4 heads of 8, 2 of them key/value heads, 2 layers."""
-    return {"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "max_position_embeddings": 1024,
-            **extra}
+def _text(tokenizer, head_dim: int = 8, **extra) -> dict:
+    """A decoder config of 4 heads of HEAD_DIM (hidden size 32 by default; vLLM's CPU attention takes heads of 32
+    and more), 2 of them key/value heads, 2 layers."""
+    hidden = 4 * head_dim
+    return {"vocab_size": len(tokenizer), "hidden_size": hidden, "intermediate_size": hidden + 5,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": head_dim,
+            "max_position_embeddings": 1024, **extra}
+
+
+def _mrope(head_dim: int, rotary: float = 1.0) -> list[int]:
+    """M-RoPE's split of the rotary frequency pairs between time, height and width (half, a quarter, the rest)."""
+    pairs = int(head_dim * rotary) // 2
+    time, height = pairs // 2, (pairs - pairs // 2 + 1) // 2
+    return [time, height, pairs - time - height]
 
 
 def _save(model_class, config, path: Path, processor, seed: int) -> Path:
@@ -79,7 +90,7 @@ GEMMA3_CHAT_TEMPLATE = (
     "{% endfor %}<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
 
 
-def write_tiny_gemma3(path: Path, seed: int = 0) -> Path:
+def write_tiny_gemma3(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
     """A Gemma3ForConditionalGeneration (a SigLIP tower of 8 px patches on 32 px images, pooled to 4 image
     tokens; a Gemma 3 decoder) whose template writes BOS, over a tokenizer that adds it too."""
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3ImageProcessorPil, Gemma3Processor
@@ -89,7 +100,7 @@ def write_tiny_gemma3(path: Path, seed: int = 0) -> Path:
     tokenizer = _tokenizer(special, {"pad_token": "<pad>", "eos_token": "<eos>", "boi_token": "<start_of_image>",
                                      "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"}, "<bos>")
     config = Gemma3Config(
-        text_config=_text(tokenizer, sliding_window=64, pad_token_id=1, bos_token_id=2, eos_token_id=3),
+        text_config=_text(tokenizer, head_dim, sliding_window=64, pad_token_id=1, bos_token_id=2, eos_token_id=3),
         vision_config={"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 37,
                        "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 32, "patch_size": 8},
         mm_tokens_per_image=4, boi_token_index=6, eoi_token_index=7, image_token_index=8,
@@ -116,15 +127,15 @@ def _idefics3_template(start: str) -> str:
             "{% endfor %}{% if add_generation_prompt %}Assistant:{% endif %}")
 
 
-def _idefics3_config(config_class, tokenizer, architecture: str):
+def _idefics3_config(config_class, tokenizer, architecture: str, head_dim: int):
     return config_class(
         vision_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 4,
                        "image_size": 32, "patch_size": 8},
-        text_config={"model_type": "llama", **_text(tokenizer, pad_token_id=1)}, scale_factor=2,
+        text_config={"model_type": "llama", **_text(tokenizer, head_dim, pad_token_id=1)}, scale_factor=2,
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"), pad_token_id=1, architectures=[architecture])
 
 
-def write_tiny_idefics3(path: Path, seed: int = 0) -> Path:
+def write_tiny_idefics3(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
     """An Idefics3ForConditionalGeneration (a 32 px SigLIP-like tower, pixel shuffle to 4 tokens per crop, images
     split into 32 px crops plus a global one; a Llama decoder) whose template writes <|begin_of_text|>, over a
     tokenizer that adds it too (Idefics3-8B-Llama3's shape)."""
@@ -136,20 +147,20 @@ def write_tiny_idefics3(path: Path, seed: int = 0) -> Path:
     )
 
     tokenizer = _idefics3_tokenizer("<|begin_of_text|>")
-    config = _idefics3_config(Idefics3Config, tokenizer, "Idefics3ForConditionalGeneration")
+    config = _idefics3_config(Idefics3Config, tokenizer, "Idefics3ForConditionalGeneration", head_dim)
     image_processor = Idefics3ImageProcessorPil(size={"longest_edge": 64}, max_image_size={"longest_edge": 32})
     processor = Idefics3Processor(image_processor=image_processor, tokenizer=tokenizer, image_seq_len=4,
                                   chat_template=_idefics3_template("<|begin_of_text|>"))
     return _save(Idefics3ForConditionalGeneration, config, path, processor, seed)
 
 
-def write_tiny_smolvlm(path: Path, seed: int = 0) -> Path:
+def write_tiny_smolvlm(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
     """A SmolVLMForConditionalGeneration (Idefics3's shape; a tokenizer adding no BOS and a template opening with
     <|im_start|>, as SmolVLM's), saved with its video processor's settings as the hub's checkpoints are."""
     from transformers import SmolVLMConfig, SmolVLMForConditionalGeneration, SmolVLMImageProcessorPil, SmolVLMProcessor
 
     tokenizer = _idefics3_tokenizer(None)
-    config = _idefics3_config(SmolVLMConfig, tokenizer, "SmolVLMForConditionalGeneration")
+    config = _idefics3_config(SmolVLMConfig, tokenizer, "SmolVLMForConditionalGeneration", head_dim)
     image_processor = SmolVLMImageProcessorPil(size={"longest_edge": 64}, max_image_size={"longest_edge": 32})
     video = {"video_processor_type": "SmolVLMVideoProcessor", "num_frames": 64, "fps": 1}  # as the hub's
     processor = _image_only(SmolVLMProcessor, video=video,
@@ -214,7 +225,7 @@ QWEN3_5_GENERATION_PROMPT = ("<|im_start|>assistant\n{% if enable_thinking is de
                              "<think>\n\n</think>\n\n{% else %}<think>\n{% endif %}")
 
 
-def _write_qwen_family(path: Path, seed: int, model_type: str, vision: dict, text: dict, patch: int,
+def _write_qwen_family(path: Path, seed: int, head_dim: int, model_type: str, vision: dict, text: dict, patch: int,
                        generation_prompt: str = "<|im_start|>assistant\n") -> Path:
     """A Qwen-VL family checkpoint (Qwen2.5-VL, Qwen3-VL, Qwen3.5): M-RoPE over 4 rotary pairs, a vision tower of
     PATCH px patches merged 2x2, images resized to 4-16 merged patches; its processor saved as the hub's, the
@@ -232,10 +243,10 @@ def _write_qwen_family(path: Path, seed: int, model_type: str, vision: dict, tex
     ids = {f"{k}_token_id": tokenizer.convert_tokens_to_ids(t) for k, t in (
         ("image", "<|image_pad|>"), ("video", "<|video_pad|>"), ("vision_start", "<|vision_start|>"),
         ("vision_end", "<|vision_end|>"))}
-    config = AutoConfig.for_model(model_type, text_config=_text(tokenizer, pad_token_id=1, bos_token_id=None,
+    config = AutoConfig.for_model(model_type, text_config=_text(tokenizer, head_dim, pad_token_id=1, bos_token_id=None,
                                                                 eos_token_id=3, **text),
                                   vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 37,
-                                                 "num_heads": 4, "out_hidden_size": 32, "patch_size": patch,
+                                                 "num_heads": 4, "out_hidden_size": 4 * head_dim, "patch_size": patch,
                                                  "spatial_merge_size": 2, "temporal_patch_size": 2, **vision},
                                   **ids)
     config.architectures = [AutoModelForImageTextToText._model_mapping[type(config)].__name__]
@@ -249,27 +260,30 @@ def _write_qwen_family(path: Path, seed: int, model_type: str, vision: dict, tex
     return _save(AutoModelForImageTextToText._model_mapping[type(config)], config, path, processor, seed)
 
 
-def write_tiny_qwen2_5_vl(path: Path, seed: int = 0) -> Path:
+def write_tiny_qwen2_5_vl(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
     """A Qwen2_5_VLForConditionalGeneration: window attention in its vision tower (the second block full)."""
-    return _write_qwen_family(path, seed, "qwen2_5_vl", {"window_size": 56, "fullatt_block_indexes": [1]},
-                              {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1]}}, 14)
+    return _write_qwen_family(path, seed, head_dim, "qwen2_5_vl", {"window_size": 56, "fullatt_block_indexes": [1]},
+                              {"rope_parameters": {"rope_type": "default", "mrope_section": _mrope(head_dim)}}, 14)
 
 
-def write_tiny_qwen3_vl(path: Path, seed: int = 0) -> Path:
+def write_tiny_qwen3_vl(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
     """A Qwen3VLForConditionalGeneration: 16 px patches, learned position embeddings interpolated, DeepStack
     features of the first block fed to the decoder, interleaved M-RoPE."""
-    return _write_qwen_family(path, seed, "qwen3_vl", {"num_position_embeddings": 16, "deepstack_visual_indexes": [0]},
-                              {"rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1],
+    return _write_qwen_family(path, seed, head_dim, "qwen3_vl",
+                              {"num_position_embeddings": 16, "deepstack_visual_indexes": [0]},
+                              {"rope_parameters": {"rope_type": "default", "mrope_section": _mrope(head_dim),
                                                    "mrope_interleaved": True}}, 16)
 
 
-def write_tiny_qwen3_5(path: Path, seed: int = 0) -> Path:
-    """A Qwen3_5ForConditionalGeneration: a hybrid decoder (a gated linear-attention layer, then a full-attention
+def write_tiny_qwen3_5(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
+    """A Qwen3_5ForConditionalGeneration: a hybrid decoder (a gated linear-attention layer with key and value heads
+    of 4 x HEAD_DIM, 128 where vLLM runs it, whose CPU kernel takes 128; then a full-attention
     one) and a generation prompt that opens a thinking block unless `enable_thinking` is false."""
-    return _write_qwen_family(path, seed, "qwen3_5", {"num_position_embeddings": 16},
-                              {"layer_types": ["linear_attention", "full_attention"], "linear_key_head_dim": 8,
-                               "linear_value_head_dim": 8, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
-                               "rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1],
+    return _write_qwen_family(path, seed, head_dim, "qwen3_5", {"num_position_embeddings": 16},
+                              {"layer_types": ["linear_attention", "full_attention"],
+                               "linear_key_head_dim": 4 * head_dim, "linear_value_head_dim": 4 * head_dim,
+                               "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                               "rope_parameters": {"rope_type": "default", "mrope_section": _mrope(head_dim),
                                                    "mrope_interleaved": True, "partial_rotary_factor": 1.0}},
                               16, QWEN3_5_GENERATION_PROMPT)
 
@@ -281,7 +295,7 @@ GLM4V_CHAT_TEMPLATE = (
     "<think></think>\n{% endif %}{% endif %}")
 
 
-def write_tiny_glm4v(path: Path, seed: int = 0) -> Path:
+def write_tiny_glm4v(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
     """A Glm4vForConditionalGeneration (GLM-4.1V's shape: a vision tower of 14 px patches merged 2x2, M-RoPE;
     its template's [gMASK]<sop> prefix, <|user|> / <|assistant|> turns and `enable_thinking` switch)."""
     from transformers import Glm4vConfig, Glm4vForConditionalGeneration, Glm4vImageProcessorPil, Glm4vProcessor
@@ -293,9 +307,10 @@ def write_tiny_glm4v(path: Path, seed: int = 0) -> Path:
                                      "video_token": "<|video|>"})
     token = tokenizer.convert_tokens_to_ids
     config = Glm4vConfig(
-        text_config={**_text(tokenizer, pad_token_id=1), "rope_parameters": {
-            "rope_type": "default", "mrope_section": [1, 1, 0], "partial_rotary_factor": 0.5}},
-        vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 37, "num_heads": 4, "out_hidden_size": 32,
+        text_config={**_text(tokenizer, head_dim, pad_token_id=1), "rope_parameters": {
+            "rope_type": "default", "mrope_section": _mrope(head_dim, 0.5), "partial_rotary_factor": 0.5}},
+        vision_config={"depth": 2, "hidden_size": 32, "intermediate_size": 37, "num_heads": 4,
+                       "out_hidden_size": 4 * head_dim,
                        "image_size": 28, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2},
         image_token_id=token("<|image|>"), video_token_id=token("<|video|>"),
         image_start_token_id=token("<|begin_of_image|>"), image_end_token_id=token("<|end_of_image|>"),
@@ -332,7 +347,7 @@ def write_tiny_ovis2(path: Path, seed: int = 0) -> Path:
     return _save(Ovis2ForConditionalGeneration, config, path, processor, seed)
 
 
-def write_tiny_llava_onevision(path: Path, seed: int = 0) -> Path:
+def write_tiny_llava_onevision(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
     """A LlavaOnevisionForConditionalGeneration (a SigLIP tower of 8 px patches on 32 px crops, "anyres" tiling
     up to 64 px, a Qwen2 decoder, ChatML) saved with its video processor's settings, as the hub's."""
     from transformers import (
@@ -349,7 +364,7 @@ def write_tiny_llava_onevision(path: Path, seed: int = 0) -> Path:
     config = LlavaOnevisionConfig(
         vision_config={"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 37,
                        "num_hidden_layers": 2, "num_attention_heads": 4, "image_size": 32, "patch_size": 8},
-        text_config={"model_type": "qwen2", **_text(tokenizer, pad_token_id=1, eos_token_id=3)},
+        text_config={"model_type": "qwen2", **_text(tokenizer, head_dim, pad_token_id=1, eos_token_id=3)},
         image_token_index=4, video_token_index=5, image_grid_pinpoints=pinpoints,
         architectures=["LlavaOnevisionForConditionalGeneration"])
     template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% for c in m['content'] %}"
@@ -363,7 +378,7 @@ def write_tiny_llava_onevision(path: Path, seed: int = 0) -> Path:
     return _save(LlavaOnevisionForConditionalGeneration, config, path, processor, seed)
 
 
-def write_tiny_internvl(path: Path, seed: int = 0) -> Path:
+def write_tiny_internvl(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
     """An InternVLForConditionalGeneration (InternViT's shape: 14 px patches on 56 px tiles, pixel shuffle by 0.5
     to 4 tokens per tile between <img> and </img>; a Qwen2 decoder, ChatML)."""
     from transformers import (
@@ -381,7 +396,7 @@ def write_tiny_internvl(path: Path, seed: int = 0) -> Path:
     config = InternVLConfig(
         vision_config={"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 4,
                        "image_size": [56, 56], "patch_size": [14, 14]},
-        text_config={"model_type": "qwen2", **_text(tokenizer, pad_token_id=1, eos_token_id=3)},
+        text_config={"model_type": "qwen2", **_text(tokenizer, head_dim, pad_token_id=1, eos_token_id=3)},
         image_token_id=tokenizer.convert_tokens_to_ids("<IMG_CONTEXT>"), image_seq_length=4,
         architectures=["InternVLForConditionalGeneration"])
     template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% for c in m['content'] %}"
@@ -462,3 +477,7 @@ TINY_FAMILIES = {"llava": write_tiny_llava, "llava_next": write_tiny_llava_next,
                  "idefics3": write_tiny_idefics3, "smolvlm": write_tiny_smolvlm, "aya_vision": write_tiny_aya_vision,
                  "glm4v": write_tiny_glm4v, "ovis2": write_tiny_ovis2, "llava_onevision": write_tiny_llava_onevision,
                  "internvl": write_tiny_internvl}
+# Those whose tiny checkpoint (heads of 32) the tests also run through vllm: (tests/test_families.py; LLaVA's in
+# tests/test_vllm.py); Qwen3.5 there in bfloat16, which vLLM's CPU build requires of its linear-attention layers.
+VLLM_TINY_FAMILIES = ("llava_next", "qwen2_vl", "gemma3", "idefics3", "smolvlm", "qwen2_5_vl", "qwen3_vl", "qwen3_5",
+                      "glm4v", "llava_onevision", "internvl")

@@ -128,11 +128,12 @@ def write_tiny_llava_for_vllm(path: Path, seed: int = 0, hidden: int = 128, laye
     `vision_tower.vision_model.*`, the layout of the published llava-hf checkpoints that vLLM 0.32
     reads (transformers 5 saves `vision_tower.*` and reads both)."""
     write_tiny_llava(path, seed=seed, hidden=hidden, layers=layers, image_size=image_size)
-    return llava_weights_for_vllm(path)
+    return vision_tower_weights_for_vllm(path)
 
 
-def llava_weights_for_vllm(path: Path) -> Path:
-    """A saved LLaVA's CLIP tower weights renamed to `vision_tower.vision_model.*`, the layout vLLM 0.32 reads."""
+def vision_tower_weights_for_vllm(path: Path) -> Path:
+    """A saved checkpoint's CLIP or SigLIP tower weights (LLaVA, LLaVA-OneVision, Gemma 3) renamed to
+    `vision_tower.vision_model.*`, the layout of the published checkpoints that vLLM 0.32 reads."""
     from safetensors.torch import load_file, save_file
 
     weights = Path(path) / "model.safetensors"
@@ -159,9 +160,10 @@ def write_tiny_llava_answering(path: Path, answer: str) -> Path:
     return Path(path)
 
 
-def write_tiny_qwen2_vl(path: Path, seed: int = 0) -> Path:
-    """A Qwen2VLForConditionalGeneration (hidden size 32, 2 layers, M-RoPE; images resized to 4-16
-    merged 28 px patches) with the files of a Qwen2VLProcessor, whose video part needs torchvision."""
+def write_tiny_qwen2_vl(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
+    """A Qwen2VLForConditionalGeneration (4 heads of HEAD_DIM, so hidden size 32 by default, 2 layers, M-RoPE;
+    images resized to 4-16 merged 28 px patches) with the files of a Qwen2VLProcessor, whose video part needs
+    torchvision."""
     import json
 
     import torch
@@ -175,10 +177,11 @@ def write_tiny_qwen2_vl(path: Path, seed: int = 0) -> Path:
                                           "vision_end_token": "<|vision_end|>"})
     torch.manual_seed(seed)
     config = Qwen2VLConfig(
-        text_config={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2,
-                     "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 4096,
-                     "rope_scaling": {"type": "mrope", "mrope_section": [2, 1, 1]}},
-        vision_config={"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2,
+        text_config={"vocab_size": len(tokenizer), "hidden_size": 4 * head_dim, "intermediate_size": 4 * head_dim + 5,
+                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                     "max_position_embeddings": 4096,  # M-RoPE: half the rotary pairs for time, a quarter each
+                     "rope_scaling": {"type": "mrope", "mrope_section": [head_dim // 4, head_dim // 8, head_dim // 8]}},
+        vision_config={"depth": 2, "embed_dim": 32, "hidden_size": 4 * head_dim, "num_heads": 4, "mlp_ratio": 2,
                        "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "in_chans": 3},
         image_token_id=6, video_token_id=7, vision_start_token_id=4, vision_end_token_id=5,
         architectures=["Qwen2VLForConditionalGeneration"])
@@ -283,7 +286,7 @@ def write_tiny_vilt_vqa(path: Path, answers: list[str]) -> Path:
     return path
 
 
-def write_tiny_llava_next(path: Path, seed: int = 0) -> Path:
+def write_tiny_llava_next(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
     """A LlavaNextForConditionalGeneration (the tiny LLaVA's towers; "anyres": each image tiled into 32 px
     crops beside a resized copy), whose image processor gives (1, crops, 3, H, W): a layout the
     CounterBias attack has no differentiable path for."""
@@ -294,7 +297,7 @@ def write_tiny_llava_next(path: Path, seed: int = 0) -> Path:
         LlavaNextProcessor,
     )
 
-    tokenizer, towers = _llava_parts(seed, 32, 2, 32)
+    tokenizer, towers = _llava_parts(seed, 4 * head_dim, 2, 32)
     pinpoints = [[32, 64], [64, 32], [64, 64]]
     config = LlavaNextConfig(**towers, image_token_index=4, vision_feature_layer=-1,
                              vision_feature_select_strategy="default", image_grid_pinpoints=pinpoints,

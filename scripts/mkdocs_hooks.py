@@ -25,13 +25,13 @@ FAMILIES_MARKER = "<!-- vlbench:families -->"
 
 
 def families_table() -> str:
-    """The families table (evaluator.models.families.families_rows), tiny checkpoints from pipelines.tiny_models."""
+    """The families table (evaluator.models.families.families_rows), tiny checkpoints from pipelines.tiny_families."""
     from evaluator.models.families import families_rows
-    from pipelines.tiny_families import TINY_FAMILIES
+    from pipelines.tiny_families import TINY_FAMILIES, VLLM_TINY_FAMILIES
 
     rows = ["| family (model type) | processor | video part needs torchvision | prompted by | vllm: | tiny checkpoint "
             "in the tests |", "|---|---|---|---|---|---|"]
-    for r in families_rows(set(TINY_FAMILIES)):
+    for r in families_rows(set(TINY_FAMILIES), {"llava", *VLLM_TINY_FAMILIES}):
         rows.append(f"| `{r['family']}` | {r['processor']} | {'yes' if r['video'] else 'no'} | {r['prompted_by']} | "
                     f"{r['vllm']} | {'yes' if r['tested'] else '-'} |")
     return "\n".join(rows)

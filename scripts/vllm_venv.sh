@@ -70,6 +70,8 @@ EOF
 "$py" -c "import transformers; print('transformers==' + transformers.__version__)" >>"$constraints"
 echo "$deps" >"$building/vlbench-requirements.txt"
 "$py" -m pip install -q --disable-pip-version-check -r "$building/vlbench-requirements.txt" -c "$constraints" >&2
+# SmolVLM's processor (vLLM runs it to expand image placeholders) imports num2words, as in the main venv's lock
+"$py" -m pip install -q --disable-pip-version-check "num2words==0.5.14" -c "$constraints" >&2
 "$py" -c "import vllm, torchvision.transforms.v2, datasets, sentence_transformers; print('vllm', vllm.__version__)" >&2
 
 # A venv records its own path in its scripts: move it into place, then rewrite nothing (the interpreter is

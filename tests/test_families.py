@@ -10,6 +10,7 @@ answer after it).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from PIL import Image
 from evaluator.models.generative import GenerativeVLM, Turn
 from evaluator.models.options import ModelOptions
 from evaluator.models.spec import hf_config
-from pipelines.tiny_families import TINY_FAMILIES
+from pipelines.tiny_families import TINY_FAMILIES, VLLM_TINY_FAMILIES
 from pipelines.tiny_models import LLAVA_CHAT_TEMPLATE, write_tiny_llava
 
 
@@ -292,3 +293,69 @@ def test_families_vlbench_does_not_ask_are_one_line_each(cli, built, sample_sour
                            "--model", f"{kind}:{path}", "--limit", "1", "--out", out)
         assert_one_error_line(code, err, [needle])
         assert not out.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# The same through vLLM (its CPU build in its own venv: tests/test_vllm.py)
+
+VLLM_PYTHON = os.environ.get("VLBENCH_VLLM_PYTHON")
+VLLM_FAMILIES = VLLM_TINY_FAMILIES
+
+
+@pytest.fixture(scope="module")
+def through_vllm(tmp_path_factory):
+    """(folders, image, results): each family's tiny checkpoint with heads of 32 (the weights of a CLIP or SigLIP
+    tower laid out as the published checkpoints are, which vLLM reads), asked through `vllm:` in one process of
+    the vLLM venv (tests/vllm_family_probe.py); results by family."""
+    import subprocess
+
+    from served_helpers import vllm_env
+
+    from pipelines.tiny_models import vision_tower_weights_for_vllm
+
+    if not VLLM_PYTHON:
+        pytest.skip("no vLLM venv: `make test` builds it (scripts/vllm_venv.sh) and passes its Python as "
+                    "VLBENCH_VLLM_PYTHON")
+    root = tmp_path_factory.mktemp("vllm-families")
+    folders = {name: TINY_FAMILIES[name](root / name, head_dim=32) for name in VLLM_FAMILIES}
+    for name in ("llava_next", "gemma3", "llava_onevision"):
+        vision_tower_weights_for_vllm(folders[name])
+    image = root / "x.png"
+    Image.new("RGB", (40, 30), (200, 30, 90)).save(image)
+    specs = [str(folders[n]) for n in VLLM_FAMILIES] + [f"{folders['qwen3_5']}:bfloat16"]
+    done = subprocess.run([VLLM_PYTHON, str(Path(__file__).parent / "vllm_family_probe.py"), str(image), "How many?",
+                           *specs], env={**vllm_env(), "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, capture_output=True,
+                          text=True, timeout=900, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            result = json.loads(line)
+            model, _, dtype = result["model"].partition(":")
+            results[Path(model).name + (f":{dtype}" if dtype else "")] = result
+    return folders, image, results
+
+
+@pytest.mark.skipif(not VLLM_PYTHON, reason="no vLLM venv: `make test` builds it (scripts/vllm_venv.sh)")
+@pytest.mark.slow
+@pytest.mark.parametrize("name", VLLM_FAMILIES)
+def test_a_family_through_vllm_runs_the_processors_ids_and_answers_as_transformers(name, through_vllm):
+    """The token ids vLLM runs (its image placeholders expanded by vLLM) equal the processor's own
+    `apply_chat_template(tokenize=True)` on the same messages; the greedy answer and the continuations'
+    log-likelihoods equal `hf:`'s (float32 both; sums of per-character log-probabilities within 1e-4 per token,
+    as tests/test_vllm.py measured for LLaVA). Qwen3.5 in float32 is one line (vLLM's CPU build runs its
+    linear-attention layers in bfloat16 only); in bfloat16 its ids are the processor's."""
+    folders, image, results = through_vllm
+    vlm = GenerativeVLM(str(folders[name]), hf_config(str(folders[name])), ModelOptions(max_new_tokens=6))
+    turn = Turn("How many?", (image,))
+    reference = _reference(vlm, turn, image)
+    if name == "qwen3_5":
+        assert "in bfloat16 only; pass --dtype bfloat16" in results[name]["error"]
+        assert results[f"{name}:bfloat16"]["ids"] == reference
+        return
+    result = results[name]
+    assert "error" not in result, result
+    assert result["ids"] == reference
+    assert result["answer"] == vlm.generate([turn])[0]
+    scores = vlm.score([turn], [["two", "three"]])[0]
+    assert result["scores"] == pytest.approx(scores, abs=1e-4 * len(" three"))

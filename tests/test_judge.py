@@ -139,3 +139,25 @@ def test_a_judge_where_it_cannot_apply_is_one_line(bench, extra, needle, cli, bu
                        *extra)
     assert_one_error_line(code, err, [needle])
     assert not any(tmp_path.iterdir())
+
+
+def test_an_hf_judge_in_process(cli, cosim, tmp_path, monkeypatch):
+    """`--judge hf:DIR`: a tiny LLaVA whose greedy decoding always writes "B" (its generation config's sequence
+    bias) is the judge, run by transformers in-process. Golden from the split's labels: the rules read the
+    first-listed answers ("A"); every other row is decided as B, so the accuracy is that of the rows whose right
+    choice is first or second; the record names the judge."""
+    from pipelines.tiny_models import write_tiny_llava_answering
+
+    monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cache"))
+    judge = write_tiny_llava_answering(tmp_path / "judge", "B")
+    _, _, table = cosim
+    labels = table.column("label").to_pylist()
+    with WordyModel(_right(table)) as model:
+        code, err = _predict(cli, cosim, model.url, tmp_path / "judged.json", "--judge", f"hf:{judge}")
+    assert code == 0, err
+    assert _accuracy(cli, cosim, tmp_path / "judged.json") == round(100 * sum(x in (0, 1) for x in labels)
+                                                                    / len(labels), 4)
+    record = json.loads((tmp_path / "judged.meta.json").read_text())["asked"]["judge"]
+    assert record["asked"] == record["decided"] == sum(x != 0 for x in labels)
+    assert record["agreement"]["agreed"] == 0  # it says B where the rules read A
+    assert record["model"] == f"hf:{judge}"

@@ -26,7 +26,7 @@ def write_tiny_thinking_llava(path: Path, rows: list[tuple[str, object]], steps:
     import torch
     from transformers import AutoProcessor, LlavaForConditionalGeneration
 
-    from pipelines.tiny_models import llava_weights_for_vllm, write_tiny_llava_for_vllm
+    from pipelines.tiny_models import vision_tower_weights_for_vllm, write_tiny_llava_for_vllm
 
     write_tiny_llava_for_vllm(path)
     processor = AutoProcessor.from_pretrained(path)
@@ -61,4 +61,4 @@ def write_tiny_thinking_llava(path: Path, rows: list[tuple[str, object]], steps:
         optimiser.zero_grad()
     model.eval().save_pretrained(path)
     processor.save_pretrained(path)
-    return llava_weights_for_vllm(path)
+    return vision_tower_weights_for_vllm(path)

@@ -75,10 +75,10 @@ def causal_multimodal(config) -> bool:
         return False
 
 
-def families_rows(tested: set[str]) -> list[dict]:
+def families_rows(tested: set[str], tested_vllm: set[str] = frozenset()) -> list[dict]:
     """Every image-text-to-text family of the installed transformers: its processor, whether the processor's
     video part needs torchvision, how vlbench prompts it, whether `vllm:` builds its prompts, and whether a
-    tiny checkpoint of it runs in the tests (`tested`: model types)."""
+    tiny checkpoint of it runs in the tests (`tested`: model types; `tested_vllm`: also through vllm:)."""
     import transformers
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
@@ -102,5 +102,6 @@ def families_rows(tested: set[str]) -> list[dict]:
         rows.append({"family": model_type, "processor": name or "-",
                      "video": any("video" in a for a in attributes), "prompted_by": prompted,
                      "vllm": "no (encoder-decoder)" if refused else "no (prefix format)" if prefix else
-                     "where vLLM runs the family", "tested": model_type in tested})
+                     "yes (tested)" if model_type in tested_vllm else "where vLLM runs the family",
+                     "tested": model_type in tested})
     return rows

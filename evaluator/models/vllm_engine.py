@@ -190,6 +190,9 @@ class VllmVLM(TemplatedVLM):
             if head not in sizes:
                 raise ModelError(f"{self.spec}: head size {head}: vLLM's CPU attention takes "
                                  f"{', '.join(map(str, sizes))} only")
+            if "linear_attention" in (getattr(text, "layer_types", None) or ()) and self.dtype != "bfloat16":
+                raise ModelError(f"{self.spec}: vLLM's CPU build runs the linear-attention (gated delta net) layers "
+                                 f"of a {config.model_type} model in bfloat16 only; pass --dtype bfloat16")
 
     def _engine_kwargs(self, vllm) -> dict:
         """vLLM's engine arguments: the run's settings, prefix caching on, then `--engine-arg`s, each
