@@ -140,3 +140,25 @@ def launch_chromium(playwright, chromium: Path = Path("/usr/bin/chromium")):
     return playwright.chromium.launch(executable_path=str(chromium), args=[
         "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"])
+
+
+LEVEL_STEP = 20  # frame k of write_video's videos is a flat grey of level 20 * k
+
+
+def write_video(path: Path, frames: int, size: int = 32, codec: str = "mpeg4", fps: int = 5) -> Path:
+    """A video whose frame k is a flat grey of level LEVEL_STEP * k (PyAV, of the test extra)."""
+    import av
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream(codec, rate=fps)
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for k in range(frames):
+            pixels = np.full((size, size, 3), LEVEL_STEP * k, dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return path

@@ -229,21 +229,36 @@ def row_images(built, tmp_path_factory):
     return images
 
 
+@pytest.fixture(scope="module")
+def socialiq_videos(sample_sources, tmp_path_factory) -> Path:
+    """A 4-frame video for each video of the sample Social-IQ's validation fold."""
+    from helpers import write_video
+
+    root = tmp_path_factory.mktemp("socialiq-videos")
+    folds = json.loads((sample_sources / "socialiq" / "socialiq_std_folds.json").read_text())
+    for video in folds["standard_valid_fold"]:
+        write_video(root / f"{video}.mp4", frames=4)
+    return root
+
+
 @pytest.mark.slow
-def test_every_family_answers_every_benchmarks_ask(family, built, row_images, tmp_path):
+def test_every_family_answers_every_benchmarks_ask(family, built, row_images, socialiq_videos, tmp_path):
     """Each family is asked every benchmark's Ask (generation, letter-free log-likelihood scoring over a shared
-    prompt, VCR's two prompts, VisDial's 100 options, DISCO's count) on the first two rows of the demo build: a
-    prediction and a logged sample per row, and the metadata names the family's class."""
+    prompt, VCR's two prompts, VisDial's 100 options, DISCO's count, and Social-IQ with two frames of each video,
+    a prompt of two images) on the first two rows of the demo build: a prediction and a logged sample per row, and
+    the metadata names the family's class."""
     from evaluator.run import predict
 
     name, vlm, _ = family
-    for bench in _askable():
+    runs = [(bench, {"images": row_images(bench)}) for bench in _askable()]
+    for bench, options in [*runs, ("socialiq", {"videos": socialiq_videos, "frames": 2})]:
         out = tmp_path / f"{bench}.json"
         predict(bench, str(built(bench)), f"hf:{vlm.path}", out, log_samples=True, limit=2,
-                options=ModelOptions(images=row_images(bench), max_new_tokens=3, batch_size=4))
-        samples = out.with_suffix(".samples.jsonl").read_text().splitlines()
+                options=ModelOptions(**options, max_new_tokens=3, batch_size=4))
+        samples = [json.loads(line) for line in out.with_suffix(".samples.jsonl").read_text().splitlines()]
         assert len(json.loads(out.read_text())) == len(samples) == 2, (name, bench)
         assert json.loads(out.with_suffix(".meta.json").read_text())["class"] == type(vlm.model).__name__
+    assert {s["frames"] for s in samples} == {2}
 
 
 def _config_folder(path: Path, config, processor_files: bool = False) -> Path:

@@ -5,10 +5,10 @@ shown can be identified."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import LEVEL_STEP, write_video
 
 from core.errors import ModelError
 from evaluator.models.videos import VideoFolder, frame_indices, read_frames
@@ -16,24 +16,6 @@ from pipelines.build import run_build
 from pipelines.tiny_models import write_tiny_llava
 
 av = pytest.importorskip("av", reason="PyAV is part of the test extra (pip install -e '.[test]')")
-
-LEVEL_STEP = 20  # frame k is a flat grey of level 20 * k
-
-
-def write_video(path: Path, frames: int, size: int = 32, codec: str = "mpeg4", fps: int = 5) -> Path:
-    """A video whose frame k is a flat grey of level LEVEL_STEP * k."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), mode="w") as container:
-        stream = container.add_stream(codec, rate=fps)
-        stream.width = stream.height = size
-        stream.pix_fmt = "yuv420p"
-        for k in range(frames):
-            pixels = np.full((size, size, 3), LEVEL_STEP * k, dtype=np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return path
 
 
 def _levels(images) -> list[int]:
