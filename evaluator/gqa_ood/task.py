@@ -109,7 +109,8 @@ class GQAOODTask(Task):
     # GQA_TestDev_Balanced, whose table must carry the question id as a column.
     harness_tasks = {"lmms-eval": ("gqa",), "vlmevalkit": ("GQA_TestDev_Balanced",)}
     harness_id_fields = ("id", "question_id", "questionId")
-    harness_split = HarnessSplit("testdev_balanced_instructions", "testdev", "id", "question", "answer")  # lmms-lab/GQA
+    # lmms-lab-encoder/GQA (lmms-eval 0.7.3's; lmms-lab/GQA before)
+    harness_split = HarnessSplit("testdev_balanced_instructions", "testdev", "id", "question", "answer")
 
     def clusters(self, table: pa.Table):
         from evaluator.stats.bootstrap import cluster_codes

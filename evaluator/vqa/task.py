@@ -146,7 +146,7 @@ class VQATask(Task):
     # VQA-CP's test split is drawn from VQA v2 train and val: a val log covers its val questions.
     harness_tasks = {"lmms-eval": ("vqav2_val",), "vlmevalkit": ()}
     harness_id_fields = ("question_id",)
-    harness_split = HarnessSplit(None, "validation", "question_id", "question")  # lmms-lab/VQAv2
+    harness_split = HarnessSplit(None, "validation", "question_id", "question")  # lmms-lab-encoder/VQAv2
 
     def clusters(self, table: pa.Table):
         from evaluator.stats.bootstrap import cluster_codes

@@ -1,13 +1,14 @@
-"""The embedded VQA v2 and GQA samples in the layout of lmms-lab's Hub datasets, which lmms-eval's
-`vqav2_val` and `gqa` tasks read: what `--harness-data` points at to map an lmms-eval log's `doc_id`
+"""The embedded VQA v2 and GQA samples in the layout of lmms-lab's Hub datasets (`lmms-lab-encoder/VQAv2` and
+`lmms-lab-encoder/GQA` in lmms-eval 0.7.3's task files; `lmms-lab/...` before), which lmms-eval's `vqav2_val`
+and `gqa` tasks read: what `--harness-data` points at to map an lmms-eval log's `doc_id`
 (the row of the task's split) to the benchmark's id, and what `scripts/make_lmms_eval_fixtures.py`
 gives lmms-eval itself.
 
-* VQAv2 (`lmms-lab/VQAv2`): `data/validation-00000-of-00001.parquet`, one row per question in the
+* VQAv2: `data/validation-00000-of-00001.parquet`, one row per question in the
   raw question file's order: question_type, multiple_choice_answer, answers (a list of {answer,
   answer_confidence, answer_id}), image_id, answer_type, question_id, question, image (the COCO file's
   bytes).
-* GQA (`lmms-lab/GQA`): config `testdev_balanced_instructions` (`testdev-00000-of-00001.parquet`: id,
+* GQA: config `testdev_balanced_instructions` (`testdev-00000-of-00001.parquet`: id,
   imageId, question, answer, fullAnswer, isBalanced, in the raw file's order) and config
   `testdev_balanced_images` (id, image). The GQA sample has no image files, so each image id gets a
   plain 32 px image of a colour derived from it. A README.md declares the two configs, as the Hub
