@@ -54,34 +54,28 @@ def _mrope(head_dim: int, rotary: float = 1.0) -> list[int]:
     return [time, height, pairs - time - height]
 
 
-def _save(model_class, config, path: Path, processor, seed: int) -> Path:
+def _save(model_class, config, path: Path, processor, seed: int, video: dict | None = None) -> Path:
+    """The seeded random model and its processor saved in PATH; with VIDEO (the video processor's type and
+    settings), a video_preprocessor_config.json beside them, as the hub's checkpoints have."""
     import torch
 
     torch.manual_seed(seed)
     model_class(config).eval().save_pretrained(path)
     processor.save_pretrained(path)
+    if video is not None:
+        settings = {**processor.image_processor.to_dict(), **video}
+        settings.pop("image_processor_type", None)
+        (Path(path) / "video_preprocessor_config.json").write_text(json.dumps(settings, indent=2, sort_keys=True))
     return Path(path)
 
 
-def _image_only(processor_class, *, video: dict | None = None, **parts):
-    """PROCESSOR_CLASS built from its image and text parts and saved as the hub's (its class name, and a
-    video_preprocessor_config.json beside it when VIDEO names its video processor): the video part needs
-    torchvision, which building a checkpoint here does without."""
+def _image_only(processor_class, **parts):
+    """PROCESSOR_CLASS built from its image and text parts, saved under its own class name: its video part
+    needs torchvision, which building a checkpoint here does without."""
     attributes = [a for a in processor_class.get_attributes() if a != "video_processor"]
     image_only = type(processor_class.__name__, (processor_class,),
                       {"get_attributes": classmethod(lambda cls: attributes)})
-    saving = image_only(**parts, **without_video(processor_class))
-
-    class Saved:
-        def save_pretrained(self, path):
-            saving.save_pretrained(path)
-            if video is not None:
-                settings = {**saving.image_processor.to_dict(), **video}
-                settings.pop("image_processor_type", None)
-                (Path(path) / "video_preprocessor_config.json").write_text(json.dumps(settings, indent=2,
-                                                                                      sort_keys=True))
-
-    return Saved()
+    return image_only(**parts, **without_video(processor_class))
 
 
 GEMMA3_CHAT_TEMPLATE = (
@@ -163,10 +157,10 @@ def write_tiny_smolvlm(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
     config = _idefics3_config(SmolVLMConfig, tokenizer, "SmolVLMForConditionalGeneration", head_dim)
     image_processor = SmolVLMImageProcessorPil(size={"longest_edge": 64}, max_image_size={"longest_edge": 32})
     video = {"video_processor_type": "SmolVLMVideoProcessor", "num_frames": 64, "fps": 1}  # as the hub's
-    processor = _image_only(SmolVLMProcessor, video=video,
+    processor = _image_only(SmolVLMProcessor,
                             image_processor=image_processor, tokenizer=tokenizer, image_seq_len=4,
                             chat_template=_idefics3_template("<|im_start|>"))
-    return _save(SmolVLMForConditionalGeneration, config, path, processor, seed)
+    return _save(SmolVLMForConditionalGeneration, config, path, processor, seed, video)
 
 
 AYA_VISION_CHAT_TEMPLATE = (
@@ -254,10 +248,11 @@ def _write_qwen_family(path: Path, seed: int, head_dim: int, model_type: str, vi
     image_processor = Qwen2VLImageProcessorPil(min_pixels=4 * pixels, max_pixels=16 * pixels, patch_size=patch,
                                                merge_size=2, temporal_patch_size=2)
     processor_class = getattr(transformers, PROCESSOR_MAPPING_NAMES[model_type])
-    processor = _image_only(processor_class, video={"video_processor_type": "Qwen2VLVideoProcessor"},
+    processor = _image_only(processor_class,
                             image_processor=image_processor, tokenizer=tokenizer,
                             chat_template=_qwen_template(generation_prompt))
-    return _save(AutoModelForImageTextToText._model_mapping[type(config)], config, path, processor, seed)
+    return _save(AutoModelForImageTextToText._model_mapping[type(config)], config, path, processor, seed,
+                 {"video_processor_type": "Qwen2VLVideoProcessor"})
 
 
 def write_tiny_qwen2_5_vl(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
@@ -318,9 +313,10 @@ def write_tiny_glm4v(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
         architectures=["Glm4vForConditionalGeneration"])
     image_processor = Glm4vImageProcessorPil(size={"shortest_edge": 4 * 28 * 28, "longest_edge": 16 * 28 * 28},
                                              patch_size=14, merge_size=2, temporal_patch_size=2)
-    processor = _image_only(Glm4vProcessor, video={"video_processor_type": "Glm4vVideoProcessor"},
+    processor = _image_only(Glm4vProcessor,
                             image_processor=image_processor, tokenizer=tokenizer, chat_template=GLM4V_CHAT_TEMPLATE)
-    return _save(Glm4vForConditionalGeneration, config, path, processor, seed)
+    return _save(Glm4vForConditionalGeneration, config, path, processor, seed,
+                 {"video_processor_type": "Glm4vVideoProcessor"})
 
 
 def write_tiny_ovis2(path: Path, seed: int = 0) -> Path:
@@ -371,11 +367,12 @@ def write_tiny_llava_onevision(path: Path, seed: int = 0, head_dim: int = 8) -> 
                 "{% if c['type'] == 'image' %}<image>\n{% else %}{{ c['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
                 "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     image_processor = LlavaOnevisionImageProcessorPil(size={"height": 32, "width": 32}, image_grid_pinpoints=pinpoints)
-    processor = _image_only(LlavaOnevisionProcessor, video={"video_processor_type": "LlavaOnevisionVideoProcessor"},
+    processor = _image_only(LlavaOnevisionProcessor,
                             image_processor=image_processor, tokenizer=tokenizer, num_image_tokens=16,
                             vision_feature_select_strategy="full", vision_aspect_ratio="anyres_max_9",
                             chat_template=template)
-    return _save(LlavaOnevisionForConditionalGeneration, config, path, processor, seed)
+    return _save(LlavaOnevisionForConditionalGeneration, config, path, processor, seed,
+                 {"video_processor_type": "LlavaOnevisionVideoProcessor"})
 
 
 def write_tiny_internvl(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
@@ -404,10 +401,11 @@ def write_tiny_internvl(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
                 "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     image_processor = GotOcr2ImageProcessorPil(size={"height": 56, "width": 56}, crop_to_patches=True, min_patches=1,
                                                max_patches=2)
-    processor = _image_only(InternVLProcessor, video={"video_processor_type": "InternVLVideoProcessor"},
+    processor = _image_only(InternVLProcessor,
                             image_processor=image_processor, tokenizer=tokenizer, image_seq_length=4,
                             chat_template=template)
-    return _save(InternVLForConditionalGeneration, config, path, processor, seed)
+    return _save(InternVLForConditionalGeneration, config, path, processor, seed,
+                 {"video_processor_type": "InternVLVideoProcessor"})
 
 
 def write_tiny_paligemma(path: Path, seed: int = 0) -> Path:

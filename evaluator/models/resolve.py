@@ -126,8 +126,9 @@ def _hf_generative(task, name: str, config, options: ModelOptions):
     """`hf:` an image-text-to-text checkpoint run by transformers in-process."""
     from evaluator.models.generative import GenerativeVLM, read_chat_template
 
-    if refusal(config) is not None:
-        raise ModelError(f"hf:{name}: {refusal(config)}")
+    refused = refusal(config)
+    if refused is not None:
+        raise ModelError(f"hf:{name}: {refused}")
     chat_template = read_chat_template(options.chat_template)
     mode = _choice_mode(options, "loglik")
     return _adapter(task, f"hf:{name}", lambda: GenerativeVLM(name, config, options, chat_template), options, mode,
@@ -144,8 +145,9 @@ def _vllm(task, name: str, options: ModelOptions):
     config = hf_config(name, options.revision)
     if not is_generative(config):
         raise ModelError(f"{spec}: a {config.model_type} model is not an image-text-to-text VLM (vllm: runs those)")
-    if refusal(config) is not None:
-        raise ModelError(f"{spec}: {refusal(config)}")
+    refused = refusal(config)
+    if refused is not None:
+        raise ModelError(f"{spec}: {refused}")
     chat_template = read_chat_template(options.chat_template)
     if prefix_format(config, chat_template) is not None:
         raise ModelError(f"{spec}: a {config.model_type} model is prompted by its prefix format, which vllm: does not "
