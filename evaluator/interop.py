@@ -173,10 +173,11 @@ class _DocMap:
         return ids[doc_id]
 
 
-def _lmms_rows(path: Path, task, data=None, harness_data: str | None = None) -> tuple[list[tuple], dict]:
-    """(id, prediction) per sample, and the task the log names. The id is the sample's `doc` field,
-    else its `doc_id` mapped through `harness_data` (see the module docstring)."""
-    samples, harness_task = _lmms_samples(path, data)
+def _lmms_rows(path: Path, task, read: tuple[list, str | None], harness_data: str | None = None
+               ) -> tuple[list[tuple], dict]:
+    """(id, prediction) per sample, and the task the log names (`read`: `_lmms_samples`' answer). The id is
+    the sample's `doc` field, else its `doc_id` mapped through `harness_data` (see the module docstring)."""
+    samples, harness_task = read
     wanted = task.harness_tasks.get("lmms-eval", ())
     if harness_task is not None and harness_task not in wanted:
         raise SubmissionError(f"{path}: lmms-eval task '{harness_task}' is not {task.name}'s (expected "
@@ -261,10 +262,12 @@ def _as_id(value, id_type: type):
 
 
 def load_submission(task, path: Path, fmt: str, split_ids: list, harness_data: str | None = None,
-                    reasoning_tags: tuple | None = None) -> tuple[dict, dict | None]:
+                    reasoning_tags: tuple | None = None, build: tuple | None = None) -> tuple[dict, dict | None]:
     """{id: value} of a submission in any supported format, and how it was converted (None for
     vlbench's own format). Rows of ids outside the split are left out and counted; a harness's answers
-    are put in the form of a generated answer (the module docstring)."""
+    are put in the form of a generated answer (the module docstring). A log of a task `vlbench export-task`
+    wrote is read by id and checked against `build`, (the built folder, the split, its table), by
+    evaluator/harness/logs.py."""
     path = Path(path)
     if fmt not in FORMATS:
         raise ParamsError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
@@ -281,11 +284,21 @@ def load_submission(task, path: Path, fmt: str, split_ids: list, harness_data: s
     if fmt == "vlbench":
         return check_entries(path, read_json(path) if data is None else data, task.id_field, task.value_field,
                              task.id_type, task.value_check, task.value_desc), None
+    read = None
+    if fmt == "lmms-eval" and path.is_file():
+        from evaluator.harness.logs import is_exported_log, read_exported_log
+
+        read = _lmms_samples(path, data)
+        if is_exported_log(read[0]):
+            if build is None:
+                raise SubmissionError(f"{path}: a log of an exported vlbench task is read against a built split")
+            return read_exported_log(task, path, read[0], build, reasoning_tags)
     if fmt not in task.harness_tasks:
-        raise ParamsError(f"--format {fmt}: {task.name} has no {fmt} counterpart (these do: gqa-ood, vqa-v2, vqa-cp)")
+        raise ParamsError(f"--format {fmt}: {task.name} has no {fmt} counterpart (these do: gqa-ood, vqa-v2, vqa-cp; "
+                          "every benchmark does through `vlbench export-task`)")
     if not path.is_file():
         raise SubmissionError(f"{path}: " + ("is a folder" if path.is_dir() else "not found"))
-    rows, info = _lmms_rows(path, task, data, harness_data) if fmt == "lmms-eval" else _vlmeval_rows(path, task)
+    rows, info = _lmms_rows(path, task, read, harness_data) if fmt == "lmms-eval" else _vlmeval_rows(path, task)
     ask = task.generative
     answer = ask.prediction if ask is not None and ask.mode == "generate" else str
     # a reasoning model's thinking is separated from its answer first; one cut off while thinking has none

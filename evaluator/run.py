@@ -153,7 +153,7 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
     if by is not None:
         table = with_column(task, folder, split, table, by)
     preds, converted = load_submission(task, predictions, request.fmt, task.ids(table), request.harness_data,
-                                         request.reasoning_tags)
+                                         request.reasoning_tags, build=(folder, split, table))
     coverage = match_ids(predictions, preds, task.ids(table), task.id_field, request.allow_partial,
                          request.allow_extra)
     record = read_record(predictions)

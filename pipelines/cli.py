@@ -9,7 +9,7 @@ from typing import Literal, Optional
 
 import typer
 
-from pipelines.model_flags import ModelMenuCommand, with_model_flags
+from pipelines.model_flags import ModelMenuCommand, with_ask_flags, with_model_flags
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Regenerate bias-aware vision-and-language benchmarks, publish them, score models.")
@@ -279,6 +279,30 @@ def evaluate(
         typer.echo(f"report: {report / 'report.md'}")
     if hub_results is not None:
         typer.echo(f"Hub evaluation results: {metrics['hub_results']}")
+
+
+@app.command("export-task")
+@with_ask_flags
+def export_task(
+    bench: str = typer.Argument(..., help="Benchmark name (one that declares how a generative VLM is asked)."),
+    data: str = DATA_OPTION,
+    harness: Literal["lmms-eval"] = typer.Option(..., "--harness", help="The harness whose native task to write."),
+    out: Path = typer.Option(..., "--out", help="Task folder to write (documents, scored split, task files, "
+                                                "README.md)."),
+    split: Optional[str] = typer.Option(None, "--split", metavar="SPLIT",
+                                       help="Split to export (default: the benchmark's evaluation split)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an OUT this command did not write."),
+    model_options=None,
+):
+    """Write a benchmark's built split as a native task of another harness: exactly vlbench's prompts, each
+    sample carrying vlbench's id, scored by vlbench's own metric code; its log reads back with `evaluate`."""
+    from evaluator.harness.export import export_task as run_export
+
+    options = model_options
+    folder = run_export(bench, data, harness, out, split=split, template=options.prompt,
+                        choice_mode=options.choice_mode, images=options.images, videos=options.videos,
+                        frames=options.frames, max_new_tokens=options.max_new_tokens, overwrite=overwrite)
+    typer.echo(f"wrote the {harness} task of {bench} to {folder} (how to run it: {folder / 'README.md'})")
 
 
 @app.command()

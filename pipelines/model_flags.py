@@ -43,13 +43,14 @@ def model_flags() -> dict[str, tuple[object, object]]:
 MODEL_FLAGS = model_flags()
 
 
-def with_model_flags(command):
-    """Give `command` every model flag and call it with `model_options=ModelOptions(...)` built from
-    them (and from the command's own `--seed`)."""
+def with_model_flags(command, only: tuple[str, ...] | None = None):
+    """Give `command` every model flag (or those of the ModelOptions fields `only`) and call it with
+    `model_options=ModelOptions(...)` built from them (and from the command's own `--seed`)."""
+    declared = MODEL_FLAGS if only is None else {name: MODEL_FLAGS[name] for name in only}
     signature = inspect.signature(command)
     own = [p for p in signature.parameters.values() if p.name != "model_options"]
     flags = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)
-             for name, (annotation, option) in MODEL_FLAGS.items()]
+             for name, (annotation, option) in declared.items()]
 
     @functools.wraps(command)
     def run(**kwargs):
@@ -58,22 +59,33 @@ def with_model_flags(command):
         from core.errors import ParamsError
         from evaluator.models.options import BY_FIELD, ModelOptions
 
-        values = {name: kwargs.pop(name) for name in MODEL_FLAGS}
+        values = {name: kwargs.pop(name) for name in declared}
         for name, value in list(values.items()):
             parse = BY_FIELD[name].parse if name in BY_FIELD else None
             if parse:
                 module, _, function = parse.partition(":")
                 values[name] = getattr(importlib.import_module(module), function)(value)
-        served = str(kwargs.get("model", "")).startswith("openai:")
-        resume, no_cache = values.pop("resume"), values.pop("no_cache")
-        if resume and no_cache:
-            raise ParamsError("--resume reads the response cache that --no-cache turns off: pass one of them")
-        values["response_cache"] = _response_cache() if (served or resume) and not no_cache else None
-        values["judge_cache"] = _response_cache() if values["judge"] and not no_cache else None
+        if only is None:
+            served = str(kwargs.get("model", "")).startswith("openai:")
+            resume, no_cache = values.pop("resume"), values.pop("no_cache")
+            if resume and no_cache:
+                raise ParamsError("--resume reads the response cache that --no-cache turns off: pass one of them")
+            values["response_cache"] = _response_cache() if (served or resume) and not no_cache else None
+            values["judge_cache"] = _response_cache() if values["judge"] and not no_cache else None
         return command(**kwargs, model_options=ModelOptions(seed=kwargs.get("seed", 0), **values))
 
     run.__signature__ = signature.replace(parameters=[*own, *flags])
     return run
+
+
+# The flags that say what a model is shown (the prompt, images, video frames, choice form, answer length): what
+# `vlbench export-task` writes into another harness's task.
+ASK_FLAGS = ("prompt", "images", "videos", "frames", "choice_mode", "max_new_tokens")
+
+
+def with_ask_flags(command):
+    """`with_model_flags` with the ASK_FLAGS only."""
+    return with_model_flags(command, only=ASK_FLAGS)
 
 
 def _response_cache() -> Path:

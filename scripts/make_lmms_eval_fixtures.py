@@ -18,9 +18,10 @@ What it does, in a temporary folder:
 5. copies the two samples logs (`<task>.samples.jsonl`, lmms-eval's dated file names dropped, content
    untouched) and the results file (`results.json`) to tests/fixtures/lmms_eval/.
 
-Install lmms-eval as ../shared/recipes/lmms-eval-offline.md says (steps 1-2), then:
+lmms-eval runs from the folder scripts/lmms_eval_env.sh installs (../shared/recipes/lmms-eval-offline.md's
+recipe; `make lmms-eval-env` prints it):
 
-    python scripts/make_lmms_eval_fixtures.py --lmms LMMS --deps DEPS
+    python scripts/make_lmms_eval_fixtures.py --env "$(bash scripts/lmms_eval_env.sh .venv/bin/python)"
 """
 
 from __future__ import annotations
@@ -60,9 +61,10 @@ def copy_tasks(lmms: Path, tasks: Path, vqav2: Path, gqa: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lmms", type=Path, required=True, help="lmms-eval 0.7.3 installed with --target")
-    parser.add_argument("--deps", type=Path, required=True, help="its dependencies installed with --target")
+    parser.add_argument("--env", type=Path, required=True,
+                        help="the folder scripts/lmms_eval_env.sh prints (lmms/, deps/, stubs/)")
     args = parser.parse_args()
+    env_root = args.env.resolve()
     sys.path.insert(0, str(ROOT))
     from pipelines.samples import write_samples
     from pipelines.samples.lmms_lab import write_gqa, write_vqav2
@@ -74,14 +76,11 @@ def main() -> int:
         vqav2 = write_vqav2(tmp / "sources", tmp / "VQAv2")
         gqa = write_gqa(tmp / "sources", tmp / "GQA")
         model = write_tiny_llava_answering(tmp / "tiny-llava", "Yes")
-        copy_tasks(args.lmms.resolve(), tmp / "tasks", vqav2, gqa)
-        stubs = tmp / "stubs" / "decord"  # llava_hf imports decord at module level; image tasks never use it
-        stubs.mkdir(parents=True)
-        (stubs / "__init__.py").write_text("VideoReader = None\n\n\ndef cpu(*args, **kwargs):\n    return None\n")
+        copy_tasks(env_root / "lmms", tmp / "tasks", vqav2, gqa)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                "HF_DATASETS_CACHE": str(tmp / "hf-datasets"),
-               "PYTHONPATH": os.pathsep.join(str(p) for p in (args.lmms.resolve(), args.deps.resolve(),
-                                                               tmp / "stubs", ROOT))}
+               "PYTHONPATH": os.pathsep.join(str(p) for p in (env_root / "lmms", env_root / "deps",
+                                                               env_root / "stubs", ROOT))}
         command = [sys.executable, "-m", "lmms_eval", "--model", "llava_hf", "--model_args",
                    f"pretrained={model},device_map=cpu", "--tasks", ",".join(TASKS.values()),
                    "--include_path", str(tmp / "tasks"), "--batch_size", "1", "--log_samples",

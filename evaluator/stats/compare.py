@@ -43,7 +43,7 @@ def compare_predictions(request: ScoringRequest, predictions: list[Path], *, rep
     loaded, inputs = [], []
     for path in predictions:
         preds, converted = load_submission(task, path, request.fmt, ids, request.harness_data,
-                                             request.reasoning_tags)
+                                             request.reasoning_tags, build=(folder, split, table))
         match_ids(path, preds, ids, task.id_field, request.allow_partial, request.allow_extra)
         loaded.append(preds)
         inputs.append(converted)

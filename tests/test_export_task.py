@@ -1,0 +1,140 @@
+"""`vlbench export-task` (evaluator/harness/): what an exported task folder holds, checked without the
+harness. Running the tasks in the real lmms-eval, and their logs read back, is tests/test_harness_runs.py."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from helpers import assert_one_error_line, write_row_images
+
+from builders.registry import benchmarks, get_task
+from core.data import load_table
+from evaluator.harness.docs import id_text
+from evaluator.models.ask import LETTER_INSTRUCTION, letter_prompt
+
+EXPORTABLE = [b.name for b in benchmarks() if b.task is not None and get_task(b.name).generative is not None]
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML with lmms-eval's `!function` tag read as the function's dotted name."""
+
+
+_Loader.add_constructor("!function", lambda loader, node: ("function", loader.construct_scalar(node)))
+
+
+def _export(cli, bench, data, out, *args):
+    code, stdout, stderr = cli("export-task", bench, "--data", data, "--harness", "lmms-eval", "--out", out, *args)
+    assert code == 0, stderr
+    return out
+
+
+def test_every_benchmark_with_an_ask_is_exportable():
+    # every registered benchmark with a Task declares an Ask but vl-bias, which has no Task
+    assert sorted(EXPORTABLE) == sorted(b.name for b in benchmarks() if b.name != "vl-bias")
+
+
+@pytest.mark.parametrize("bench", EXPORTABLE)
+def test_export_folder(bench, built, cli, tmp_path):
+    """The documents are the Ask's prompts, in its order, each with its row's vlbench id (multiple choice by
+    letter where the benchmark can be asked so, lmms-eval's default); the YAML names functions utils.py defines
+    and one metric per headline metric; vlbench_task.json names the build."""
+    data = built(bench)
+    task = get_task(bench)
+    ask = task.generative
+    images = write_row_images(bench, data, tmp_path / "images")
+    out = _export(cli, bench, data, tmp_path / "task", "--images", images)
+    meta = json.loads((out / "vlbench_task.json").read_text())
+    table = load_table(data, task.config, meta["split"])
+    values, continuations, rows = ask.prompts(table)
+    docs = pq.read_table(out / "docs" / f"{meta['split']}.parquet").to_pydict()
+    form = "generate" if ask.mode == "generate" else "loglik" if ask.letter_reason else "letter"
+    shown = [ask.default_prompt.format(**v) for v in values]
+    if form == "letter":
+        shown = [letter_prompt(t, c) for t, c in zip(shown, continuations)]
+    assert docs["prompt"] == shown
+    assert docs["vlbench_id"] == [id_text(task.ids(table)[r]) for r in rows]
+    assert docs["choices"] == continuations
+    assert all(len(i) == (ask.image_column is not None) for i in docs["images"])
+    assert meta["manifest_sha256"] == __import__("hashlib").sha256((data / "manifest.json").read_bytes()).hexdigest()
+    assert meta["form"] == form  # lmms-eval's auto: by letter where the benchmark can be asked so
+    config = yaml.load((out / f"{meta['task']}.yaml").read_text(), Loader=_Loader)
+    assert config["task"] == meta["task"] and config["test_split"] == meta["split"]
+    assert config["output_type"] == ("multiple_choice" if form == "loglik" else "generate_until")
+    assert [m["metric"] for m in config["metric_list"]] == [h.key for h in task.headline]
+    utils = (out / "utils.py").read_text()
+    named = [v[1] for v in config.values() if isinstance(v, tuple)] + [m["aggregation"][1]
+                                                                       for m in config["metric_list"]]
+    for name in named:
+        assert name.startswith("utils.") and f"\n{name[len('utils.'):]} = " in utils
+    assert (out / "scored" / task.config / f"{meta['split']}-00000-of-00001.parquet").read_bytes() == \
+        (data / task.config / f"{meta['split']}-00000-of-00001.parquet").read_bytes()
+
+
+def test_letter_form(built, cli, tmp_path):
+    """--choice-mode letter: each prompt lists its options by letter with LLaVA's instruction, and the task
+    generates; --choice-mode loglik makes it lmms-eval's multiple choice over the same options."""
+    data = built("cosim-q")
+    images = write_row_images("cosim-q", data, tmp_path / "i")
+    out = _export(cli, "cosim-q", data, tmp_path / "task", "--images", images, "--choice-mode", "letter",
+                  "--max-new-tokens", "5")
+    meta = json.loads((out / "vlbench_task.json").read_text())
+    docs = pq.read_table(out / "docs" / "val.parquet").to_pydict()
+    lines, options = docs["prompt"][0].split("\n"), docs["choices"][0]
+    assert lines[-1] == LETTER_INSTRUCTION
+    assert lines[-1 - len(options):-1] == [f"{'ABCD'[i]}. {c}" for i, c in enumerate(options)]
+    config = yaml.load((out / f"{meta['task']}.yaml").read_text(), Loader=_Loader)
+    assert config["output_type"] == "generate_until" and config["generation_kwargs"]["max_new_tokens"] == 5
+    out = _export(cli, "cosim-q", data, tmp_path / "loglik", "--images", tmp_path / "i", "--choice-mode", "loglik")
+    config = yaml.load((out / f"{meta['task']}.yaml").read_text(), Loader=_Loader)
+    assert config["output_type"] == "multiple_choice" and config["target_delimiter"] == ""
+    first = pq.read_table(out / "docs" / "val.parquet").column("prompt")[0].as_py()
+    assert first == docs["prompt"][0].split("\nA. ")[0]
+
+
+def test_scoring_inside_the_harness_equals_evaluate(built, cli, tmp_path):
+    """The functions lmms-eval calls (utils.py's process_results, then each metric's aggregation) give the
+    metrics `vlbench evaluate` gives the same answers: records made by process_results from answers written
+    here (the golden: the split's own answers, capitalised with a period, so every accuracy is 100%)."""
+    import importlib.util
+
+    data = built("gqa-ood")
+    images = write_row_images("gqa-ood", data, tmp_path / "i")
+    out = _export(cli, "gqa-ood", data, tmp_path / "task", "--images", images)
+    spec = importlib.util.spec_from_file_location("exported_utils", out / "utils.py")
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+    docs = pq.read_table(out / "docs" / "testdev.parquet",
+                         columns=["vlbench_id", "prompt_index", "prompts"]).to_pylist()
+    table = load_table(data, "all", "testdev")
+    answers = dict(zip(table.column("question_id").to_pylist(), table.column("answer").to_pylist()))
+    results = [utils.process_results(d, [answers[json.loads(d["vlbench_id"])].capitalize() + "."]) for d in docs]
+    harness = {key: getattr(utils, f"aggregate_{n}")([r[key] for r in results])
+               for n, key in enumerate(("acc_all", "acc_tail", "acc_head"))}
+    predictions = tmp_path / "p.json"
+    predictions.write_text(json.dumps([{"questionId": i, "prediction": a} for i, a in answers.items()]))
+    code, stdout, _ = cli("evaluate", "gqa-ood", "--data", data, "--predictions", predictions, "--bootstrap", "0")
+    evaluated = json.loads(stdout)
+    assert harness == {k: evaluated[k] for k in harness} == {"acc_all": 100.0, "acc_tail": 100.0, "acc_head": 100.0}
+
+
+def test_refusals(built, cli, tmp_path):
+    data = built("visdial")
+    code, _, err = cli("export-task", "visdial", "--data", data, "--harness", "lmms-eval", "--out", tmp_path / "t",
+                       "--choice-mode", "letter")
+    assert_one_error_line(code, err, ["--choice-mode letter"])
+    code, _, err = cli("export-task", "vl-bias", "--data", data, "--harness", "lmms-eval", "--out", tmp_path / "t")
+    assert_one_error_line(code, err, ["vl-bias"])
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    code, _, err = cli("export-task", "visdial", "--data", data, "--harness", "lmms-eval", "--out", tmp_path / "mine")
+    assert_one_error_line(code, err, ["--out", "not written by `vlbench export-task`"])
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    code, _, err = cli("export-task", "visdial", "--data", data, "--harness", "lmms-eval", "--out", data / "x")
+    assert_one_error_line(code, err, ["--out", "--data"])
+    code, _, err = cli("export-task", "gqa-ood", "--data", built("gqa-ood"), "--harness", "lmms-eval",
+                       "--out", tmp_path / "g", "--images", tmp_path / "nowhere")
+    assert_one_error_line(code, err, ["nowhere"])
+    assert not (tmp_path / "g").exists()
