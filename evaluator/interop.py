@@ -10,6 +10,9 @@
   declares which config, split and columns, `harness_split`). Each mapped row is checked against the
   sample: its question must be in the sample's `input` (the prompt lmms-eval built from it), and its
   target, where the task has one, must be the sample's `target`; the first mismatch is an error.
+* lmms-eval's log of a task `vlbench export-task` wrote (any benchmark): each sample carries vlbench's
+  record of its prompt (the row's id among it), so it is read by id and checked against the build by
+  evaluator/harness/logs.py, whatever the benchmark's own harness counterparts.
 * VLMEvalKit's prediction files (`<model>_<dataset>.xlsx`, or .tsv / .csv): the dataset's table with a
   `prediction` column added. The benchmark's id must be a column of it (VLMEvalKit's own `index` is a
   row number, not the benchmark's id, and is not used).

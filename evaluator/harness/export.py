@@ -78,8 +78,8 @@ def _readme(meta: dict, out: Path) -> str:
         f"Written by `vlbench export-task` (vlbench {meta['vlbench']}) from the build whose `manifest.json` has "
         f"SHA-256 `{meta['manifest_sha256']}` ({meta['documents']} prompts over {meta['rows']} rows).", "",
         f"- Prompts: exactly what `vlbench predict` shows a generative VLM; {form}.",
-        f"- Prompt template: `{meta['prompt_template']}`" + (" (the benchmark's default)" if meta["prompt_is_default"]
-                                                              else " (--prompt)"),
+        f"- Prompt template: `{json.dumps(meta['prompt_template'])}` "
+        + ("(the benchmark's default)" if meta["prompt_is_default"] else "(--prompt)"),
         *([f"- Decoding: greedy, at most {meta['generation']['max_new_tokens']} new tokens."]
           if meta["form"] != "loglik" else []),
         *([f"- Video: {meta['video_frames']} frames per video, evenly spread, shown as images."]
