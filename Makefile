@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_out
 LOCK := requirements.lock
 
-.PHONY: venv vllm-venv lmms-eval-env lock demo test test-fast lint docs browser bench clean
+.PHONY: venv vllm-venv lmms-eval-env inspect-env lock demo test test-fast lint docs browser bench clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	rm -f $(STAMP)
@@ -40,17 +40,21 @@ demo: $(STAMP)
 
 # The vLLM tests run a real vLLM (its CPU build) from a second venv that scripts/vllm_venv.sh builds beside
 # the main one, outside the checkout and cached between runs; the main venv is never touched by it. The
-# exported-task tests run the real lmms-eval 0.7.3, installed by scripts/lmms_eval_env.sh into a cached folder
-# beside the main venv (run with its python, never installed into it).
+# exported-task tests run the real lmms-eval 0.7.3 and Inspect, each installed by scripts/harness_env.sh into a
+# cached folder beside the main venv (run with its python, never installed into it).
 test: lint docs browser
-	py="$$(bash scripts/vllm_venv.sh)" && lmms="$$(bash scripts/lmms_eval_env.sh $(PY))" && \
-		VLBENCH_VLLM_PYTHON="$$py" VLBENCH_LMMS_EVAL="$$lmms" $(PY) -m pytest -q
+	py="$$(bash scripts/vllm_venv.sh)" && lmms="$$(bash scripts/harness_env.sh lmms-eval $(PY))" && \
+		inspect="$$(bash scripts/harness_env.sh inspect $(PY))" && VLBENCH_VLLM_PYTHON="$$py" \
+		VLBENCH_LMMS_EVAL="$$lmms" VLBENCH_INSPECT="$$inspect" $(PY) -m pytest -q
 
 vllm-venv:
 	bash scripts/vllm_venv.sh
 
 lmms-eval-env: $(STAMP)
-	bash scripts/lmms_eval_env.sh $(PY)
+	@bash scripts/harness_env.sh lmms-eval $(PY)
+
+inspect-env: $(STAMP)
+	@bash scripts/harness_env.sh inspect $(PY)
 
 # Debian's chromium for the leaderboard page test (playwright drives it; no browser download).
 browser:

@@ -7,10 +7,11 @@ itself; the vlbench column by `vlbench predict`'s answer cleaning (`VqaAnswer.pr
 `vlbench evaluate`'s VQA accuracy. `tests/test_vqa.py::test_stress_table_matches_lmms_eval` holds the
 table this script printed as its golden.
 
-lmms-eval is installed beside vlbench's environment as `../shared/recipes/lmms-eval-offline.md` says
-(steps 1-2; the VQA task needs no model), then:
+lmms-eval is installed beside vlbench's environment by scripts/harness_env.sh (the recipe of
+`../shared/recipes/lmms-eval-offline.md`; the VQA task needs no model), then:
 
-    PYTHONPATH=LMMS:DEPS python scripts/lmms_eval_stress_table.py
+    LMMS=$(bash scripts/harness_env.sh lmms-eval .venv/bin/python)
+    PYTHONPATH=$LMMS/harness:$LMMS/deps:$LMMS/stubs .venv/bin/python scripts/lmms_eval_stress_table.py
 """
 
 from __future__ import annotations

@@ -18,10 +18,11 @@ What it does, in a temporary folder:
 5. copies the two samples logs (`<task>.samples.jsonl`, lmms-eval's dated file names dropped, content
    untouched) and the results file (`results.json`) to tests/fixtures/lmms_eval/.
 
-lmms-eval runs from the folder scripts/lmms_eval_env.sh installs (../shared/recipes/lmms-eval-offline.md's
-recipe; `make lmms-eval-env` prints it):
+lmms-eval runs from the folder `scripts/harness_env.sh lmms-eval` installs (../shared/recipes/lmms-eval-offline.md's
+recipe):
 
-    python scripts/make_lmms_eval_fixtures.py --env "$(bash scripts/lmms_eval_env.sh .venv/bin/python)"
+    LMMS=$(bash scripts/harness_env.sh lmms-eval .venv/bin/python)
+    .venv/bin/python scripts/make_lmms_eval_fixtures.py --env "$LMMS"
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def copy_tasks(lmms: Path, tasks: Path, vqav2: Path, gqa: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", type=Path, required=True,
-                        help="the folder scripts/lmms_eval_env.sh prints (lmms/, deps/, stubs/)")
+                        help="the folder `scripts/harness_env.sh lmms-eval` prints (harness/, deps/, stubs/)")
     args = parser.parse_args()
     env_root = args.env.resolve()
     sys.path.insert(0, str(ROOT))
@@ -76,10 +77,10 @@ def main() -> int:
         vqav2 = write_vqav2(tmp / "sources", tmp / "VQAv2")
         gqa = write_gqa(tmp / "sources", tmp / "GQA")
         model = write_tiny_llava_answering(tmp / "tiny-llava", "Yes")
-        copy_tasks(env_root / "lmms", tmp / "tasks", vqav2, gqa)
+        copy_tasks(env_root / "harness", tmp / "tasks", vqav2, gqa)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
                "HF_DATASETS_CACHE": str(tmp / "hf-datasets"),
-               "PYTHONPATH": os.pathsep.join(str(p) for p in (env_root / "lmms", env_root / "deps",
+               "PYTHONPATH": os.pathsep.join(str(p) for p in (env_root / "harness", env_root / "deps",
                                                                env_root / "stubs", ROOT))}
         command = [sys.executable, "-m", "lmms_eval", "--model", "llava_hf", "--model_args",
                    f"pretrained={model},device_map=cpu", "--tasks", ",".join(TASKS.values()),

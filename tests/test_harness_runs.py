@@ -1,4 +1,4 @@
-"""Exported tasks run in the real lmms-eval 0.7.3 (scripts/lmms_eval_env.sh installs it beside the main venv;
+"""Exported tasks run in the real lmms-eval 0.7.3 (scripts/harness_env.sh installs it beside the main venv;
 `make test` passes its folder as VLBENCH_LMMS_EVAL), with the demo's tiny LLaVA through lmms-eval's own
 `llava_hf`, greedy. Every exportable benchmark runs; its `--log_samples` log, read back by `vlbench evaluate`,
 gives the metrics the harness printed in its results, and for the forms where lmms-eval's model computes what
@@ -48,7 +48,7 @@ RUNS = {
 def _lmms_eval(model: Path | None, tasks: list[str], include: Path, out: Path, home: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "HF_DATASETS_CACHE": str(home / "datasets"), "HF_HOME": str(home),
-           "PYTHONPATH": os.pathsep.join([f"{LMMS_EVAL}/lmms", f"{LMMS_EVAL}/deps", f"{LMMS_EVAL}/stubs", str(ROOT)])}
+           "PYTHONPATH": os.pathsep.join([*(f"{LMMS_EVAL}/{p}" for p in ("harness", "deps", "stubs")), str(ROOT)])}
     chosen = ["--model", "dummy"] if model is None else \
         ["--model", "llava_hf", "--model_args", f"pretrained={model},device_map=cpu"]
     command = [sys.executable, "-m", "lmms_eval", *chosen, "--tasks", ",".join(tasks), "--include_path", str(include),
@@ -65,8 +65,8 @@ def runs(built, tmp_path_factory):
     from evaluator.harness.export import export_task
 
     if not LMMS_EVAL:
-        pytest.skip("lmms-eval is not set up: `make test` runs scripts/lmms_eval_env.sh and passes its folder as "
-                    "VLBENCH_LMMS_EVAL")
+        pytest.skip("lmms-eval is not set up: `make test` runs scripts/harness_env.sh lmms-eval and passes its folder "
+                    "as VLBENCH_LMMS_EVAL")
     root = tmp_path_factory.mktemp("harness")
     models = {"random": write_tiny_llava(root / "llava"), "yes": write_tiny_llava_answering(root / "llava-yes", "Yes"),
               "letter-b": write_tiny_llava_answering(root / "llava-b", "B"),

@@ -18,10 +18,11 @@ import json
 import shutil
 from pathlib import Path
 
-from core.errors import ParamsError, VlbenchError
+from core.errors import ParamsError
 from core.hashing import sha256_file
 from core.jsonout import dumps
 from core.manifest import MANIFEST
+from evaluator.harness.meta import META, is_task_folder
 
 HARNESSES = ("lmms-eval",)
 # `--choice-mode auto` per harness. lmms-eval 0.7.3 asks multiple choice by letter: its transformers model classes
@@ -30,26 +31,6 @@ HARNESSES = ("lmms-eval",)
 # images were passed"; its chat class generates only). VisDial and Social-IQ, which cannot be asked by letter,
 # stay log-likelihood (lmms-eval's `multiple_choice`), for a model class that scores.
 AUTO_CHOICE = {"lmms-eval": "letter"}
-META = "vlbench_task.json"
-
-
-def read_meta(folder: Path) -> dict:
-    """An exported task's `vlbench_task.json`."""
-    try:
-        meta = json.loads((Path(folder) / META).read_bytes())
-    except (OSError, ValueError) as exc:
-        raise VlbenchError(f"{folder}: not a task folder written by `vlbench export-task` ({META}: {exc})") from None
-    if not isinstance(meta, dict) or meta.get("written_by") != "vlbench export-task":
-        raise VlbenchError(f"{folder}: {META} was not written by `vlbench export-task`")
-    return meta
-
-
-def _is_task_folder(folder: Path) -> bool:
-    try:
-        read_meta(folder)
-    except VlbenchError:
-        return False
-    return True
 
 
 def _write_docs(path: Path, docs: dict) -> None:
@@ -118,7 +99,7 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
     split = pick_split(folder, task.config, split, task.default_split)
     table = load_table(folder, task.config, split)
     check_out(out, {"--data": [folder], **({"--images": [images]} if images else {}),
-                    **({"--videos": [videos]} if videos else {})}, overwrite, owned=_is_task_folder,
+                    **({"--videos": [videos]} if videos else {})}, overwrite, owned=is_task_folder,
               writer="`vlbench export-task`")
     form = choice_form(ask, choice_mode, AUTO_CHOICE[harness])
     template_text = prompt_template(ModelOptions(prompt=template), ask, bench)

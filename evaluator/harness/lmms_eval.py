@@ -104,7 +104,7 @@ class TaskFunctions:
     """The functions an exported task's YAML names, for the task folder `folder`."""
 
     def __init__(self, folder: Path):
-        from evaluator.harness.export import read_meta
+        from evaluator.harness.meta import read_meta
 
         self.folder, self.meta = folder, read_meta(folder)
 
