@@ -10,9 +10,9 @@
   declares which config, split and columns, `harness_split`). Each mapped row is checked against the
   sample: its question must be in the sample's `input` (the prompt lmms-eval built from it), and its
   target, where the task has one, must be the sample's `target`; the first mismatch is an error.
-* lmms-eval's log of a task `vlbench export-task` wrote (any benchmark): each sample carries vlbench's
-  record of its prompt (the row's id among it), so it is read by id and checked against the build by
-  evaluator/harness/logs.py, whatever the benchmark's own harness counterparts.
+* lmms-eval's log or Inspect's `.eval` log of a task `vlbench export-task` wrote (any benchmark): each
+  sample carries vlbench's record of its prompt (the row's id among it), so it is read by id and checked
+  against the build by evaluator/harness/logs.py, whatever the benchmark's own harness counterparts.
 * VLMEvalKit's prediction files (`<model>_<dataset>.xlsx`, or .tsv / .csv): the dataset's table with a
   `prediction` column added. The benchmark's id must be a column of it (VLMEvalKit's own `index` is a
   row number, not the benchmark's id, and is not used).
@@ -38,7 +38,7 @@ from core.errors import ParamsError, SubmissionError, os_problem
 from evaluator.models.reasoning import DEFAULT_TAGS, Reasoning
 from evaluator.submission import check_entries, parse_json, read_json
 
-FORMATS = ("auto", "vlbench", "lmms-eval", "vlmevalkit")
+FORMATS = ("auto", "vlbench", "lmms-eval", "vlmevalkit", "inspect")
 
 
 @dataclass(frozen=True)
@@ -275,6 +275,14 @@ def load_submission(task, path: Path, fmt: str, split_ids: list, harness_data: s
     if fmt not in FORMATS:
         raise ParamsError(f"--format {fmt}: expected one of {', '.join(FORMATS)}")
     data = None  # a JSON file is read once, to tell its format and to take its entries
+    if fmt == "inspect" or (fmt == "auto" and path.suffix.lower() == ".eval"):
+        from evaluator.harness.logs import inspect_records, read_exported_log
+
+        if build is None:
+            raise SubmissionError(f"{path}: an Inspect log of an exported vlbench task is read against a built split")
+        if not path.is_file():
+            raise SubmissionError(f"{path}: " + ("is a folder" if path.is_dir() else "not found"))
+        return read_exported_log(task, path, inspect_records(path), build, reasoning_tags, harness="inspect")
     if fmt == "auto":
         suffix = path.suffix.lower()
         if suffix in TABLE_SUFFIXES:
@@ -289,13 +297,13 @@ def load_submission(task, path: Path, fmt: str, split_ids: list, harness_data: s
                              task.id_type, task.value_check, task.value_desc), None
     read = None
     if fmt == "lmms-eval" and path.is_file():
-        from evaluator.harness.logs import is_exported_log, read_exported_log
+        from evaluator.harness.logs import exported_record, is_exported_log, read_exported_log
 
         read = _lmms_samples(path, data)
         if is_exported_log(read[0]):
             if build is None:
                 raise SubmissionError(f"{path}: a log of an exported vlbench task is read against a built split")
-            return read_exported_log(task, path, read[0], build, reasoning_tags)
+            return read_exported_log(task, path, [exported_record(s) for s in read[0]], build, reasoning_tags)
     if fmt not in task.harness_tasks:
         raise ParamsError(f"--format {fmt}: {task.name} has no {fmt} counterpart (these do: gqa-ood, vqa-v2, vqa-cp; "
                           "every benchmark does through `vlbench export-task`)")

@@ -195,9 +195,10 @@ SCORED_SPLIT_OPTION = typer.Option(None, "--split", metavar="SPLIT",
 BOOTSTRAP_SEED_OPTION = typer.Option(0, "--seed", min=0, help="Seed of the bootstrap resamples.")
 
 # The submission formats `evaluate` and `compare` read (evaluator/interop.py), declared once.
-Format = Literal["auto", "vlbench", "lmms-eval", "vlmevalkit"]
+Format = Literal["auto", "vlbench", "lmms-eval", "vlmevalkit", "inspect"]
 FORMAT_OPTION = typer.Option("auto", "--format", help="Submission format (auto: detected from the file; lmms-eval "
-                                                      "--log_samples files, VLMEvalKit prediction tables).")
+                                                      "--log_samples files, VLMEvalKit prediction tables, Inspect "
+                                                      ".eval logs of exported tasks).")
 HARNESS_DATA_OPTION = typer.Option(
     None, "--harness-data", metavar="DIR|ORG/NAME",
     help="The lmms-eval task's dataset in lmms-lab's layout (a local parquet folder or a Hub dataset id): maps the "
@@ -286,7 +287,8 @@ def evaluate(
 def export_task(
     bench: str = typer.Argument(..., help="Benchmark name (one that declares how a generative VLM is asked)."),
     data: str = DATA_OPTION,
-    harness: Literal["lmms-eval"] = typer.Option(..., "--harness", help="The harness whose native task to write."),
+    harness: Literal["lmms-eval", "inspect"] = typer.Option(..., "--harness",
+                                                          help="The harness whose native task to write."),
     out: Path = typer.Option(..., "--out", help="Task folder to write (documents, scored split, task files, "
                                                 "README.md)."),
     split: Optional[str] = typer.Option(None, "--split", metavar="SPLIT",

@@ -29,7 +29,7 @@ dataproperty==1.1.1 einops==0.8.2 evaluate==0.4.6 frozenlist==1.8.0 ftfy==6.3.1 
 lxml==6.1.3 mbstrdecoder==1.1.5 multidict==7.2.1 numexpr==2.14.2 pathvalidate==3.3.1 portalocker==4.4.2
 propcache==0.5.4 pytablewriter==1.2.1 python-dotenv==1.2.4 pytz==2026.6 sacrebleu==2.6.0 six==1.17.0
 sqlitedict==2.1.0 tabledata==1.3.5 tabulate==0.10.0 tcolorpy==0.1.7 tenacity==9.2.1 tqdm-multiprocess==0.0.11
-typepy==1.3.5 wcwidth==0.9.4 yarl==1.25.1 zstandard==0.25.0" ;;
+typepy==1.3.5 wcwidth==0.9.4 yarl==1.25.1" ;;
 inspect)
     package="inspect-ai==0.3.285"
     check="import inspect_ai, inspect_ai.model._providers.openai"
@@ -41,7 +41,7 @@ jsonschema-specifications==2025.9.1 linkify-it-py==2.2.0 mdit-py-plugins==0.7.0 
 nest-asyncio2==1.7.4 pathlib-abc==0.5.2 propcache==0.5.4 python-dotenv==1.2.4 referencing==0.37.0
 rpds-py==2026.9.1 s3fs==2026.6.0 s3transfer==0.19.3 semver==3.1.2 shortuuid==1.0.13 six==1.17.0 soupsieve==4.1.3
 tenacity==9.2.1 textual==8.2.8 tiktoken==0.14.0 universal-pathlib==0.3.10 wrapt==2.5.2 yarl==1.25.1
-zipfile-zstd==0.0.4 zipp==4.1.2 zstandard==0.25.0" ;;
+zipfile-zstd==0.0.4 zipp==4.1.2" ;;
 *)
     echo "usage: $0 lmms-eval|inspect PYTHON" >&2
     exit 2 ;;

@@ -162,3 +162,22 @@ def write_video(path: Path, frames: int, size: int = 32, codec: str = "mpeg4", f
         for packet in stream.encode():
             container.mux(packet)
     return path
+
+
+def evaluate_json(cli, bench, data, predictions, *args):
+    """`vlbench evaluate` of a prediction file or log, partial rows allowed and no intervals: its JSON."""
+    code, stdout, stderr = cli("evaluate", bench, "--data", data, "--predictions", predictions, "--bootstrap", "0",
+                               "--allow-partial", *args)
+    assert code == 0, stderr
+    return json.loads(stdout)
+
+
+def read_submission(bench, data, path):
+    """({id: prediction}, how it was read) of a prediction file or a harness log, against the built split."""
+    from builders.registry import get_task
+    from core.data import load_table
+    from evaluator.interop import load_submission
+
+    task = get_task(bench)
+    table = load_table(data, task.config, task.default_split)
+    return load_submission(task, path, "auto", task.ids(table), build=(data, task.default_split, table))

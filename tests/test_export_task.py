@@ -138,3 +138,26 @@ def test_refusals(built, cli, tmp_path):
                        "--out", tmp_path / "g", "--images", tmp_path / "nowhere")
     assert_one_error_line(code, err, ["nowhere"])
     assert not (tmp_path / "g").exists()
+
+
+def test_inspect_export(built, cli, tmp_path):
+    """--harness inspect: the same documents (by letter for multiple choice), a task file whose @task function is
+    named like the task; a benchmark scored by log-likelihood only is refused with the reason (Inspect's models
+    score no log-likelihoods)."""
+    data = built("vcr")
+    images = write_row_images("vcr", data, tmp_path / "i")
+    out = tmp_path / "task"
+    code, _, err = cli("export-task", "vcr", "--data", data, "--harness", "inspect", "--out", out, "--images", images)
+    assert code == 0, err
+    meta = json.loads((out / "vlbench_task.json").read_text())
+    assert meta["harness"] == "inspect" and meta["form"] == "letter" and not list(out.glob("*.yaml"))
+    assert f"\ndef {meta['task']}():\n" in (out / f"{meta['task']}.py").read_text()
+    docs = pq.read_table(out / "docs" / "val.parquet", columns=["vlbench_id", "prompt_index", "prompts"]).to_pylist()
+    assert [d["prompt_index"] for d in docs[:4]] == [0, 1, 0, 1] and {d["prompts"] for d in docs} == {2}
+    for bench, reason in (("visdial", "100 options"), ("socialiq", "--harness inspect")):
+        code, _, err = cli("export-task", bench, "--data", built(bench), "--harness", "inspect", "--out",
+                           tmp_path / bench, "--images", images)
+        assert_one_error_line(code, err, ["--harness inspect", "no log-likelihoods", reason])
+    code, _, err = cli("export-task", "cosim-q", "--data", built("cosim-q"), "--harness", "inspect", "--out",
+                       tmp_path / "c", "--choice-mode", "loglik")
+    assert_one_error_line(code, err, ["--choice-mode letter asks it by letter"])

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_error_line, write_row_images
+from helpers import assert_one_error_line, evaluate_json, read_submission, write_row_images
 
 from pipelines.tiny_models import write_tiny_llava, write_tiny_llava_answering
 
@@ -92,23 +92,6 @@ def runs(built, tmp_path_factory):
     return found
 
 
-def _evaluate(cli, bench, data, predictions, *args):
-    code, stdout, stderr = cli("evaluate", bench, "--data", data, "--predictions", predictions, "--bootstrap", "0",
-                               "--allow-partial", *args)
-    assert code == 0, stderr
-    return json.loads(stdout)
-
-
-def _predictions(bench, data, path):
-    from builders.registry import get_task
-    from core.data import load_table
-    from evaluator.interop import load_submission
-
-    task = get_task(bench)
-    table = load_table(data, task.config, task.default_split)
-    return load_submission(task, path, "auto", task.ids(table), build=(data, task.default_split, table))
-
-
 CASES = [(run, bench) for run, (benches, _) in RUNS.items() for bench in benches]
 
 
@@ -116,7 +99,7 @@ CASES = [(run, bench) for run, (benches, _) in RUNS.items() for bench in benches
 def test_log_read_back_gives_the_harness_aggregate(runs, cli, run, bench):
     """The harness's own aggregate (lmms-eval's results file) equals `vlbench evaluate` on its log."""
     case = runs[(run, bench)]
-    metrics = _evaluate(cli, bench, case["data"], case["log"])
+    metrics = evaluate_json(cli, bench, case["data"], case["log"])
     assert metrics["coverage"]["scored"] > 0
     for metric in case["meta"]["metrics"]:
         assert case["results"][f"{metric['key']},none"] == pytest.approx(metrics[metric["key"]], abs=0), metric
@@ -127,7 +110,7 @@ def test_same_answers_and_metrics_as_vlbench_predict(runs, cli, tmp_path, run, b
     """Generated answers and letters: the log's predictions are those `vlbench predict` makes on the same rows
     with the same model (identical), and so are the metrics."""
     case = runs[(run, bench)]
-    from_log, read = _predictions(bench, case["data"], case["log"])
+    from_log, read = read_submission(bench, case["data"], case["log"])
     out = tmp_path / "predictions.json"
     code, _, err = cli("predict", bench, "--data", case["data"], "--model", f"hf:{case['model']}", "--images",
                        case["images"], "--out", out, "--limit", len(from_log), "--choice-mode",
@@ -147,8 +130,8 @@ def test_same_answers_and_metrics_as_vlbench_predict(runs, cli, tmp_path, run, b
         record = next(v["vlbench"] for v in sample.values() if isinstance(v, dict) and "vlbench" in v)
         logged[(record["id"], record["prompt_index"])] = (sample["input"], record["output"])
     assert logged == {k: v for k, v in asked.items() if k in logged} and len(logged) == LIMIT
-    assert _predictions(bench, case["data"], out)[0] == from_log
-    ours, theirs = _evaluate(cli, bench, case["data"], out), _evaluate(cli, bench, case["data"], case["log"])
+    assert read_submission(bench, case["data"], out)[0] == from_log
+    ours, theirs = evaluate_json(cli, bench, case["data"], out), evaluate_json(cli, bench, case["data"], case["log"])
     drop = ("predictions", "input", "prediction_record")
     assert {k: v for k, v in ours.items() if k not in drop} == {k: v for k, v in theirs.items() if k not in drop}
     if run == "letter-b":  # the model names option B of every prompt: every letter was read

@@ -24,13 +24,14 @@ from core.jsonout import dumps
 from core.manifest import MANIFEST
 from evaluator.harness.meta import META, is_task_folder
 
-HARNESSES = ("lmms-eval",)
+HARNESSES = ("lmms-eval", "inspect")
 # `--choice-mode auto` per harness. lmms-eval 0.7.3 asks multiple choice by letter: its transformers model classes
 # cannot score log-likelihoods of image prompts here (llava_hf, the one that implements `loglikelihood`, counts
 # its context without the images and fails under transformers 5: "Found 1 <image> tokens in the text but no
 # images were passed"; its chat class generates only). VisDial and Social-IQ, which cannot be asked by letter,
 # stay log-likelihood (lmms-eval's `multiple_choice`), for a model class that scores.
-AUTO_CHOICE = {"lmms-eval": "letter"}
+# Inspect's models generate (no log-likelihoods): multiple choice by letter only.
+AUTO_CHOICE = {"lmms-eval": "letter", "inspect": "letter"}
 
 
 def _write_docs(path: Path, docs: dict) -> None:
@@ -50,12 +51,18 @@ def _readme(meta: dict, out: Path) -> str:
     form = {"generate": "the model generates an answer",
             "letter": "the options are listed by letter and the model generates the letter",
             "loglik": "each option's log-likelihood is scored (lmms-eval's `multiple_choice`)"}[meta["form"]]
-    run = (f"python -m lmms_eval --model MODEL --model_args pretrained=CHECKPOINT --tasks {meta['task']} "
-           f"--include_path {out} --batch_size 1 --log_samples --output_path LOGS")
-    back = (f"vlbench evaluate {meta['benchmark']} --data BUILD --predictions "
-            f"LOGS/.../*_samples_{meta['task']}.jsonl")
+    if meta["harness"] == "lmms-eval":
+        run = (f"python -m lmms_eval --model MODEL --model_args pretrained=CHECKPOINT --tasks {meta['task']} "
+               f"--include_path {out} --batch_size 1 --log_samples --output_path LOGS")
+        log = f"LOGS/.../*_samples_{meta['task']}.jsonl"
+    else:
+        run = f"inspect eval {out / (meta['task'] + '.py')} --model openai/MODEL --log-dir LOGS"
+        log = "LOGS/...eval"
+    back = f"vlbench evaluate {meta['benchmark']} --data BUILD --predictions {log}"
+    name = "lmms-eval" if meta["harness"] == "lmms-eval" else "Inspect"
     return "\n".join([
-        f"# {meta['benchmark']} ({meta['split']}) as an lmms-eval task: `{meta['task']}`", "",
+        f"# {meta['benchmark']} ({meta['split']}) as an {name} task: "
+        f"`{meta['task']}`", "",
         f"Written by `vlbench export-task` (vlbench {meta['vlbench']}) from the build whose `manifest.json` has "
         f"SHA-256 `{meta['manifest_sha256']}` ({meta['documents']} prompts over {meta['rows']} rows).", "",
         f"- Prompts: exactly what `vlbench predict` shows a generative VLM; {form}.",
@@ -67,12 +74,13 @@ def _readme(meta: dict, out: Path) -> str:
           if meta["video_frames"] else []),
         "- Scoring: each metric's aggregation scores the whole run with vlbench's own code on the exported split "
         "(`scored/`), so group metrics are computed as vlbench computes them. vlbench must be importable in "
-        "lmms-eval's python.",
+        "the harness's python.",
         "- Each logged sample carries the row's vlbench id, so the log maps back by id.", "",
-        "Run it (lmms-eval 0.7):", "", f"    {run}", "",
+        f"Run it ({'lmms-eval 0.7' if meta['harness'] == 'lmms-eval' else 'Inspect'}):", "", f"    {run}", "",
         "Read its log back into vlbench (intervals, `compare`, leaderboards, the suite's card):", "",
         f"    {back}", "",
-        "The task's YAML names this folder by its absolute path; export again after moving it.", ""])
+        *(["The task's YAML names this folder by its absolute path; export again after moving it.", ""]
+          if meta["harness"] == "lmms-eval" else [])])
 
 
 def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | None, template: str | None,
@@ -82,7 +90,7 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
     from builders.registry import get_task
     from core.data import load_table, pick_split, resolve_data
     from core.outdir import atomic_folder, check_out
-    from evaluator.harness import lmms_eval
+    from evaluator.harness import inspect_task, lmms_eval
     from evaluator.harness.docs import Shown, choice_form, harness_docs
     from evaluator.models.ask import prompt_template
     from evaluator.models.generation import Generation
@@ -102,6 +110,10 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
                     **({"--videos": [videos]} if videos else {})}, overwrite, owned=is_task_folder,
               writer="`vlbench export-task`")
     form = choice_form(ask, choice_mode, AUTO_CHOICE[harness])
+    if form == "loglik" and harness == "inspect":
+        raise ParamsError(f"--harness inspect: Inspect's models generate and score no log-likelihoods, and {bench} is "
+                          "scored by log-likelihood" + (f" ({ask.letter_reason})" if ask.letter_reason else
+                                                        " (--choice-mode letter asks it by letter)"))
     template_text = prompt_template(ModelOptions(prompt=template), ask, bench)
     shown = Shown(template_text, form, images, videos, frames)
     docs = harness_docs(task, table, shown)
@@ -123,6 +135,10 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
             shutil.copyfile(shard, staging / "scored" / task.config / shard.name)
         (staging / META).write_text(dumps(meta, indent=2, sort_keys=True) + "\n")
         (staging / "README.md").write_text(_readme(meta, final))
-        (staging / f"{meta['task']}.yaml").write_text(lmms_eval.task_yaml(meta, final / "docs" / f"{split}.parquet"))
-        (staging / "utils.py").write_text(lmms_eval.utils_py(meta))
+        if harness == "lmms-eval":
+            (staging / f"{meta['task']}.yaml").write_text(lmms_eval.task_yaml(meta, final / "docs" /
+                                                                              f"{split}.parquet"))
+            (staging / "utils.py").write_text(lmms_eval.utils_py(meta))
+        else:
+            (staging / f"{meta['task']}.py").write_text(inspect_task.task_file(meta))
     return final

@@ -131,11 +131,14 @@ class TaskFunctions:
     def process_results(self, doc, results) -> dict:
         """Every metric gets the prompt's record (the aggregation scores the whole run)."""
         output = [loglikelihood(r) for r in results] if self.meta["form"] == "loglik" else results[0]
+        return {m["key"]: {RECORD: self.record(doc, output)} for m in self.meta["metrics"]}
+
+    def record(self, doc, output) -> dict:
+        """What a harness logs of one prompt (evaluator/harness/logs.py reads it back)."""
         meta = self.meta
-        record = {"benchmark": meta["benchmark"], "build": meta["manifest_sha256"][:16], "split": meta["split"],
-                  "form": meta["form"], "id": doc["vlbench_id"], "prompt_index": doc["prompt_index"],
-                  "prompts": doc["prompts"], "output": output}
-        return {m["key"]: {RECORD: record} for m in self.meta["metrics"]}
+        return {"benchmark": meta["benchmark"], "build": meta["manifest_sha256"][:16], "split": meta["split"],
+                "form": meta["form"], "id": doc["vlbench_id"], "prompt_index": doc["prompt_index"],
+                "prompts": doc["prompts"], "output": output}
 
     def aggregate(self, key: str):
         """The aggregation of one metric: every record of the run scored by the benchmark's code."""

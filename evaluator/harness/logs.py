@@ -1,11 +1,16 @@
 """A harness's log of a task `vlbench export-task` wrote, read back as a submission, by id.
 
-lmms-eval's `--log_samples` file (`samples_<task>.jsonl`): each sample holds, under each metric of the task,
-the record `process_results` returned (evaluator/harness/lmms_eval.py): the benchmark, the first 16 hex
-digits of the build's manifest SHA-256, the split, the form, the row's vlbench id, the prompt's place and
-the raw output. The log is checked against the split it is scored on (benchmark, build, split, every id a
-row of it) before anything is scored; any mismatch is one error line. Its outputs become predictions as in
-the harness (evaluator/harness/outputs.py).
+Every sample of the log holds the record of its prompt (`TaskFunctions.record`, evaluator/harness/lmms_eval.py):
+the benchmark, the first 16 hex digits of the build's manifest SHA-256, the split, the form, the row's vlbench
+id, the prompt's place and the raw output.
+- lmms-eval's `--log_samples` file (`samples_<task>.jsonl`): under each metric of the task, the record
+  `process_results` returned.
+- Inspect's `.eval` log: a zip file (its members compressed with zstd since Inspect 0.3.1xx, with deflate
+  before) whose `samples/*.json` hold each sample's scores; the `vlbench` scorer's metadata holds the record.
+  Members are read with a bound on their decompressed size (a log is data from outside).
+The log is checked against the split it is scored on (benchmark, build, split, every id a prompt of it)
+before anything is scored; any mismatch is one error line. Its outputs become predictions as in the harness
+(evaluator/harness/outputs.py).
 """
 
 from __future__ import annotations
@@ -31,18 +36,17 @@ def is_exported_log(samples: list) -> bool:
     return bool(samples) and exported_record(samples[0]) is not None
 
 
-def read_exported_log(task, path: Path, samples: list, build: tuple, reasoning_tags: tuple | None = None
-                      ) -> tuple[dict, dict]:
-    """({id: prediction}, how it was read) of an lmms-eval log of an exported task; `build` is (the built
-    folder, its split, the split's table) it is scored against."""
+def read_exported_log(task, path: Path, records: list, build: tuple, reasoning_tags: tuple | None = None,
+                      harness: str = "lmms-eval") -> tuple[dict, dict]:
+    """({id: prediction}, how it was read) of the records of a harness's log of an exported task (None: a sample
+    without one); `build` is (the built folder, its split, the split's table) it is scored against."""
     from evaluator.harness.outputs import PromptOutput, predictions_of, prompt_choices
 
     folder, split, table = build
     manifest = sha256_file(Path(folder) / MANIFEST)
     choices = prompt_choices(task, table)
     outputs, forms = [], set()
-    for n, sample in enumerate(samples):
-        record = exported_record(sample)
+    for n, record in enumerate(records):
         where = f"{path}: sample {n}"
         if record is None:
             raise SubmissionError(f"{where}: carries no vlbench record; every sample of an exported task's log has one")
@@ -69,5 +73,70 @@ def read_exported_log(task, path: Path, samples: list, build: tuple, reasoning_t
         raise SubmissionError(f"{path}: mixes samples of several forms ({', '.join(sorted(forms))})")
     form = forms.pop() if forms else "generate"
     predictions, counts = predictions_of(task.generative, form, outputs, str(path), reasoning_tags)
-    return predictions, {"format": "lmms-eval", "exported_task": True, "form": form, "build": manifest[:16],
-                         "samples": len(samples), **counts}
+    return predictions, {"format": harness, "exported_task": True, "form": form, "build": manifest[:16],
+                         "samples": len(records), **counts}
+
+
+MEMBER_LIMIT = 256 * 1024 * 1024  # bytes a member of an .eval log may decompress to
+_ZSTD = 93  # the zip compression method number of zstd
+
+
+def _member(path: Path, archive, info) -> bytes:
+    """One member of a zip file, decompressed (zstd, deflate or stored), at most MEMBER_LIMIT bytes."""
+    import io
+    import struct
+    import zlib
+
+    if info.file_size > MEMBER_LIMIT:
+        raise SubmissionError(f"{path}: member {info.filename[:60]} is {info.file_size:,} bytes (more than "
+                              f"{MEMBER_LIMIT:,})")
+    if info.compress_type != _ZSTD:
+        try:
+            with archive.open(info) as member:
+                data = member.read(MEMBER_LIMIT + 1)
+        except (NotImplementedError, zlib.error, OSError, EOFError) as exc:
+            raise SubmissionError(f"{path}: member {info.filename[:60]} cannot be read ({exc})") from None
+    else:
+        import zstandard
+
+        with open(path, "rb") as fh:
+            fh.seek(info.header_offset)
+            header = fh.read(30)
+            if len(header) < 30 or header[:4] != b"PK\x03\x04":
+                raise SubmissionError(f"{path}: member {info.filename[:60]} has no local header")
+            name_length, extra_length = struct.unpack("<HH", header[26:30])
+            fh.seek(info.header_offset + 30 + name_length + extra_length)
+            raw = fh.read(info.compress_size)
+        try:
+            data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read(MEMBER_LIMIT + 1)
+        except zstandard.ZstdError as exc:
+            raise SubmissionError(f"{path}: member {info.filename[:60]} is not valid zstd ({exc})") from None
+    if len(data) > MEMBER_LIMIT:
+        raise SubmissionError(f"{path}: member {info.filename[:60]} decompresses to more than {MEMBER_LIMIT:,} bytes")
+    return data
+
+
+def inspect_records(path: Path) -> list:
+    """The vlbench record of every sample of an Inspect `.eval` log (None for a sample without one), in the
+    order of its members."""
+    import zipfile
+
+    from evaluator.submission import parse_json
+
+    try:
+        archive = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise SubmissionError(f"{path}: not an Inspect .eval log (a zip file): {exc}") from None
+    with archive:
+        members = [i for i in archive.infolist() if i.filename.startswith("samples/") and
+                   i.filename.endswith(".json")]
+        if not members:
+            raise SubmissionError(f"{path}: holds no samples (an Inspect .eval log keeps them under samples/)")
+        records = []
+        for info in members:
+            sample = parse_json(_member(path, archive, info), f"{path}: {info.filename[:60]}")
+            score = sample.get("scores", {}).get("vlbench") if isinstance(sample, dict) else None
+            metadata = score.get("metadata") if isinstance(score, dict) else None
+            record = metadata.get(RECORD) if isinstance(metadata, dict) else None
+            records.append(record if isinstance(record, dict) else None)
+    return records

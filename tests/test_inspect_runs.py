@@ -1,0 +1,151 @@
+"""Exported tasks run in the real Inspect (inspect-ai 0.3.285; scripts/harness_env.sh installs it beside the
+main venv; `make test` passes its folder as VLBENCH_INSPECT), against the demo's tiny LLaVA served by
+`transformers serve` on loopback (sockets may connect to 127.0.0.1 only), greedy, through Inspect's
+chat-completions provider. Every benchmark Inspect can ask (all that generate or can be asked by letter; Inspect
+scores no log-likelihoods) runs with the random tiny LLaVA, whose outputs change with any change of prompt or
+image: each prompt's raw output in Inspect's `.eval` log equals what `vlbench predict --model openai:` gets from
+the same server, the predictions read back are the same, and the metrics Inspect computed itself (the task's
+metrics call vlbench's scoring) equal `vlbench evaluate` of the log. The multiple-choice benchmarks also run with
+a tiny LLaVA that answers "B", so every letter is read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import assert_one_error_line, evaluate_json, read_submission, write_row_images
+
+from pipelines.tiny_models import write_tiny_llava, write_tiny_llava_answering
+
+pytestmark = [pytest.mark.slow, pytest.mark.allow_hosts(["127.0.0.1"])]
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 12  # samples per task (prompts; VCR asks two per row)
+INSPECT = os.environ.get("VLBENCH_INSPECT")
+LETTER_BENCHES = ("vcr-visor", "vcr", "cosim-q", "cosim-c", "pmr-p")
+INSPECT_BENCHES = ("gqa-ood", "vqa-v2", "vqa-cp", "disco", *LETTER_BENCHES)
+
+
+@pytest.fixture(autouse=True)
+def _no_network():
+    """Overrides conftest's: sockets may be made, and connect to loopback only (the module's mark)."""
+    yield
+
+def _inspect_eval(model: Path, url: str, tasks: list[str], cwd: Path, out: Path) -> None:
+    """`inspect eval` of the task files (relative to cwd: Inspect globs task paths) against a loopback
+    OpenAI-compatible server, through Inspect's chat-completions provider (`openai-api/<service>/<model>`)."""
+    env = {**os.environ, "VLBENCH_BASE_URL": url, "VLBENCH_API_KEY": "none", "INSPECT_LOG_DIR": str(out),
+           "PYTHONPATH": os.pathsep.join([*(f"{INSPECT}/{p}" for p in ("harness", "deps", "stubs")), str(ROOT)])}
+    command = [sys.executable, "-m", "inspect_ai", "eval", *tasks, "--model", f"openai-api/vlbench/{model}",
+               "--log-dir", str(out), "--limit", str(LIMIT), "--display", "plain", "--max-connections", "1"]
+    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and len(list(out.glob("*.eval"))) == len(tasks), \
+        done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def _inspect_results(log: Path) -> dict:
+    """The metrics Inspect itself computed, from the log's header."""
+    import zipfile
+
+    from evaluator.harness.logs import _member
+
+    with zipfile.ZipFile(log) as archive:
+        header = json.loads(_member(log, archive, archive.getinfo("header.json")))
+    assert header["status"] == "success"
+    (scores,) = header["results"]["scores"]
+    return {name: value["value"] for name, value in scores["metrics"].items()}
+
+
+@pytest.fixture(scope="module")
+def inspect_servers(tmp_path_factory):
+    """The random tiny LLaVA and the one that answers "B", each served by `transformers serve` on loopback for
+    the module: {run: (model, URL)}."""
+    from served_helpers import transformers_serve
+
+    if not INSPECT:
+        pytest.skip("Inspect is not set up: `make test` runs scripts/harness_env.sh inspect and passes its folder "
+                    "as VLBENCH_INSPECT")
+    root = tmp_path_factory.mktemp("inspect-models")
+    models = {"random": write_tiny_llava(root / "llava"), "letter-b": write_tiny_llava_answering(root / "llava-b", "B")}
+    with transformers_serve(models["random"], root / "random.log") as random_url, \
+            transformers_serve(models["letter-b"], root / "b.log") as letter_url:
+        yield {"random": (models["random"], random_url), "letter-b": (models["letter-b"], letter_url)}
+
+
+@pytest.fixture(scope="module")
+def inspect_runs(built, inspect_servers, tmp_path_factory):
+    """Per (model, benchmark): the build, images, export meta and Inspect's .eval log."""
+    from evaluator.harness.export import export_task
+
+    root = tmp_path_factory.mktemp("inspect")
+    found = {}
+    for run, (model, url) in inspect_servers.items():
+        benches = INSPECT_BENCHES if run == "random" else LETTER_BENCHES
+        tasks = {}
+        for bench in benches:
+            data = built(bench)
+            images = write_row_images(bench, data, root / "images" / bench)
+            export_task(bench, str(data), "inspect", root / run / "tasks" / bench, split=None, template=None,
+                        choice_mode="auto", images=images, videos=None, frames=8, max_new_tokens=None)
+            meta = json.loads((root / run / "tasks" / bench / "vlbench_task.json").read_text())
+            tasks[bench] = (data, images, meta)
+        _inspect_eval(model, url, [f"{b}/{m['task']}.py" for b, (_, _, m) in tasks.items()], root / run / "tasks",
+                      root / run / "logs")
+        for bench, (data, images, meta) in tasks.items():
+            (log,) = (root / run / "logs").glob(f"*_{meta['task'].replace('_', '-')}_*.eval")
+            found[(run, bench)] = {"data": data, "images": images, "meta": meta, "log": log, "url": url,
+                                   "model": model, "results": _inspect_results(log)}
+    return found
+
+
+INSPECT_CASES = [("random", b) for b in INSPECT_BENCHES] + [("letter-b", b) for b in LETTER_BENCHES]
+
+
+@pytest.mark.parametrize("run, bench", INSPECT_CASES)
+def test_inspect_log_gives_vlbench_s_numbers_and_openai_s_answers(inspect_runs, cli, tmp_path, monkeypatch, run,
+                                                                   bench):
+    """Inspect's own metrics equal `vlbench evaluate` on its .eval log; each prompt's raw output equals what
+    `vlbench predict --model openai:` gets from the same server for the same rows, and so do the predictions."""
+    case = inspect_runs[(run, bench)]
+    metrics = evaluate_json(cli, bench, case["data"], case["log"])
+    assert metrics["coverage"]["scored"] > 0
+    assert case["results"] == {m["key"]: metrics[m["key"]] for m in case["meta"]["metrics"]}
+    from_log, read = read_submission(bench, case["data"], case["log"])
+    assert read["format"] == "inspect" and read["form"] == case["meta"]["form"]
+    monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "served.json"
+    code, _, err = cli("predict", bench, "--data", case["data"], "--model", f"openai:{case['model']}",
+                       "--base-url", case["url"], "--images", case["images"], "--out", out, "--limit", len(from_log),
+                       "--choice-mode", "letter" if case["meta"]["form"] == "letter" else "auto", "--log-samples",
+                       "--no-cache")
+    assert code == 0, err
+    from evaluator.harness.logs import inspect_records
+
+    asked = {}
+    for line in out.with_suffix(".samples.jsonl").read_text().splitlines():
+        sample = json.loads(line)
+        for k, output in enumerate(sample["outputs"] if "outputs" in sample else [sample["output"]]):
+            asked[(json.dumps(sample["id"]), k)] = output
+    logged = {(r["id"], r["prompt_index"]): r["output"] for r in inspect_records(case["log"])}
+    assert len(logged) == LIMIT and logged == {k: v for k, v in asked.items() if k in logged}
+    assert read_submission(bench, case["data"], out)[0] == from_log
+    if run == "letter-b":
+        assert read["answers_not_read"] == 0
+
+
+def test_inspect_logs_that_are_not_the_build_s(inspect_runs, cli, tmp_path):
+    """An Inspect log of another benchmark's task, or not a zip: one line, exit 2; a benchmark that is scored
+    by log-likelihood only is not exported to Inspect, with the reason."""
+    case = inspect_runs[("random", "gqa-ood")]
+    code, _, err = cli("evaluate", "vqa-cp", "--data", inspect_runs[("random", "vqa-cp")]["data"], "--predictions",
+                       case["log"])
+    assert_one_error_line(code, err, ["exported gqa-ood task, not vqa-cp's"])
+    junk = tmp_path / "junk.eval"
+    junk.write_bytes(b"not a zip")
+    code, _, err = cli("evaluate", "gqa-ood", "--data", case["data"], "--predictions", junk)
+    assert_one_error_line(code, err, ["junk.eval", "not an Inspect .eval log"])
