@@ -350,7 +350,8 @@ def leaderboard(
     bench: str = typer.Argument(..., help="Benchmark name."),
     data: str = DATA_OPTION,
     submissions: Path = typer.Option(
-        ..., "--submissions", help="Folder of submissions (*.json; harness outputs *.jsonl, *.xlsx, *.tsv, *.csv)."),
+        ..., "--submissions", help="Folder of submissions (*.json; harness outputs *.jsonl, *.xlsx, *.tsv, *.csv, "
+                                   "*.eval)."),
     out: Path = typer.Option(..., "--out", help="Site folder to write (index.html, leaderboard.csv/json)."),
     split: Optional[str] = SCORED_SPLIT_OPTION,
     assignments: list[str] = typer.Option([], "--option", metavar="KEY=VALUE", help="Scoring option (repeat)."),

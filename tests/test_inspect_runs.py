@@ -25,7 +25,7 @@ from pipelines.tiny_models import write_tiny_llava, write_tiny_llava_answering
 pytestmark = [pytest.mark.slow, pytest.mark.allow_hosts(["127.0.0.1"])]
 
 ROOT = Path(__file__).resolve().parents[1]
-LIMIT = 12  # samples per task (prompts; VCR asks two per row)
+LIMIT = 16  # samples per task (prompts; VCR asks two per row): all of DISCO's 16 test rows
 INSPECT = os.environ.get("VLBENCH_INSPECT")
 LETTER_BENCHES = ("vcr-visor", "vcr", "cosim-q", "cosim-c", "pmr-p")
 INSPECT_BENCHES = ("gqa-ood", "vqa-v2", "vqa-cp", "disco", *LETTER_BENCHES)
@@ -149,3 +149,23 @@ def test_inspect_logs_that_are_not_the_build_s(inspect_runs, cli, tmp_path):
     junk.write_bytes(b"not a zip")
     code, _, err = cli("evaluate", "gqa-ood", "--data", case["data"], "--predictions", junk)
     assert_one_error_line(code, err, ["junk.eval", "not an Inspect .eval log"])
+
+
+def test_leaderboard_ranks_an_inspect_log(inspect_runs, cli, tmp_path):
+    """An Inspect log in a leaderboard's submissions folder is scored like any submission (DISCO: the run
+    covers its whole test split), with the values `vlbench evaluate` gives it."""
+    import shutil
+
+    case = inspect_runs[("random", "disco")]
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    shutil.copy(case["log"], submissions / "inspect-run.eval")
+    code, _, err = cli("leaderboard", "disco", "--data", case["data"], "--submissions", submissions, "--out",
+                       tmp_path / "site", "--bootstrap", "0")
+    assert code == 0, err
+    (row,) = json.loads((tmp_path / "site" / "leaderboard.json").read_text())["submissions"]
+    metrics = evaluate_json(cli, "disco", case["data"], case["log"])
+    assert row["submission"] == "inspect-run" and row["status"] == "scored", row
+    assert metrics["coverage"]["missing"] == 0
+    assert {k: row["values"][k]["value"] for k in ("one_minus_mape", "mae")} == \
+        {k: metrics[k] for k in ("one_minus_mape", "mae")}

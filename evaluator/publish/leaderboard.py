@@ -125,14 +125,15 @@ def _problem(path: Path, root: Path) -> str | None:
 def submission_files(folder: Path) -> list[Submission]:
     """The submissions of a folder: its *.json files, less the records `vlbench predict` writes
     beside a prediction file (*.meta.json), and other harnesses' outputs (evaluator.interop: lmms-eval
-    *.jsonl, VLMEvalKit *.xlsx / *.tsv / *.csv), each read in the format it is detected to have. Only
+    *.jsonl, VLMEvalKit *.xlsx / *.tsv / *.csv, Inspect *.eval logs of exported tasks), each read in the format
+    it is detected to have. Only
     regular files are read (a FIFO or a device is never opened); see the module docstring for the
     files listed with an error."""
     if not folder.is_dir():
         raise ParamsError(f"--submissions {folder}: " + ("is a file, expected a folder" if folder.exists()
                                                          else "no such folder"))
     root = folder.resolve()
-    suffixes = {".json", ".jsonl", *TABLE_SUFFIXES}
+    suffixes = {".json", ".jsonl", ".eval", *TABLE_SUFFIXES}
     found = []
     for path in sorted(folder.iterdir(), key=lambda p: p.name):
         if path.suffix.lower() not in suffixes or path.name.endswith(".meta.json"):
