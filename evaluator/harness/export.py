@@ -56,7 +56,9 @@ def _readme(meta: dict, out: Path) -> str:
                f"--include_path {out} --batch_size 1 --log_samples --output_path LOGS")
         log = f"LOGS/.../*_samples_{meta['task']}.jsonl"
     else:
-        run = f"inspect eval {out / (meta['task'] + '.py')} --model openai/MODEL --log-dir LOGS"
+        # Inspect finds a task file by a path relative to the directory it runs in; a local OpenAI-compatible
+        # server through its chat-completions provider (URL in SERVICE_BASE_URL)
+        run = f"cd {out} && inspect eval {meta['task']}.py --model openai-api/SERVICE/MODEL --log-dir LOGS"
         log = "LOGS/...eval"
     back = f"vlbench evaluate {meta['benchmark']} --data BUILD --predictions {log}"
     name = "lmms-eval" if meta["harness"] == "lmms-eval" else "Inspect"
@@ -77,7 +79,7 @@ def _readme(meta: dict, out: Path) -> str:
         "the harness's python.",
         "- Each logged sample carries the row's vlbench id, so the log maps back by id.", "",
         f"Run it ({'lmms-eval 0.7' if meta['harness'] == 'lmms-eval' else 'Inspect'}):", "", f"    {run}", "",
-        "Read its log back into vlbench (intervals, `compare`, leaderboards, the suite's card):", "",
+        "Read its log back into vlbench (metrics with intervals, `compare`, leaderboards):", "",
         f"    {back}", "",
         *(["The task's YAML names this folder by its absolute path; export again after moving it.", ""]
           if meta["harness"] == "lmms-eval" else [])])
