@@ -3,6 +3,7 @@ harness. Running the tasks in the real lmms-eval, and their logs read back, is t
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pyarrow.parquet as pq
@@ -58,7 +59,7 @@ def test_export_folder(bench, built, cli, tmp_path):
     assert docs["vlbench_id"] == [id_text(task.ids(table)[r]) for r in rows]
     assert docs["choices"] == continuations
     assert all(len(i) == (ask.image_column is not None) for i in docs["images"])
-    assert meta["manifest_sha256"] == __import__("hashlib").sha256((data / "manifest.json").read_bytes()).hexdigest()
+    assert meta["manifest_sha256"] == hashlib.sha256((data / "manifest.json").read_bytes()).hexdigest()
     assert meta["form"] == form  # lmms-eval's auto: by letter where the benchmark can be asked so
     config = yaml.load((out / f"{meta['task']}.yaml").read_text(), Loader=_Loader)
     assert config["task"] == meta["task"] and config["test_split"] == meta["split"]
