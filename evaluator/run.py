@@ -132,13 +132,14 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
 
 
 def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None = None, by: str | None = None,
-             hub_results: Path | None = None, hub_dataset: str | None = None) -> dict:
+             hub_results: Path | None = None, hub_dataset: str | None = None, hub_source: str | None = None) -> dict:
     """Validate a prediction file against a split and compute the benchmark's metrics, with 95%
     confidence intervals from the request's cluster resamples (evaluator.stats.bootstrap; 0: none) where the
     benchmark declares its resampling; the record `vlbench predict` wrote beside the file (if any)
     says in the report how the predictions were made. `hub_results`: also the Hub's evaluation-results
     file for a model repo (evaluator.publish.hub_results), naming the benchmark's dataset repo `hub_dataset`
-    (default: DATA when it is a repo id). `by`: also score each value of this column."""
+    (default: DATA when it is a repo id), each entry's `source` `hub_source`. `by`: also score each value of this
+    column."""
     bench, data, bootstrap, seed = request.bench, request.data, request.resamples, request.seed
     task = get_task(bench)
     options = task_options(task, list(request.options))
@@ -149,6 +150,12 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
             raise ParamsError("--hub-results: pass --hub-dataset ORG/NAME, the Hub dataset repo of this benchmark "
                               f"(--data {data} is a local folder)")
         hub_dataset = data
+    if hub_source is not None:
+        if hub_results is None:
+            raise ParamsError("--hub-source: names the source of --hub-results entries; pass --hub-results DIR too")
+        from evaluator.publish.hub_results import check_source
+
+        check_source(hub_source)
     folder, split, table = _open(task, data, request.split)
     if by is not None:
         table = with_column(task, folder, split, table, by)
@@ -176,7 +183,7 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
         # a dataset fetched from the Hub lies in its snapshot folder, named by the commit
         revision = folder.name if hub_dataset == data and re.fullmatch(r"[0-9a-f]{40}", folder.name) else None
         metrics["hub_results"] = str(write_eval_results(hub_results, get_benchmark(bench), folder, metrics,
-                                                        hub_dataset, revision))
+                                                        hub_dataset, revision, source=hub_source))
     if report is not None:
         markdown, plots = task.report(metrics, Path(predictions).stem)
         if "intervals" in metrics:

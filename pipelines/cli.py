@@ -178,11 +178,15 @@ def push(
     repo_id: str = typer.Option(..., "--repo-id", help="Hub dataset repo, ORG/NAME."),
     private: bool = typer.Option(False, "--private", help="Create the repo as private."),
     revision: Optional[str] = typer.Option(None, "--revision", help="Branch to commit to."),
+    inspect_task: Optional[Path] = typer.Option(
+        None, "--inspect-task", metavar="DIR",
+        help="An Inspect task `vlbench export-task --harness inspect` wrote from this build: the repo becomes a Hub "
+             "benchmark for the inspect-ai framework (its prompts as the `inspect` config, eval.yaml's tasks)."),
 ):
     """Upload a built folder to a Hugging Face dataset repo (token: HF_TOKEN or `hf auth login`)."""
     from pipelines.push import push as push_folder
 
-    result = push_folder(folder, repo_id, private, revision)
+    result = push_folder(folder, repo_id, private, revision, inspect_task=inspect_task)
     typer.echo(f"uploaded {len(result['files'])} files to datasets/{repo_id}"
                + (f" ({len(result['deleted'])} stale files removed)" if result["deleted"] else "")
                + (f": {result['url']}" if result["url"] else ""))
@@ -259,6 +263,10 @@ def evaluate(
     hub_dataset: Optional[str] = typer.Option(
         None, "--hub-dataset", metavar="ORG/NAME",
         help="The benchmark's Hub dataset repo for --hub-results (default: --data when it is a repo id)."),
+    hub_source: Optional[str] = typer.Option(
+        None, "--hub-source", metavar="URL",
+        help="Where the evaluation can be read (an https URL: the pushed report or samples); each --hub-results "
+             "entry names it as its `source`."),
     fmt: Format = FORMAT_OPTION,
     harness_data: Optional[str] = HARNESS_DATA_OPTION,
     reasoning_tags: list[str] = REASONING_TAGS_OPTION,
@@ -273,7 +281,7 @@ def evaluate(
                              options=tuple(assignments), fmt=fmt, harness_data=harness_data, resamples=bootstrap,
                              seed=seed, reasoning_tags=parse_reasoning_tags(reasoning_tags))
     metrics = run_evaluate(request, predictions, report=report, by=by, hub_results=hub_results,
-                           hub_dataset=hub_dataset)
+                           hub_dataset=hub_dataset, hub_source=hub_source)
     headline = {k: v for k, v in metrics.items() if not isinstance(v, (list, dict))}
     typer.echo(dumps({**headline, "coverage": metrics["coverage"]}, note_key="undefined", indent=2))
     if report is not None:

@@ -15,6 +15,7 @@ from core.data import load_table
 from core.errors import VlbenchError
 from core.hashing import sha256_file
 from core.manifest import MANIFEST, read_manifest, read_manifest_file
+from evaluator.harness.hub import LAYER, layer_problems
 
 
 def git_blob_id(path: Path) -> str:
@@ -77,14 +78,22 @@ def verify(folder: Path) -> Verification:
     listed = {item["path"]: item for item in manifest["outputs"]}
     for rel in listed:
         check_relative(rel, folder / MANIFEST, field="outputs")
+    layered: set[str] = set()  # a repo pushed with --inspect-task: its layer's files are checked by its record
+    if (folder / LAYER).is_file():
+        layer_report, layered = layer_problems(folder, listed)
+        report.problems += layer_report
+        report.checked.append(f"the Inspect layer's {len(layered) - 1} files against {LAYER}")
     for rel, item in sorted(listed.items()):
         path = folder / rel
+        if rel in layered:
+            continue
         if not path.is_file():
             report.problems.append(f"{rel}: listed in the manifest but missing")
         elif sha256_file(path) != item["sha256"]:
             report.problems.append(f"{rel}: sha256 differs from the manifest")
     extra = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
-                   if p.is_file() and p.name != MANIFEST and p.relative_to(folder).as_posix() not in listed)
+                   if p.is_file() and p.name != MANIFEST and p.relative_to(folder).as_posix() not in listed
+                   and p.relative_to(folder).as_posix() not in layered)
     report.problems += [f"{rel}: not listed in the manifest" for rel in extra]
     report.checked.append(f"{len(listed)} files against the manifest's sha256")
     builder = get_builder(manifest["benchmark"])

@@ -181,3 +181,43 @@ def read_submission(bench, data, path):
     task = get_task(bench)
     table = load_table(data, task.config, task.default_split)
     return load_submission(task, path, "auto", task.ids(table), build=(data, task.default_split, table))
+
+
+class HubRepoCopy:
+    """HfApi's commit surface for `vlbench push`: each committed file is copied into `folder`, a local copy of
+    the repo as the Hub would hold it after the commit."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.commits = Path(folder), []
+
+    def create_repo(self, **kw):
+        pass
+
+    def create_branch(self, **kw):
+        pass
+
+    def list_repo_files(self, **kw):
+        return sorted(p.relative_to(self.folder).as_posix() for p in self.folder.rglob("*") if p.is_file())
+
+    def create_commit(self, operations, **kw):
+        import shutil
+
+        self.commits.append([op.path_in_repo for op in operations])
+        for op in operations:
+            target = self.folder / op.path_in_repo
+            if type(op).__name__ == "CommitOperationDelete":
+                target.unlink()
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(op.path_or_fileobj, target)
+        return type("Info", (), {"commit_url": None})()
+
+
+def push_to_copy(cli, monkeypatch, data: Path, repo: Path, *args) -> tuple[int, str, str]:
+    """`vlbench push DATA --repo-id org/bench ARGS` into a local copy of the repo (HubRepoCopy)."""
+    import pipelines.push
+
+    repo.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    monkeypatch.setattr(pipelines.push, "_api", lambda token: HubRepoCopy(repo))
+    return cli("push", data, "--repo-id", f"org/{data.name}", *args)

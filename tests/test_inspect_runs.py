@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_error_line, evaluate_json, read_submission, write_row_images
+from helpers import assert_one_error_line, evaluate_json, push_to_copy, read_submission, write_row_images
 
 from pipelines.tiny_models import write_tiny_llava, write_tiny_llava_answering
 
@@ -48,14 +48,20 @@ def _inspect_eval(model: Path, url: str, tasks: list[str], cwd: Path, out: Path)
         done.stdout[-3000:] + done.stderr[-3000:]
 
 
-def _inspect_results(log: Path) -> dict:
-    """The metrics Inspect itself computed, from the log's header."""
+def _log_members(log: Path, prefix: str) -> list:
+    """The JSON members of an .eval log whose names begin with `prefix` (header.json, samples/)."""
     import zipfile
 
     from evaluator.harness.logs import _member
 
     with zipfile.ZipFile(log) as archive:
-        header = json.loads(_member(log, archive, archive.getinfo("header.json")))
+        return [json.loads(_member(log, archive, info)) for info in archive.infolist()
+                if info.filename.startswith(prefix)]
+
+
+def _inspect_results(log: Path) -> dict:
+    """The metrics Inspect itself computed, from the log's header."""
+    (header,) = _log_members(log, "header.json")
     assert header["status"] == "success"
     (scores,) = header["results"]["scores"]
     return {name: value["value"] for name, value in scores["metrics"].items()}
@@ -99,7 +105,8 @@ def inspect_runs(built, inspect_servers, tmp_path_factory):
         for bench, (data, images, meta) in tasks.items():
             (log,) = (root / run / "logs").glob(f"*_{meta['task'].replace('_', '-')}_*.eval")
             found[(run, bench)] = {"data": data, "images": images, "meta": meta, "log": log, "url": url,
-                                   "model": model, "results": _inspect_results(log)}
+                                   "model": model, "results": _inspect_results(log),
+                                   "task": root / run / "tasks" / bench}
     return found
 
 
@@ -169,3 +176,43 @@ def test_leaderboard_ranks_an_inspect_log(inspect_runs, cli, tmp_path):
     assert metrics["coverage"]["missing"] == 0
     assert {k: row["values"][k]["value"] for k in ("one_minus_mape", "mae")} == \
         {k: metrics[k] for k in ("one_minus_mape", "mae")}
+
+
+@pytest.mark.parametrize("run, bench", [("random", "gqa-ood"), ("letter-b", "pmr-p")])
+def test_a_pushed_repo_runs_as_inspect_s_hub_task(inspect_runs, cli, monkeypatch, tmp_path, run, bench):
+    """A build pushed with --inspect-task runs as `inspect eval hf/ORG/NAME/TASK` through Inspect's own loader
+    (tests/inspect_hub_task.py: eval.yaml validated by its HFTask schema, the config's rows turned into Samples
+    by its field_spec; only the two downloads served from the local copy of the repo): each sample shows the
+    row's prompt then its image, `vlbench evaluate --data REPO` reads the log back by id, and where the proxy
+    can be compared (a model that answers "B", asked by letter) Inspect's own accuracy equals vlbench's."""
+    import pyarrow.parquet as pq
+    import yaml
+
+    case = inspect_runs[(run, bench)]
+    repo = tmp_path / bench
+    code, _, err = push_to_copy(cli, monkeypatch, case["data"], repo, "--inspect-task", case["task"])
+    assert code == 0, err
+    task_id = yaml.safe_load((repo / "eval.yaml").read_text())["tasks"][-1]["id"]
+    env = {**os.environ, "VLBENCH_BASE_URL": case["url"], "VLBENCH_API_KEY": "none",
+           "PYTHONPATH": os.pathsep.join([*(f"{INSPECT}/{p}" for p in ("harness", "deps", "stubs")), str(ROOT)])}
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "inspect_hub_task.py"), str(repo), f"org/{bench}",
+                           task_id, f"openai-api/vlbench/{case['model']}", str(tmp_path / "logs"), str(LIMIT)],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (log,) = (tmp_path / "logs").glob("*.eval")
+    (header,) = _log_members(log, "header.json")
+    assert header["eval"]["task"] == f"hf/org/{bench}/{task_id}/{task_id}"  # Inspect appends the id of one of several
+    rows = {r["id"]: r for r in pq.read_table(next((repo / "inspect").glob("*.parquet"))).to_pylist()}
+    samples = _log_members(log, "samples/")
+    assert len(samples) == LIMIT
+    for sample in samples:  # Inspect numbers a Hub task's samples itself: the `vlbench` metadata names the prompt
+        row = rows[f"{sample['metadata']['vlbench']['id']}#{sample['metadata']['vlbench']['prompt_index']}"]
+        (message,) = sample["input"]
+        text, image = message["content"]
+        shown = sample["attachments"].get(image["image"].removeprefix("attachment://"), image["image"])
+        assert (text["text"], shown, sample["target"]) == (row["input"], row["image"], row["target"])
+    metrics = evaluate_json(cli, bench, repo, log)  # the pushed repo serves as --data
+    assert metrics["coverage"]["scored"] == LIMIT and read_submission(bench, repo, log)[1]["format"] == "inspect"
+    if run == "letter-b":
+        assert all(s["output"]["completion"].strip() == "B" for s in samples)
+        assert _inspect_results(log)["accuracy"] * 100 == pytest.approx(metrics["accuracy"])

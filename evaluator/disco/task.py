@@ -45,6 +45,11 @@ class PeopleCount(Ask):
     cleaning = (CLEANING + "; then the first number (digits, or a number word up to twenty); an output "
                 "without one predicts 0 and is counted under unparsed_outputs")
     note = "image only: the audio is not read"
+    reference_column = "count"
+
+    def reference_text(self, value) -> str:
+        """The count to the nearest whole person (halves up): the annotated counts are density sums."""
+        return str(int(value + 0.5))
 
     def values(self, table: pa.Table) -> list[dict[str, str]]:
         return [{} for _ in range(table.num_rows)]

@@ -28,6 +28,7 @@ class GqaAnswer(ShortAnswer):
     evaluation compares exact strings); the raw output stays in `--log-samples`."""
 
     cleaning = CLEANING + "; lower case"
+    reference_column = "answer"
 
     def prediction(self, output: str) -> str:
         return clean_answer(output).lower()

@@ -131,6 +131,7 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
     final = Path(out).absolute()
     with atomic_folder(out) as staging:
         _write_docs(staging / "docs" / f"{split}.parquet", docs)
+        meta["docs_sha256"] = sha256_file(staging / "docs" / f"{split}.parquet")  # what `push --inspect-task` reads
         (staging / "scored" / task.config).mkdir(parents=True)
         shutil.copyfile(folder / MANIFEST, staging / "scored" / MANIFEST)
         for shard in sorted((folder / task.config).glob(f"{split}-*.parquet")):

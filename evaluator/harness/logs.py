@@ -6,7 +6,8 @@ id, the prompt's place and the raw output.
 - lmms-eval's `--log_samples` file (`samples_<task>.jsonl`): under each metric of the task, the record
   `process_results` returned.
 - Inspect's `.eval` log: a zip file (its members compressed with zstd since Inspect 0.3.1xx, with deflate
-  before) whose `samples/*.json` hold each sample's scores; the `vlbench` scorer's metadata holds the record.
+  before) whose `samples/*.json` hold each sample's scores; the `vlbench` scorer's metadata holds the record
+  (a run of the Hub's task, `inspect eval hf/ORG/NAME/TASK`: the sample's `vlbench` metadata and its output).
   Members are read with a bound on their decompressed size (a log is data from outside).
 The log is checked against the split it is scored on (benchmark, build, split, every id a prompt of it)
 before anything is scored; any mismatch is one error line. Its outputs become predictions as in the harness
@@ -135,8 +136,20 @@ def inspect_records(path: Path) -> list:
         records = []
         for info in members:
             sample = parse_json(_member(path, archive, info), f"{path}: {info.filename[:60]}")
-            score = sample.get("scores", {}).get("vlbench") if isinstance(sample, dict) else None
-            metadata = score.get("metadata") if isinstance(score, dict) else None
-            record = metadata.get(RECORD) if isinstance(metadata, dict) else None
-            records.append(record if isinstance(record, dict) else None)
+            records.append(_sample_record(sample))
     return records
+
+
+def _sample_record(sample) -> dict | None:
+    """The record of one sample of an `.eval` log: the `vlbench` scorer's (an exported task), or the sample's
+    `vlbench` metadata and its output (the Hub's task over the `inspect` config, evaluator/harness/hub.py)."""
+    if not isinstance(sample, dict):
+        return None
+    score = sample.get("scores", {}).get("vlbench") if isinstance(sample.get("scores"), dict) else None
+    metadata = score.get("metadata") if isinstance(score, dict) else None
+    record = metadata.get(RECORD) if isinstance(metadata, dict) else None
+    if isinstance(record, dict):
+        return record
+    hub = sample.get("metadata", {}).get("vlbench") if isinstance(sample.get("metadata"), dict) else None
+    output = sample.get("output", {}).get("completion") if isinstance(sample.get("output"), dict) else None
+    return {**hub, "output": output} if isinstance(hub, dict) and isinstance(output, str) else None

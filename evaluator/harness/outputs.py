@@ -75,18 +75,23 @@ def predictions_of(ask, form: str, outputs: list[PromptOutput], where: str,
         {} if form == "loglik" else {"answers_not_read": unread})}
 
 
+def prompt_keys(task, table, row_of: list[int]) -> list[tuple[str, int]]:
+    """(row id as a document carries it, prompt index) of each prompt the Ask's `prompts` gives, in order."""
+    from evaluator.harness.docs import id_text
+
+    ids, seen, keys = task.ids(table), {}, []
+    for row in row_of:
+        index = seen.get(row, 0)
+        keys.append((id_text(ids[row]), index))
+        seen[row] = index + 1
+    return keys
+
+
 def prompt_choices(task, table) -> dict:
     """{(row id as a document carries it, prompt index): the prompt's options} of a split, from the split
     itself (the Ask's `prompts`), so that a log's letters are read against the build's options."""
-    from evaluator.harness.docs import id_text
-
     _, continuations, row_of = task.generative.prompts(table)
-    ids, seen, out = task.ids(table), {}, {}
-    for k, row in enumerate(row_of):
-        index = seen.get(row, 0)
-        out[(id_text(ids[row]), index)] = tuple(continuations[k])
-        seen[row] = index + 1
-    return out
+    return {key: tuple(options) for key, options in zip(prompt_keys(task, table, row_of), continuations)}
 
 
 def score(task, table, predictions: dict, where: str, allow_partial: bool = False) -> dict:

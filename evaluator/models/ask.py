@@ -157,6 +157,7 @@ class Ask(ABC):
     cleaning: str = ""  # how a raw output becomes the prediction, for the record
     note: str = ""  # what the model is not shown, for the record
     letter_reason: str | None = None  # why a "score" Ask cannot be asked by letter (None: it can)
+    reference_column: str | None = None  # generating: the column of the reference answer (`references`)
 
     @abstractmethod
     def values(self, table: pa.Table) -> list[dict[str, str]]:
@@ -170,6 +171,20 @@ class Ask(ABC):
         """Per prompt (in `prompts`' order), the index of the right continuation: what `--circular`'s report
         reads (never shown to a model)."""
         raise NotImplementedError(f"{type(self).__name__} has no right continuation per prompt")
+
+    def references(self, table: pa.Table) -> list[str]:
+        """Per prompt (in `prompts`' order), the reference answer as text, for a harness's built-in scorer
+        (the Hub's Inspect task, evaluator/harness/hub.py): asked by letter, the right option's letter;
+        generating, the declared `reference_column` (None: the benchmark declares none)."""
+        if self.mode == "score":
+            return [string.ascii_uppercase[k] for k in self.answers(table)]
+        if self.reference_column is None:
+            raise NotImplementedError(f"{type(self).__name__} declares no reference answer")
+        return [self.reference_text(v) for v in table.column(self.reference_column).to_pylist()]
+
+    def reference_text(self, value) -> str:
+        """A reference answer's value as the text a built-in scorer compares with."""
+        return str(value)
 
     @abstractmethod
     def prediction(self, output):

@@ -8,8 +8,11 @@
   is not one (yet).
 * `vlbench evaluate --hub-results DIR` writes `DIR/.eval_results/<benchmark>.yaml` for a model repo:
   a list with one entry per task of that eval.yaml -- `dataset` (`id`: the benchmark's dataset repo,
-  `task_id`, `revision` when known), `value` (the metric, in %), `date` (ISO-8601) and `notes` (the
-  split, the confidence interval and how it was computed, the coverage).
+  `task_id`, `revision` when known), `value` (the metric, in %), `date` (ISO-8601), `source` with
+  `--hub-source URL` (`url`: where the evaluation can be read, the pushed report or samples; `name`) and
+  `notes` (the split, the confidence interval and how it was computed, the coverage).
+* `vlbench push --inspect-task` replaces the built eval.yaml with one for the inspect-ai framework
+  (evaluator/harness/hub.py): the same task ids, over the exported prompts.
 """
 
 from __future__ import annotations
@@ -84,8 +87,15 @@ def read_eval_yaml(folder: Path) -> dict:
     return data
 
 
+def check_source(url: str) -> str:
+    """An entry's source URL: https, printable, no spaces, at most 2,000 characters."""
+    if not re.fullmatch(r"https://[!-~]{1,1992}", url or "") or "://" in url[8:]:
+        raise ParamsError(f"--hub-source {url[:80]!r}: expected an https URL (the pushed report or samples)")
+    return url
+
+
 def write_eval_results(out: Path, benchmark, folder: Path, metrics: dict, dataset_id: str,
-                       revision: str | None = None, date: str | None = None) -> Path:
+                       revision: str | None = None, date: str | None = None, source: str | None = None) -> Path:
     """DIR/.eval_results/<benchmark>.yaml of one evaluation (see the module docstring)."""
     from evaluator.stats.bootstrap import value_at
 
@@ -109,8 +119,9 @@ def write_eval_results(out: Path, benchmark, folder: Path, metrics: dict, datase
         if coverage.get("missing"):
             notes.append(f"{coverage['scored']} of {coverage['expected']} examples scored")
         dataset = {"id": dataset_id, "task_id": task["id"], **({"revision": revision} if revision else {})}
-        entries.append({"dataset": dataset, "value": value,
-                        "date": date or datetime.date.today().isoformat(), "notes": "; ".join(notes)})
+        entries.append({"dataset": dataset, "value": value, "date": date or datetime.date.today().isoformat(),
+                        **({"source": {"url": check_source(source), "name": "vlbench evaluate"}} if source else {}),
+                        "notes": "; ".join(notes)})
     if not entries:
         raise ParamsError(f"--hub-results: no leaderboard metric of {benchmark.name} was computed")
     from core.outdir import write_atomically

@@ -73,6 +73,7 @@ class VqaAnswer(ShortAnswer):
 
     cleaning = CLEANING + "; then the official VQA answer normalisation (lower case, punctuation, number words " \
                           "as digits, articles dropped)"
+    reference_column = "multiple_choice_answer"  # the annotators' most common answer (VQA accuracy reads all ten)
 
     def prediction(self, output: str) -> str:
         return normalize_prediction(clean_answer(output))

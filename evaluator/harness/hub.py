@@ -1,0 +1,202 @@
+"""A pushed build as a Hub benchmark that Inspect runs: `vlbench push BUILD --inspect-task TASK` adds a layer.
+
+The Hub registers a dataset repo as a benchmark by its `eval.yaml`; for the inspect-ai framework, Inspect reads
+it (`inspect eval hf/ORG/NAME/TASK_ID`, inspect_ai/_eval/task/hf.py, its `HFTask` schema, extra keys refused):
+each task names a config and split, a `field_spec` mapping columns to an Inspect Sample, and solvers and scorers
+from Inspect's built-ins only. The layer, made from an Inspect task `vlbench export-task` wrote from this very
+build (its manifest's SHA-256 checked), is:
+
+- `inspect/<split>-00000-of-00001.parquet`, the `inspect` config: one row per prompt of the exported documents
+  -- `input` (the prompt exactly as vlbench asks it), `image` (the image as the data URL `openai:` sends; the
+  Hub format takes one image per sample, and shows it after the text), `target` (the reference answer: the
+  right option's letter, or the benchmark's reference column), `id` (`<vlbench id>#<prompt>`, as the exported
+  task's samples; named in the field_spec, though Inspect 0.3.285 numbers a Hub task's samples itself) and
+  `vlbench` (the record the exported task's scorer logs, without the output), which Inspect keeps as the
+  sample's metadata, so `vlbench evaluate` reads the run's `.eval` log back by id and scores it by the paper's
+  rules;
+- `eval.yaml` with `evaluation_framework: inspect-ai`: one task per leaderboard (evaluator/publish/hub_results.py),
+  each over the `inspect` config, solved by `generate` (greedy, the exported answer budget) and scored by a
+  built-in proxy (`match` at the beginning for a letter, `exact` for a generated answer); its description says
+  that the leaderboard's values are vlbench's;
+- `README.md`, the card with the `inspect` config declared and a section on running it;
+- `inspect/vlbench_layer.json`: what the layer replaced and added, with SHA-256s, so that `vlbench verify`
+  checks a downloaded repo (the build's own files against its manifest, the layer against this record).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from core.errors import ParamsError, VlbenchError
+from core.hashing import sha256_file
+from core.jsonout import dumps
+from core.manifest import MANIFEST
+
+CONFIG = "inspect"
+LAYER = f"{CONFIG}/vlbench_layer.json"
+WRITTEN_BY = "vlbench push --inspect-task"
+SCORERS = {"letter": {"name": "match", "args": {"location": "begin"}}, "generate": {"name": "exact"}}
+
+
+def _exported(build: Path, task_dir: Path) -> tuple[dict, Path]:
+    """The meta and documents of an Inspect task exported from `build`."""
+    from evaluator.harness.meta import read_meta
+
+    where = f"--inspect-task {task_dir}"
+    try:
+        meta = read_meta(task_dir)
+    except VlbenchError as exc:
+        raise ParamsError(f"{where}: {exc}") from None
+    if meta.get("harness") != "inspect":
+        raise ParamsError(f"{where}: is an {meta.get('harness')} task; the Hub's benchmark format runs Inspect "
+                          "tasks (export it with --harness inspect)")
+    built = sha256_file(build / MANIFEST)
+    if meta.get("manifest_sha256") != built:
+        raise ParamsError(f"{where}: was exported from the build whose manifest SHA-256 begins "
+                          f"{str(meta.get('manifest_sha256'))[:16]}, not from {build} ({built[:16]})")
+    docs = task_dir / "docs" / f"{meta['split']}.parquet"
+    if not docs.is_file() or sha256_file(docs) != meta.get("docs_sha256"):
+        raise ParamsError(f"{where}: {docs.relative_to(task_dir)} is missing or differs from what export-task "
+                          "wrote; export the task again")
+    return meta, docs
+
+
+def hub_table(task, table, docs: list[dict], meta: dict):
+    """The `inspect` config's rows (see the module docstring), in the documents' order."""
+    import pyarrow as pa
+
+    from evaluator.harness.outputs import prompt_keys
+    from evaluator.models.served import image_url
+
+    _, _, row_of = task.generative.prompts(table)
+    reference = dict(zip(prompt_keys(task, table, row_of), task.generative.references(table)))
+    rows = []
+    for n, doc in enumerate(docs):
+        key = (doc["vlbench_id"], doc["prompt_index"])
+        if key not in reference:
+            raise ParamsError(f"document {n}: id {key[0][:60]} (prompt {key[1]}) is not a prompt of the build")
+        if len(doc["images"]) > 1:
+            raise ParamsError(f"document {n} (id {key[0][:60]}): shows {len(doc['images'])} images; the Hub's "
+                              "benchmark format takes one image per sample")
+        rows.append({"id": f"{key[0]}#{key[1]}", "input": doc["prompt"],
+                     "image": image_url(doc["images"][0]["bytes"]) if doc["images"] else "",
+                     "target": reference[key],
+                     "vlbench": {"benchmark": meta["benchmark"], "build": meta["manifest_sha256"][:16],
+                                 "split": meta["split"], "form": meta["form"], "id": key[0],
+                                 "prompt_index": key[1], "prompts": doc["prompts"]}})
+    record = pa.struct([("benchmark", pa.string()), ("build", pa.string()), ("split", pa.string()),
+                        ("form", pa.string()), ("id", pa.string()), ("prompt_index", pa.int32()),
+                        ("prompts", pa.int32())])
+    schema = pa.schema([("id", pa.string()), ("input", pa.string()), ("image", pa.string()),
+                        ("target", pa.string()), ("vlbench", record)])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def inspect_eval_yaml(benchmark, meta: dict, repo_id: str) -> dict:
+    """eval.yaml for the inspect-ai framework: one task per leaderboard over the `inspect` config."""
+    from evaluator.publish.hub_results import hub_tasks
+
+    tasks = hub_tasks(benchmark)
+    if not tasks:
+        raise ParamsError(f"{benchmark.name}: no leaderboard metric (higher is better) to make a Hub task of")
+    labels = ", ".join(label for _, _, label in tasks)
+    first = tasks[0][0]
+    field_spec = {"input": "input", "target": "target", "id": "id", "metadata": ["vlbench"],
+                  **({"input_image": "image"} if meta["images"] else {})}
+    solver = {"name": "generate", "args": {"temperature": 0.0, "max_tokens": meta["generation"]["max_new_tokens"]}}
+    return {
+        "name": benchmark.name,
+        "description": (f"{benchmark.name}, built from its raw sources by vlbench, asked in vlbench's words "
+                        f"(`inspect eval hf/{repo_id}/{first}` runs it). The per-sample score Inspect prints is a "
+                        f"proxy (`{SCORERS[meta['form']]['name']}` against the reference answer); the "
+                        f"leaderboards ({labels}, in %, higher is better, on the {meta['split']} split) hold "
+                        f"vlbench's values: `vlbench evaluate {benchmark.name} --data {repo_id} --predictions "
+                        "LOG.eval` scores the run's log by the paper's rules."),
+        "evaluation_framework": "inspect-ai",
+        "tasks": [copy.deepcopy({"id": tid, "config": CONFIG, "split": meta["split"], "field_spec": field_spec,
+                                 "solvers": [solver], "scorers": [SCORERS[meta["form"]]]}) for tid, _, _ in tasks],
+    }
+
+
+def card_with_config(text: str, benchmark: str, split: str, repo_hint: str, first_task: str) -> str:
+    """The build's card with the `inspect` config declared and a section on running it in Inspect."""
+    from huggingface_hub import DatasetCard
+
+    card = DatasetCard(text)
+    configs = list(card.data.get("configs") or [])
+    configs.append({"config_name": CONFIG, "data_files": [{"split": split, "path": f"{CONFIG}/{split}-*"}]})
+    card.data.configs = configs
+    section = "\n".join([
+        "", "## Running it in Inspect", "",
+        f"The `{CONFIG}` config holds this benchmark's prompts in vlbench's words, one row per prompt (the image "
+        "after the text, as Inspect shows a Hub task's image), and `eval.yaml` makes a task of each leaderboard:",
+        "",
+        f"    inspect eval hf/{repo_hint}/{first_task} --model PROVIDER/MODEL --log-dir LOGS", "",
+        "Inspect's printed score is a proxy. Score the log by the benchmark's own rules (intervals, `compare` "
+        "and leaderboards follow):", "",
+        f"    vlbench evaluate {benchmark} --data {repo_hint} --predictions LOGS/....eval", ""])
+    return str(card).rstrip("\n") + "\n" + section
+
+
+def write_layer(build: Path, task_dir: Path, repo_id: str, staging: Path) -> list[str]:
+    """Write the layer's files into `staging` (same relative paths as in the repo); returns them."""
+    import pyarrow.parquet as pq
+    import yaml
+
+    from builders.registry import get_benchmark, get_task
+    from core.data import load_table
+    from evaluator.publish.hub_results import EVAL_YAML
+
+    build, task_dir = Path(build), Path(task_dir)
+    meta, docs_path = _exported(build, task_dir)
+    task = get_task(meta["benchmark"])
+    docs = pq.read_table(docs_path).to_pylist()
+    rows = hub_table(task, load_table(build, meta["config"], meta["split"]), docs, meta)
+    meta = {**meta, "images": any(rows.column("image").to_pylist())}
+    spec = inspect_eval_yaml(get_benchmark(meta["benchmark"]), meta, repo_id)
+    data = f"{CONFIG}/{meta['split']}-00000-of-00001.parquet"
+    (staging / CONFIG).mkdir(parents=True)
+    pq.write_table(rows, staging / data)
+    (staging / EVAL_YAML).write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=100))
+    card = card_with_config((build / "README.md").read_text(), meta["benchmark"], meta["split"], repo_id,
+                            spec["tasks"][0]["id"])
+    (staging / "README.md").write_text(card)
+    listed = {item["path"]: item["sha256"] for item in json.loads((build / MANIFEST).read_bytes())["outputs"]}
+    layer = {"written_by": WRITTEN_BY, "benchmark": meta["benchmark"], "split": meta["split"], "form": meta["form"],
+             "manifest_sha256": meta["manifest_sha256"], "vlbench": meta["vlbench"],
+             "replaced": {rel: {"built_sha256": listed.get(rel), "sha256": sha256_file(staging / rel)}
+                          for rel in (EVAL_YAML, "README.md")},
+             "added": {data: sha256_file(staging / data)}}
+    (staging / LAYER).write_text(dumps(layer, indent=2, sort_keys=True) + "\n")
+    return sorted([EVAL_YAML, "README.md", data, LAYER])
+
+
+def layer_problems(folder: Path, listed: dict) -> tuple[list[str], set[str]]:
+    """(problems, paths the layer accounts for) of a folder holding a layer record: each replaced file is the
+    layer's and replaced the manifest's; each added file is the layer's."""
+    from core.manifest import read_manifest_file
+
+    path = Path(folder) / LAYER
+    try:
+        layer = read_manifest_file(path)
+    except VlbenchError as exc:
+        return [f"{LAYER}: {exc}"], {LAYER}
+    if layer.get("written_by") != WRITTEN_BY or not isinstance(layer.get("replaced"), dict) or \
+            not isinstance(layer.get("added"), dict):
+        return [f"{LAYER}: not a layer record written by `{WRITTEN_BY}`"], {LAYER}
+    problems, covered = [], {LAYER}
+    for rel, hashes in sorted(layer["replaced"].items()):
+        covered.add(rel)
+        if not isinstance(hashes, dict) or rel not in listed or hashes.get("built_sha256") != listed[rel]["sha256"]:
+            problems.append(f"{rel}: the layer record says it replaced a file the manifest does not list so")
+        elif not (folder / rel).is_file() or sha256_file(folder / rel) != hashes.get("sha256"):
+            problems.append(f"{rel}: sha256 differs from the layer record ({LAYER})")
+    for rel, digest in sorted(layer["added"].items()):
+        covered.add(rel)
+        if not str(rel).startswith(f"{CONFIG}/") or ".." in Path(rel).parts:
+            problems.append(f"{LAYER}: added file {str(rel)[:80]} is outside {CONFIG}/")
+        elif not (folder / rel).is_file() or sha256_file(folder / rel) != digest:
+            problems.append(f"{rel}: missing or its sha256 differs from the layer record ({LAYER})")
+    return problems, covered
