@@ -461,6 +461,10 @@ def suite(
     hub_org: Optional[str] = typer.Option(
         None, "--hub-org", metavar="ORG", help="The Hub organisation of the benchmarks' repos (ORG/<benchmark>)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Use an OUT that is not a suite folder."),
+    submissions: Optional[Path] = typer.Option(
+        None, "--predictions", metavar="DIR",
+        help="Score the model's runs instead of running it: DIR/<benchmark>.<ext> per benchmark (a prediction file, "
+             "an lmms-eval or Inspect log of an exported task, a VLMEvalKit table); --model names the model."),
     model_options=None,
 ):
     """One model over every built benchmark: predictions, reports, and one report card of headline metrics
@@ -478,7 +482,7 @@ def suite(
     card = run_suite(model, data, out, model_options=model_options, only=benchmarks, images_root=images_root,
                      resamples=bootstrap, seed=seed, perceptual=not no_perceptual, counterbias=not no_counterbias,
                      counterbias_cache=default_cache_dir() / "counterbias", hub_results=hub_results,
-                     hub_org=hub_org, overwrite=overwrite, echo=typer.echo)
+                     hub_org=hub_org, overwrite=overwrite, submissions=submissions, echo=typer.echo)
     scored = sum(r["status"] == "scored" for r in card["benchmarks"].values())
     typer.echo(f"{scored} of {len(card['benchmarks'])} benchmarks scored, {len(card['diagnostics'])} diagnostics; "
                f"report card: {out / 'report.md'}")

@@ -216,3 +216,27 @@ def test_a_pushed_repo_runs_as_inspect_s_hub_task(inspect_runs, cli, monkeypatch
     if run == "letter-b":
         assert all(s["output"]["completion"].strip() == "B" for s in samples)
         assert _inspect_results(log)["accuracy"] * 100 == pytest.approx(metrics["accuracy"])
+
+
+def test_the_suite_s_report_card_over_inspect_logs(inspect_runs, cli, tmp_path):
+    """`suite --predictions` over Inspect logs: DISCO's run covers its whole test split and its row holds what
+    `vlbench evaluate` gives the log; GQA-OOD's run stops at LIMIT prompts, and a card scores whole splits only,
+    so its row says what is missing."""
+    import shutil
+
+    data, subs = tmp_path / "data", tmp_path / "subs"
+    data.mkdir()
+    subs.mkdir()
+    for bench in ("disco", "gqa-ood"):
+        case = inspect_runs[("random", bench)]
+        (data / bench).symlink_to(case["data"], target_is_directory=True)
+        shutil.copy(case["log"], subs / f"{bench}.eval")
+    code, _, err = cli("suite", "--model", "tiny-llava (Inspect)", "--data", data, "--out", tmp_path / "card",
+                       "--predictions", subs, "--bootstrap", "0")
+    assert code == 0, err
+    rows = json.loads((tmp_path / "card" / "card.json").read_text())["benchmarks"]
+    metrics = evaluate_json(cli, "disco", data / "disco", subs / "disco.eval")
+    assert rows["disco"]["status"] == "scored" and rows["disco"]["input"]["format"] == "inspect"
+    assert {k: v["value"] for k, v in rows["disco"]["headline"].items()} == {k: metrics[k] for k in
+                                                                             ("one_minus_mape", "mae")}
+    assert rows["gqa-ood"]["status"] == "not scored" and "have no prediction" in rows["gqa-ood"]["reason"]

@@ -580,3 +580,54 @@ def test_a_models_own_failure_on_one_benchmark_is_that_benchmarks_row(cli, built
     assert rows["gqa-ood"]["status"] == "scored"
     assert rows["vqa-v2"] == {"status": "not scored", "reason": "py:failing_models:FailsOnVqa failed on vqa-v2 "
                               "(RuntimeError: shape mismatch in the cross-attention mask)"}
+
+
+def test_a_suite_of_a_model_s_runs_is_scored_as_evaluate_scores_them(cli, built, tmp_path):
+    """`suite --predictions SUBS`: each benchmark's file in SUBS is copied into the card and scored as `vlbench
+    evaluate` scores it (the same values and intervals); a benchmark without one is listed with the reason; the
+    perceptual score and CounterBias, which run the model, are skipped with theirs; `suite-compare` pairs the
+    copies with a card that ran the same model (random baseline, seed 0: a paired difference of exactly 0)."""
+    data, subs = tmp_path / "data", tmp_path / "subs"
+    data.mkdir()
+    subs.mkdir()
+    for bench in ("vcr", "gqa-ood", "pmr-p"):
+        (data / bench).symlink_to(built(bench), target_is_directory=True)
+    for bench in ("vcr", "gqa-ood"):
+        code, _, err = cli("predict", bench, "--data", data / bench, "--model", "baseline:random", "--out",
+                           subs / f"{bench}.json")
+        assert code == 0, err
+    out = tmp_path / "card"
+    code, stdout, err = cli("suite", "--model", "my-model", "--data", data, "--out", out, "--predictions", subs,
+                            "--bootstrap", "50")
+    assert code == 0, err
+    card = _card(out)
+    assert card["model"] == "my-model" and card["predictions"] == str(subs)
+    for bench in ("vcr", "gqa-ood"):
+        row = card["benchmarks"][bench]
+        assert row["status"] == "scored" and row["predictions"] == f"predictions/{bench}.json"
+        assert (out / row["predictions"]).read_bytes() == (subs / f"{bench}.json").read_bytes()
+        assert "runs the model itself" in row["perceptual"]
+        code, stdout, err = cli("evaluate", bench, "--data", data / bench, "--predictions", subs / f"{bench}.json",
+                                "--bootstrap", "50", "--report", tmp_path / f"alone-{bench}")
+        assert code == 0, err
+        alone = json.loads((tmp_path / f"alone-{bench}" / "metrics.json").read_text())
+        for key, entry in row["headline"].items():
+            assert entry["value"] == alone[key] and entry["interval"] == alone["intervals"]["metrics"][key]
+    assert card["benchmarks"]["pmr-p"]["status"] == "not scored"
+    assert "holds no pmr-p.<ext>" in card["benchmarks"]["pmr-p"]["reason"]
+    (subs / "vcr.json").write_text("[]")  # the card keeps its own copy
+    assert (out / "predictions" / "vcr.json").read_text() != "[]"
+    ran = tmp_path / "ran"
+    code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", ran, "--bootstrap", "50",
+                       "--benchmarks", "vcr,gqa-ood", "--no-perceptual")
+    assert code == 0, err
+    code, _, err = cli("suite-compare", ran, out, "--out", tmp_path / "site", "--bootstrap", "50")
+    assert code == 0, err
+    comparisons = json.loads((tmp_path / "site" / "cards.json").read_text())["comparisons"]
+    assert sorted(c["benchmark"] for c in comparisons) == ["gqa-ood", "vcr"]
+    assert all(c["metrics"] and all(m["difference"] == 0 for m in c["metrics"].values()) for c in comparisons), \
+        comparisons
+    code, _, err = cli("suite", "--model", "m", "--data", data, "--out", tmp_path / "x", "--predictions",
+                       tmp_path / "none")
+    assert_one_error_line(code, err, ("--predictions", "no such folder"))
+    assert not (tmp_path / "x").exists()

@@ -35,6 +35,9 @@ def card_markdown(card: dict) -> str:
           f"Every benchmark built under `{card['data']}`, scored with `vlbench evaluate`'s metrics; 95% intervals "
           f"from {card['resamples']:,} cluster-bootstrap resamples (seed {card['seed']}). Per-benchmark reports: "
           "`reports/<benchmark>/report.md`.", "",
+          *([f"Scored from the model's own runs in `{card['predictions']}` (`--predictions`: prediction files and "
+             "harness logs, copied under `predictions/`); vlbench did not run the model.", ""]
+            if card.get("predictions") else []),
           report_table(["benchmark", "split", "metric", "value", "95% interval"], rows), ""]
     md += [f"![{spec.title}]({FOLDER}/{spec.filename})\n" for spec in family_specs]
     if skipped:

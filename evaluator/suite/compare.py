@@ -35,6 +35,16 @@ def read_card(folder: Path) -> dict:
     return card
 
 
+def _predictions(folder: Path, bench: str, row: dict) -> Path:
+    """A scored row's prediction file in its card folder (`predictions/<bench>.json` unless the row names the
+    copy of a submission, `suite --predictions`); a name that leaves the folder is not followed."""
+    from builders.sources.files import check_relative
+
+    rel = row.get("predictions", f"predictions/{bench}.json")
+    check_relative(str(rel), folder / "card.json", field=f"benchmarks.{bench}.predictions")
+    return folder / rel
+
+
 def compare_cards(folders: list[Path], out: Path, *, resamples: int = 1000, seed: int = 0,
                   overwrite: bool = False) -> dict:
     from evaluator.stats.compare import compare_predictions
@@ -64,7 +74,7 @@ def compare_cards(folders: list[Path], out: Path, *, resamples: int = 1000, seed
             try:
                 result = compare_predictions(
                     ScoringRequest(bench, base["folder"], base["split"], resamples=resamples, seed=seed),
-                    [first_folder / "predictions" / f"{bench}.json", Path(folder) / "predictions" / f"{bench}.json"])
+                    [_predictions(first_folder, bench, base), _predictions(Path(folder), bench, row)])
             except VlbenchError as exc:
                 comparisons.append({"a": rows[0]["model"], "b": named["model"], "benchmark": bench,
                                     "error": str(exc)})

@@ -6,7 +6,11 @@ benchmark does not take, images it needs, a damaged build), never dropped. OUT i
 incremental: a benchmark's predictions are kept under OUT/predictions/ with the key they were made
 under (the model spec and, for a local checkpoint, its files; the dataset's manifest; the model
 options; vlbench's version) and the SHA-256 of the file; a rerun reuses them only when both still hold,
-so a crash, a Ctrl-C or a new benchmark in DIR costs only what is missing. Generative and served
+so a crash, a Ctrl-C or a new benchmark in DIR costs only what is missing. With `--predictions SUBS`, the
+model is not run: each benchmark's file in SUBS (`<benchmark>.<ext>`: a prediction file, an lmms-eval or
+Inspect log of an exported task, a VLMEvalKit table) is copied under OUT/predictions/ and scored as
+`vlbench evaluate` scores it; the perceptual score and CounterBias, which run the model, are skipped with
+the reason. Generative and served
 models keep their answers in the response cache as they come (`predict --resume`), so a killed
 benchmark resumes from its last finished batch. OUT's marker file `.vlbench-suite.json` proves it is
 a suite folder; another non-empty folder is refused without --overwrite.
@@ -147,6 +151,32 @@ def modalities_read(task, adapter, folder: Path) -> list[str]:
     return [m.name for m in task.modalities if columns & set(m.columns)]
 
 
+def submission_of(folder: Path, bench: str) -> Path:
+    """The one file of `--predictions FOLDER` named for the benchmark: `<benchmark>.<ext>` (a record beside a
+    prediction file, `<benchmark>.meta.json`, is not one)."""
+    found = sorted(p for p in Path(folder).iterdir() if p.name == bench + p.suffix and p.suffix and p.is_file())
+    if not found:
+        raise ModelError(f"--predictions {folder}: holds no {bench}.<ext> (a prediction file or a harness log)")
+    if len(found) > 1:
+        raise ModelError(f"--predictions {folder}: holds {', '.join(p.name for p in found)}; keep one per benchmark")
+    return found[0]
+
+
+def _copy_submission(source: Path, out: Path) -> Path:
+    """The submission and the record beside it copied under OUT/predictions/ (the card is scored from its own
+    copy, never from a file that may change after)."""
+    from evaluator.models.prediction_record import metadata_path
+
+    target = out / "predictions" / source.name
+    write_atomically(target, source.read_bytes())
+    record = metadata_path(source)
+    if record.is_file():
+        write_atomically(metadata_path(target), record.read_bytes())
+    elif metadata_path(target).is_file():
+        metadata_path(target).unlink()  # the record of an earlier copy (the suite wrote it) would name another run
+    return target
+
+
 def _perceptual(bench: str, model: str, folder: Path, out: Path, key: str, options: ModelOptions, resamples: int,
                 seed: int) -> dict:
     """The perceptual score (Gat et al., NeurIPS 2021) of the model on a benchmark whose modalities it
@@ -221,13 +251,14 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
               only: list[str] | None = None, images_root: Path | None = None, resamples: int = 1000, seed: int = 0,
               perceptual: bool = True, counterbias: bool = True, counterbias_cache: Path | None = None,
               hub_results: Path | None = None, hub_org: str | None = None, overwrite: bool = False,
-              echo=print) -> dict:
+              submissions: Path | None = None, echo=print) -> dict:
     """Predict and score every benchmark of DATA with MODEL, with the perceptual score where the model
     reads two or more modalities (`perceptual`) and CounterBias on a VL-Bias build where the model can be
     measured (`counterbias`, its counterfactual images cached in `counterbias_cache`); write OUT's card
     (card.json, report.md, index.html).
     `hub_results`: also the Hub's evaluation results of every scored benchmark, naming each one's
-    dataset repo `<hub_org>/<benchmark>`."""
+    dataset repo `<hub_org>/<benchmark>`. `submissions`: score each benchmark's file in that folder instead of
+    running MODEL (which then names the model the files came from)."""
     from evaluator.run import evaluate, predict
     from evaluator.suite.card import write_card
     from evaluator.suite.diagnostics import diagnostics
@@ -251,8 +282,12 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                           f"{', '.join(registered)}, vl-bias)")
     if images_root is not None and not Path(images_root).is_dir():
         raise ParamsError(f"--images-root {images_root}: no such folder")
+    if submissions is not None and not Path(submissions).is_dir():
+        raise ParamsError(f"--predictions {submissions}: no such folder")
     # OUT may lie inside DATA (demo_out/card), never in or around one of its builds
-    check_out(out, {"--data build": [*builds.values()]}, overwrite, owned=is_suite_folder, writer="`vlbench suite`")
+    check_out(out, {"--data build": [*builds.values()], **({"--predictions": [Path(submissions)]} if submissions
+                                                            else {})},
+              overwrite, owned=is_suite_folder, writer="`vlbench suite`")
     (out / "predictions").mkdir(parents=True, exist_ok=True)
     write_atomically(out / MARKER, (dumps({"model": model, "data": str(data)}, indent=2) + "\n").encode())
     rows: dict[str, dict] = {}
@@ -279,9 +314,11 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
         predictions = out / "predictions" / f"{bench}.json"
         key = prediction_key(model, folder, options)
         record = out / "predictions" / f"{bench}.key.json"
-        reused = _kept(record, predictions, key)
+        reused = submissions is None and _kept(record, predictions, key)
         try:
-            if not reused:
+            if submissions is not None:
+                predictions = _copy_submission(submission_of(submissions, bench), out)
+            elif not reused:
                 try:
                     predict(bench, str(folder), model, predictions, options=options)
                 except (VlbenchError, OSError, MemoryError, KeyboardInterrupt):
@@ -303,6 +340,8 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
             continue
         scored[bench] = metrics
         rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused, "folder": str(folder),
+                       "predictions": predictions.relative_to(out).as_posix(),
+                       **({"input": metrics["input"]} if "input" in metrics else {}),
                        "build": sha256_file(folder / MANIFEST), **answers_read(metrics),
                        **({"circular": metrics["circular"]} if metrics.get("circular", {}).get("prompts") else {}),
                        "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
@@ -310,7 +349,9 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
         groups = _by_shortcuts(bench, folder, predictions, metrics["split"], resamples, seed)
         if groups:
             shortcut_groups[bench] = {"headline": [h.key for h in task.headline], "groups": groups}
-        if perceptual:
+        if perceptual and submissions is not None:
+            rows[bench]["perceptual"] = "scored from --predictions: the perceptual score runs the model itself"
+        elif perceptual:
             try:
                 found = _perceptual(bench, model, folder, out, key, options, resamples, seed)
             except VlbenchError as exc:
@@ -323,15 +364,17 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     for name, reason in broken.items():
         rows[f"{name}/"] = {"status": "damaged build", "reason": reason}
     bias = (_counterbias(model, builds.get("vl-bias"), out, model_options, resamples, seed, counterbias_cache)
-            if counterbias and (only is None or "vl-bias" in only) else
-            {"skipped": "--no-counterbias" if not counterbias else "vl-bias is not among --benchmarks"})
+            if counterbias and submissions is None and (only is None or "vl-bias" in only) else
+            {"skipped": "--no-counterbias" if not counterbias else "scored from --predictions: CounterBias attacks "
+             "the model itself" if submissions is not None else "vl-bias is not among --benchmarks"})
     if "metrics" in bias:
         avg = bias["metrics"]["measures"][next(iter(bias["metrics"]["measures"]))]["avg"]
         echo(f"{'vl-bias':10s} CounterBias mean |bias| " + "  ".join(f"{k} {_fmt(v if v is None else 100 * v)}%"
                                                                     for k, v in avg.items())
              + ("  (kept)" if bias["reused"] else ""))
     found, missing = diagnostics(scored, perceptual_scores, shortcut_groups, bias)
-    card = {"model": model, "data": str(data), "benchmarks": rows, "diagnostics": found, "missing_diagnostics": missing,
+    card = {"model": model, "data": str(data), **({"predictions": str(submissions)} if submissions else {}),
+            "benchmarks": rows, "diagnostics": found, "missing_diagnostics": missing,
             "resamples": resamples, "seed": seed, "vlbench": vlbench_version()}
     write_card(out, card)
     return card
