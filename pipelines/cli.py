@@ -460,6 +460,9 @@ def suite(
         None, "--hub-results", help="Also write DIR/.eval_results/<benchmark>.yaml of every scored benchmark."),
     hub_org: Optional[str] = typer.Option(
         None, "--hub-org", metavar="ORG", help="The Hub organisation of the benchmarks' repos (ORG/<benchmark>)."),
+    hub_source: Optional[str] = typer.Option(
+        None, "--hub-source", metavar="URL",
+        help="Where the card can be read (an https URL); each --hub-results entry names it as its `source`."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Use an OUT that is not a suite folder."),
     submissions: Optional[Path] = typer.Option(
         None, "--predictions", metavar="DIR",
@@ -482,7 +485,8 @@ def suite(
     card = run_suite(model, data, out, model_options=model_options, only=benchmarks, images_root=images_root,
                      resamples=bootstrap, seed=seed, perceptual=not no_perceptual, counterbias=not no_counterbias,
                      counterbias_cache=default_cache_dir() / "counterbias", hub_results=hub_results,
-                     hub_org=hub_org, overwrite=overwrite, submissions=submissions, echo=typer.echo)
+                     hub_org=hub_org, hub_source=hub_source, overwrite=overwrite, submissions=submissions,
+                     echo=typer.echo)
     scored = sum(r["status"] == "scored" for r in card["benchmarks"].values())
     typer.echo(f"{scored} of {len(card['benchmarks'])} benchmarks scored, {len(card['diagnostics'])} diagnostics; "
                f"report card: {out / 'report.md'}")

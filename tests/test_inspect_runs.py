@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from helpers import assert_one_error_line, evaluate_json, push_to_copy, read_submission, write_row_images
 
+from evaluator.harness.logs import eval_members
 from pipelines.tiny_models import write_tiny_llava, write_tiny_llava_answering
 
 pytestmark = [pytest.mark.slow, pytest.mark.allow_hosts(["127.0.0.1"])]
@@ -48,20 +49,9 @@ def _inspect_eval(model: Path, url: str, tasks: list[str], cwd: Path, out: Path)
         done.stdout[-3000:] + done.stderr[-3000:]
 
 
-def _log_members(log: Path, prefix: str) -> list:
-    """The JSON members of an .eval log whose names begin with `prefix` (header.json, samples/)."""
-    import zipfile
-
-    from evaluator.harness.logs import _member
-
-    with zipfile.ZipFile(log) as archive:
-        return [json.loads(_member(log, archive, info)) for info in archive.infolist()
-                if info.filename.startswith(prefix)]
-
-
 def _inspect_results(log: Path) -> dict:
     """The metrics Inspect itself computed, from the log's header."""
-    (header,) = _log_members(log, "header.json")
+    (header,) = eval_members(log, "header.json")
     assert header["status"] == "success"
     (scores,) = header["results"]["scores"]
     return {name: value["value"] for name, value in scores["metrics"].items()}
@@ -200,10 +190,10 @@ def test_a_pushed_repo_runs_as_inspect_s_hub_task(inspect_runs, cli, monkeypatch
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (log,) = (tmp_path / "logs").glob("*.eval")
-    (header,) = _log_members(log, "header.json")
+    (header,) = eval_members(log, "header.json")
     assert header["eval"]["task"] == f"hf/org/{bench}/{task_id}/{task_id}"  # Inspect appends the id of one of several
     rows = {r["id"]: r for r in pq.read_table(next((repo / "inspect").glob("*.parquet"))).to_pylist()}
-    samples = _log_members(log, "samples/")
+    samples = eval_members(log, "samples/")
     assert len(samples) == LIMIT
     for sample in samples:  # Inspect numbers a Hub task's samples itself: the `vlbench` metadata names the prompt
         row = rows[f"{sample['metadata']['vlbench']['id']}#{sample['metadata']['vlbench']['prompt_index']}"]

@@ -303,17 +303,24 @@ def test_hub_results_of_every_scored_benchmark_are_evaluates(cli, built, tmp_pat
     data.mkdir()
     for bench in ("vcr", "visdial"):
         (data / bench).symlink_to(built(bench), target_is_directory=True)
+    import yaml
+
+    url = "https://huggingface.co/datasets/my-org/cards/blob/main/report.md"
     code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", tmp_path / "card",
-                       "--bootstrap", "50", "--hub-results", tmp_path / "model-repo", "--hub-org", "my-org")
+                       "--bootstrap", "50", "--hub-results", tmp_path / "model-repo", "--hub-org", "my-org",
+                       "--hub-source", url)
     assert code == 0, err
     for bench in ("vcr", "visdial"):
         code, _, err = cli("evaluate", bench, "--data", data / bench, "--predictions",
                            tmp_path / "card" / "predictions" / f"{bench}.json", "--bootstrap", "50", "--hub-results",
-                           tmp_path / "alone", "--hub-dataset", f"my-org/{bench}")
+                           tmp_path / "alone", "--hub-dataset", f"my-org/{bench}", "--hub-source", url)
         assert code == 0, err
-        suite_yaml = (tmp_path / "model-repo" / ".eval_results" / f"{bench}.yaml").read_text()
-        alone_yaml = (tmp_path / "alone" / ".eval_results" / f"{bench}.yaml").read_text()
-        assert suite_yaml.split("date:")[0] == alone_yaml.split("date:")[0] and f"my-org/{bench}" in suite_yaml
+        suite_entries, alone_entries = (
+            [{k: v for k, v in e.items() if k != "date"}
+             for e in yaml.safe_load((folder / ".eval_results" / f"{bench}.yaml").read_text())]
+            for folder in (tmp_path / "model-repo", tmp_path / "alone"))
+        assert suite_entries == alone_entries and suite_entries[0]["dataset"]["id"] == f"my-org/{bench}"
+        assert all(e["source"]["url"] == url for e in suite_entries)
     code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", tmp_path / "card2",
                        "--hub-results", tmp_path / "model-repo")
     assert_one_error_line(code, err, ("--hub-org",))

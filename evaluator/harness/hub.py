@@ -68,6 +68,7 @@ def hub_table(task, table, docs: list[dict], meta: dict):
     import pyarrow as pa
 
     from evaluator.harness.outputs import prompt_keys
+    from evaluator.harness.run import prompt_record
     from evaluator.models.served import image_url
 
     _, _, row_of = task.generative.prompts(table)
@@ -82,10 +83,7 @@ def hub_table(task, table, docs: list[dict], meta: dict):
                               "benchmark format takes one image per sample")
         rows.append({"id": f"{key[0]}#{key[1]}", "input": doc["prompt"],
                      "image": image_url(doc["images"][0]["bytes"]) if doc["images"] else "",
-                     "target": reference[key],
-                     "vlbench": {"benchmark": meta["benchmark"], "build": meta["manifest_sha256"][:16],
-                                 "split": meta["split"], "form": meta["form"], "id": key[0],
-                                 "prompt_index": key[1], "prompts": doc["prompts"]}})
+                     "target": reference[key], "vlbench": prompt_record(meta, doc)})
     record = pa.struct([("benchmark", pa.string()), ("build", pa.string()), ("split", pa.string()),
                         ("form", pa.string()), ("id", pa.string()), ("prompt_index", pa.int32()),
                         ("prompts", pa.int32())])

@@ -11,8 +11,8 @@ generate; they score no log-likelihoods, so multiple choice is asked by letter, 
 be asked by letter (VisDial, Social-IQ) is not exported to Inspect.
 
 The scorer records, per sample, the prompt's record (the same record lmms-eval's `process_results` writes,
-evaluator/harness/lmms_eval.py) in the score's metadata and the answer; one metric per headline metric of
-the benchmark scores all of the run's records with the benchmark's own code (`TaskFunctions.metrics`), so
+evaluator/harness/run.py) in the score's metadata and the answer; one metric per headline metric of
+the benchmark scores all of the run's records with the benchmark's own code (`ExportedRun.metrics`), so
 Inspect's own results hold vlbench's numbers, and `vlbench evaluate` reads the `.eval` log back by id.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluator.harness.lmms_eval import RECORD, TaskFunctions
+from evaluator.harness.run import RECORD, ExportedRun
 
 
 def task_file(meta: dict) -> str:
@@ -45,7 +45,7 @@ def exported_task(folder: Path):
 
     from evaluator.models.served import image_url
 
-    functions = TaskFunctions(folder)
+    functions = ExportedRun(folder)
     meta = functions.meta
     docs = pq.read_table(folder / "docs" / f"{meta['split']}.parquet").to_pylist()
     samples = [Sample(
@@ -60,7 +60,7 @@ def exported_task(folder: Path):
                     "vlbench", "benchmark", "split", "manifest_sha256", "form")}})
 
 
-def _scorer(functions: TaskFunctions):
+def _scorer(functions: ExportedRun):
     from inspect_ai.scorer import Score, metric, scorer
 
     def headline(key: str):

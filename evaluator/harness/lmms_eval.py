@@ -9,24 +9,17 @@ for every harness (the documents, the scored split, `vlbench_task.json`, README.
 Inside lmms-eval, a document shows its images (`doc_to_visual`) and its prompt (`doc_to_text`) as they are;
 a multiple-choice document's options are its `doc_to_choice`, with no delimiter in front (each lmms-eval
 model puts the option where its chat template writes an answer). `process_results` returns, under every
-metric, one record of the prompt: the benchmark, the build's manifest hash, the row's vlbench id, the
-prompt's place and the raw output. lmms-eval logs it in each sample of `--log_samples` (that is how
-`vlbench evaluate` maps its log back, by id), and hands the records to each metric's aggregation, which
-scores them all with the benchmark's own code (evaluator/harness/outputs.py) on the exported split: the group
-metrics (GQA-OOD's tail and head, APQ / HPQ over pairs, VisDial's MRR and NDCG) are computed over the
-whole run, as vlbench computes them.
+metric, the prompt's record (evaluator/harness/run.py). lmms-eval logs it in each sample of `--log_samples`
+(that is how `vlbench evaluate` maps its log back, by id), and hands the records to each metric's
+aggregation, which scores the whole run with the benchmark's own code (`ExportedRun.metrics`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
-from evaluator.harness.docs import parse_id
-
-RECORD = "vlbench"  # the key of the record a sample's metric holds
-_SCORED: dict[str, dict] = {}  # metrics of one run's records, computed once for all its metrics
+from evaluator.harness.run import RECORD, ExportedRun
 
 
 def task_name(bench: str, split: str) -> str:
@@ -100,13 +93,8 @@ def loglikelihood(result) -> float | None:
         return None
 
 
-class TaskFunctions:
+class TaskFunctions(ExportedRun):
     """The functions an exported task's YAML names, for the task folder `folder`."""
-
-    def __init__(self, folder: Path):
-        from evaluator.harness.meta import read_meta
-
-        self.folder, self.meta = folder, read_meta(folder)
 
     # -- documents ---------------------------------------------------------------------------------
     @staticmethod
@@ -133,34 +121,9 @@ class TaskFunctions:
         output = [loglikelihood(r) for r in results] if self.meta["form"] == "loglik" else results[0]
         return {m["key"]: {RECORD: self.record(doc, output)} for m in self.meta["metrics"]}
 
-    def record(self, doc, output) -> dict:
-        """What a harness logs of one prompt (evaluator/harness/logs.py reads it back)."""
-        meta = self.meta
-        return {"benchmark": meta["benchmark"], "build": meta["manifest_sha256"][:16], "split": meta["split"],
-                "form": meta["form"], "id": doc["vlbench_id"], "prompt_index": doc["prompt_index"],
-                "prompts": doc["prompts"], "output": output}
-
     def aggregate(self, key: str):
         """The aggregation of one metric: every record of the run scored by the benchmark's code."""
         def aggregation(items: list) -> float:
             return self.metrics([item[RECORD] for item in items])[key]
         aggregation.__name__ = f"vlbench_{key}"
         return aggregation
-
-    def metrics(self, records: list[dict]) -> dict:
-        """The benchmark's metrics of a run's records (partial runs, lmms-eval's --limit, on the rows they
-        cover), computed once per run."""
-        from builders.registry import get_task
-        from core.data import load_table
-        from evaluator.harness.outputs import PromptOutput, predictions_of, prompt_choices, score
-
-        digest = hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()
-        if digest not in _SCORED:
-            task = get_task(self.meta["benchmark"])
-            table = load_table(self.folder / "scored", task.config, self.meta["split"])
-            choices = prompt_choices(task, table)
-            outputs = [PromptOutput(parse_id(r["id"]), r["prompt_index"], r["prompts"], r["output"],
-                                    choices[(r["id"], r["prompt_index"])]) for r in records]
-            predictions, _ = predictions_of(task.generative, self.meta["form"], outputs, self.meta["task"])
-            _SCORED[digest] = score(task, table, predictions, self.meta["task"], allow_partial=True)
-        return _SCORED[digest]

@@ -1,6 +1,6 @@
 """A harness's log of a task `vlbench export-task` wrote, read back as a submission, by id.
 
-Every sample of the log holds the record of its prompt (`TaskFunctions.record`, evaluator/harness/lmms_eval.py):
+Every sample of the log holds the record of its prompt (`ExportedRun.record`, evaluator/harness/run.py):
 the benchmark, the first 16 hex digits of the build's manifest SHA-256, the split, the form, the row's vlbench
 id, the prompt's place and the raw output.
 - lmms-eval's `--log_samples` file (`samples_<task>.jsonl`): under each metric of the task, the record
@@ -22,7 +22,7 @@ from core.errors import SubmissionError
 from core.hashing import sha256_file
 from core.manifest import MANIFEST
 from evaluator.harness.docs import FORMS, parse_id
-from evaluator.harness.lmms_eval import RECORD
+from evaluator.harness.run import RECORD
 
 
 def exported_record(sample) -> dict | None:
@@ -117,9 +117,9 @@ def _member(path: Path, archive, info) -> bytes:
     return data
 
 
-def inspect_records(path: Path) -> list:
-    """The vlbench record of every sample of an Inspect `.eval` log (None for a sample without one), in the
-    order of its members."""
+def eval_members(path: Path, prefix: str) -> list:
+    """The JSON members of an Inspect `.eval` log whose names begin with `prefix` (`header.json`, `samples/`),
+    parsed, in the order of the zip file."""
     import zipfile
 
     from evaluator.submission import parse_json
@@ -129,15 +129,17 @@ def inspect_records(path: Path) -> list:
     except (OSError, zipfile.BadZipFile) as exc:
         raise SubmissionError(f"{path}: not an Inspect .eval log (a zip file): {exc}") from None
     with archive:
-        members = [i for i in archive.infolist() if i.filename.startswith("samples/") and
-                   i.filename.endswith(".json")]
-        if not members:
-            raise SubmissionError(f"{path}: holds no samples (an Inspect .eval log keeps them under samples/)")
-        records = []
-        for info in members:
-            sample = parse_json(_member(path, archive, info), f"{path}: {info.filename[:60]}")
-            records.append(_sample_record(sample))
-    return records
+        return [parse_json(_member(path, archive, info), f"{path}: {info.filename[:60]}")
+                for info in archive.infolist() if info.filename.startswith(prefix) and info.filename.endswith(".json")]
+
+
+def inspect_records(path: Path) -> list:
+    """The vlbench record of every sample of an Inspect `.eval` log (None for a sample without one), in the
+    order of its members."""
+    samples = eval_members(path, "samples/")
+    if not samples:
+        raise SubmissionError(f"{path}: holds no samples (an Inspect .eval log keeps them under samples/)")
+    return [_sample_record(sample) for sample in samples]
 
 
 def _sample_record(sample) -> dict | None:

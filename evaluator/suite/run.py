@@ -250,15 +250,15 @@ def _by_shortcuts(bench: str, folder: Path, predictions: Path, split: str, resam
 def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions = ModelOptions(),
               only: list[str] | None = None, images_root: Path | None = None, resamples: int = 1000, seed: int = 0,
               perceptual: bool = True, counterbias: bool = True, counterbias_cache: Path | None = None,
-              hub_results: Path | None = None, hub_org: str | None = None, overwrite: bool = False,
-              submissions: Path | None = None, echo=print) -> dict:
+              hub_results: Path | None = None, hub_org: str | None = None, hub_source: str | None = None,
+              overwrite: bool = False, submissions: Path | None = None, echo=print) -> dict:
     """Predict and score every benchmark of DATA with MODEL, with the perceptual score where the model
     reads two or more modalities (`perceptual`) and CounterBias on a VL-Bias build where the model can be
     measured (`counterbias`, its counterfactual images cached in `counterbias_cache`); write OUT's card
     (card.json, report.md, index.html).
     `hub_results`: also the Hub's evaluation results of every scored benchmark, naming each one's
-    dataset repo `<hub_org>/<benchmark>`. `submissions`: score each benchmark's file in that folder instead of
-    running MODEL (which then names the model the files came from)."""
+    dataset repo `<hub_org>/<benchmark>` and, with `hub_source`, the URL of the card. `submissions`: score each
+    benchmark's file in that folder instead of running MODEL (which then names the model the files came from)."""
     from evaluator.run import evaluate, predict
     from evaluator.suite.card import write_card
     from evaluator.suite.diagnostics import diagnostics
@@ -270,6 +270,12 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     if hub_results is not None and hub_org is None:
         raise ParamsError("--hub-results: pass --hub-org ORG, the Hub organisation whose ORG/<benchmark> dataset "
                           "repos hold the builds")
+    if hub_source is not None:
+        if hub_results is None:
+            raise ParamsError("--hub-source: names the source of --hub-results entries; pass --hub-results DIR too")
+        from evaluator.publish.hub_results import check_source
+
+        check_source(hub_source)
     absent: dict[str, str] = {}
     if on_hub:
         builds, broken, absent = find_hub_builds(str(data))
@@ -330,7 +336,7 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                 _keep(record, predictions, key)
             metrics = evaluate(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed), predictions,
                                report=out / "reports" / bench, hub_results=hub_results,
-                               hub_dataset=None if hub_org is None else f"{hub_org}/{bench}")
+                               hub_dataset=None if hub_org is None else f"{hub_org}/{bench}", hub_source=hub_source)
         except VlbenchError as exc:
             reason = str(exc)
             if "--images" in reason and task.images_folder is not None:
