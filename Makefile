@@ -68,9 +68,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 # The documentation site (mkdocs.yml): --strict fails on a broken link, a page left out of the navigation
-# or a missing reference. The CLI reference and the parameter tables are generated at build time.
+# or a missing reference (never --quiet: it hides the warnings --strict counts, and the build passes). The CLI
+# reference and the parameter tables are generated at build time.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # Every bench runs even when one misses its target; the target fails if any did. Each measure is
 # also appended to BENCH_RESULTS, and the run ends with their table (scripts/summarise_benches.py).

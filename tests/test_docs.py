@@ -172,15 +172,40 @@ def demo_folder(tmp_path_factory):
     return folder
 
 
+def mkdocs_build(out: Path, config: Path = ROOT / "mkdocs.yml") -> subprocess.CompletedProcess:
+    """`mkdocs build --strict` as `make docs` runs it (never --quiet: it hides the warnings --strict counts)."""
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "--site-dir",
+                           str(out)], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"}, timeout=600)
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     """The documentation site built as `make docs` builds it (--strict), into a temporary folder."""
     out = tmp_path_factory.mktemp("site")
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-                          timeout=600)
+    done = mkdocs_build(out)
     assert done.returncode == 0, done.stderr[-3000:]
     return out
+
+
+def test_a_broken_link_fails_the_docs_build(tmp_path):
+    """The check can fail: the same docs with one link to a page that does not exist abort the build (the
+    strict build counts the warning; `--quiet` would hide it and exit 0), and the Makefile builds the same way."""
+    import shutil
+
+    assert "--quiet" not in (ROOT / "Makefile").read_text().split("\ndocs:", 1)[1].split("\n\n", 1)[0]
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    with open(tmp_path / "docs" / "index.md", "a") as page:
+        page.write("\nSee [nowhere](no-such-page.md).\n")
+    config = (ROOT / "mkdocs.yml").read_text()
+    for local, moved in (("docs_dir: docs", f"docs_dir: {tmp_path / 'docs'}"),
+                         ("- scripts/mkdocs_hooks.py", f"- {ROOT / 'scripts' / 'mkdocs_hooks.py'}"),
+                         ("paths: [.]", f"paths: [{ROOT}]")):
+        assert local in config
+        config = config.replace(local, moved)
+    (tmp_path / "mkdocs.yml").write_text(config)
+    done = mkdocs_build(tmp_path / "site", tmp_path / "mkdocs.yml")
+    assert done.returncode != 0 and "no-such-page.md" in done.stderr, done.stderr[-2000:]
 
 
 def test_the_site_generates_its_reference_from_the_code(site):
