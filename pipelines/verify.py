@@ -60,6 +60,29 @@ def table_problems(builder, tables: dict[str, dict[str, pa.Table]], params: dict
     return builder.check_invariants(tables, params) + non_finite_columns(tables)
 
 
+def folder_entries(folder: Path) -> dict[str, str]:
+    """{path relative to the folder: "file" for a regular file, else what the entry is} of every entry under the
+    folder but its sub-folders, read without following a link (a link loop, a link out of the folder, a FIFO
+    that would block a read are each reported, never followed or opened)."""
+    import os
+    import stat
+
+    entries = {}
+    for root, folders, files in os.walk(folder, followlinks=False):
+        for name in [*files, *folders]:
+            path = Path(root) / name
+            mode = path.lstat().st_mode
+            rel = path.relative_to(folder).as_posix()
+            if stat.S_ISLNK(mode):
+                entries[rel] = "a symbolic link"
+            elif stat.S_ISREG(mode):
+                entries[rel] = "file"
+            elif not stat.S_ISDIR(mode):
+                entries[rel] = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else \
+                    "a device file"
+    return entries
+
+
 def verify(folder: Path) -> Verification:
     folder = Path(folder)
     if not folder.is_dir():
@@ -83,18 +106,20 @@ def verify(folder: Path) -> Verification:
         layer_report, layered = layer_problems(folder, listed)
         report.problems += layer_report
         report.checked.append(f"the Inspect layer's {len(layered) - 1} files against {LAYER}")
+    entries = folder_entries(folder)
     for rel, item in sorted(listed.items()):
-        path = folder / rel
         if rel in layered:
             continue
-        if not path.is_file():
+        kind = entries.get(rel)
+        if kind is None:
             report.problems.append(f"{rel}: listed in the manifest but missing")
-        elif sha256_file(path) != item["sha256"]:
+        elif kind == "file" and sha256_file(folder / rel) != item["sha256"]:
             report.problems.append(f"{rel}: sha256 differs from the manifest")
-    extra = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
-                   if p.is_file() and p.name != MANIFEST and p.relative_to(folder).as_posix() not in listed
-                   and p.relative_to(folder).as_posix() not in layered)
-    report.problems += [f"{rel}: not listed in the manifest" for rel in extra]
+    for rel, kind in sorted(entries.items()):
+        if kind != "file":
+            report.problems.append(f"{rel}: {kind}, not a regular file (a build holds regular files and folders only)")
+        elif rel != MANIFEST and rel not in listed and rel not in layered:
+            report.problems.append(f"{rel}: not listed in the manifest")
     report.checked.append(f"{len(listed)} files against the manifest's sha256")
     builder = get_builder(manifest["benchmark"])
     if not report.problems:

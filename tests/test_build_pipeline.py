@@ -164,6 +164,36 @@ def test_verify_detects_tampering(built, tmp_path, cli):
     assert code == 2 and "legacy/ood_val_tail.json: sha256 differs from the manifest" in err
 
 
+@pytest.mark.parametrize("entry", ["fifo", "loop", "link-out", "listed-link", "folder-link"])
+def test_verify_reports_every_entry_that_is_not_a_regular_file(entry, built, tmp_path):
+    """A FIFO (reading it would block), a symbolic link loop, a link out of the folder (to /etc), a listed file
+    replaced by a link to an identical copy, a folder that is a link: each is a problem, and verify returns."""
+    import os
+    import shutil
+
+    from pipelines.verify import verify
+
+    copy = tmp_path / "copy"
+    shutil.copytree(built("gqa-ood"), copy)
+    if entry == "fifo":
+        os.mkfifo(copy / "legacy" / "pipe")
+    elif entry == "loop":
+        (copy / "loop").symlink_to(copy / "loop")
+    elif entry == "link-out":
+        (copy / "etc").symlink_to("/etc", target_is_directory=True)
+    elif entry == "listed-link":
+        shutil.copyfile(copy / "README.md", tmp_path / "README.md")
+        (copy / "README.md").unlink()
+        (copy / "README.md").symlink_to(tmp_path / "README.md")
+    else:
+        shutil.move(copy / "legacy", tmp_path / "legacy")
+        (copy / "legacy").symlink_to(tmp_path / "legacy", target_is_directory=True)
+    where = {"fifo": "legacy/pipe: a FIFO", "loop": "loop: a symbolic link", "link-out": "etc: a symbolic link",
+             "listed-link": "README.md: a symbolic link", "folder-link": "legacy: a symbolic link"}[entry]
+    problems = verify(copy).problems
+    assert any(p.startswith(where) for p in problems), problems
+
+
 def test_verify_checks_invariants(built):
     from builders.gqa_ood.builder import check_invariants
     from core.data import load_table
