@@ -943,6 +943,8 @@ def test_cache_folder_that_is_a_file(cli, sample_sources, tmp_path, monkeypatch)
     ("gqa-ood", "py:no_such_module_xyz:factory", "no_such_module_xyz"),
     ("gqa-ood", "py:os:getcwd", "predict(table)"), ("gqa-ood", "nothing", "--model nothing"),
     ("disco", "baseline:nope", "baseline:nope"),
+    ("gqa-ood", "openai:", "openai:<served model>"), ("gqa-ood", "openai: ", "openai:<served model>"),
+    ("gqa-ood", "openai:m\x1b[31m", "cannot be printed"), ("gqa-ood", "hf:m\udcff", "cannot be printed"),
 ])
 def test_bad_model_spec(bench, spec, needle, scored, cli, tmp_path):
     (tmp_path / "NOT_A_MODEL").mkdir()

@@ -18,8 +18,10 @@ def parse_spec(spec: str) -> tuple[str, str]:
     """(kind, name) of a model spec: `baseline:<name>`, `py:<module>:<factory>`, `hf:<hub id or path>`,
     `vllm:<hub id or path>`, `openai:<model served at --base-url>`, `features:<folder>`."""
     kind, sep, name = spec.partition(":")
-    if not sep or kind not in SPEC_KINDS or not name:
-        raise ModelError(f"--model {spec}: expected baseline:<name>, py:<module>:<factory>, hf:<hub id or path>, "
+    if not spec.isprintable():  # a control character, or a byte of a name that is not UTF-8 (a surrogate)
+        raise ModelError(f"--model {ascii(spec)[:200]}: holds characters that cannot be printed")
+    if not sep or kind not in SPEC_KINDS or not name.strip():
+        raise ModelError(f"--model {spec[:200]}: expected baseline:<name>, py:<module>:<factory>, hf:<hub id or path>, "
                          "vllm:<hub id or path>, openai:<served model> or features:<folder>")
     return kind, name
 
