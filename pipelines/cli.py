@@ -651,6 +651,9 @@ class Terminated(BaseException):
     runs as it does for Ctrl-C."""
 
 
+INTERRUPTED = 130  # the exit status of a run stopped by Ctrl-C (128 + SIGINT)
+
+
 def _terminate(signum, frame):
     raise Terminated()
 
@@ -690,6 +693,8 @@ def main(argv: list[str] | None = None) -> None:
         previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         code = app(args=argv, prog_name="vlbench", standalone_mode=False)
+        if code == INTERRUPTED:  # typer turns Ctrl-C into this exit code, returned (no vlbench command exits so)
+            raise KeyboardInterrupt
         if isinstance(code, int) and code:
             sys.exit(code)
         distributed = sys.modules.get("evaluator.models.distributed")  # imported only by commands that shard
@@ -706,13 +711,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except typer.Abort:
         _echo_err("error: interrupted; nothing half-written was left behind")
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
     except VlbenchError as exc:
         _echo_err(f"error: {exc}")
         sys.exit(2)
     except KeyboardInterrupt:
         _echo_err("error: interrupted; nothing half-written was left behind")
-        sys.exit(130)
+        sys.exit(INTERRUPTED)
     except Terminated:
         _echo_err("error: terminated; nothing half-written was left behind")
         sys.exit(143)

@@ -61,6 +61,21 @@ def test_sigterm_mid_export_cleans_up_like_ctrl_c(gqa_source, tmp_path):
 
 
 @pytest.mark.slow
+def test_ctrl_c_mid_export_exits_130_with_one_line(gqa_source, tmp_path):
+    """Ctrl-C (SIGINT) in a build: exit 130 and the line saying so (typer hands the interrupt back as its exit
+    code, which the command line turns into that line), the staging folder removed."""
+    out = tmp_path / "out"
+    proc = _spawn("build", "gqa-ood", "--source", gqa_source, "--out", out, "--legacy-json", "--no-cache")
+    assert _wait_for_staging(tmp_path, proc), proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert stderr.strip().splitlines()[-1].startswith("error: interrupted"), stderr
+    assert "Traceback" not in stderr
+    assert not out.exists() and _hidden(tmp_path) == []
+
+
+@pytest.mark.slow
 def test_kill_9_mid_export_then_rebuild_removes_the_dead_staging(gqa_source, tmp_path):
     out = tmp_path / "out"
     run_build("gqa-ood", gqa_source, out)  # a previous complete build
