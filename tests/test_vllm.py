@@ -44,6 +44,8 @@ def _no_network():
     (("--model", "vllm:{llava}", "--engine-arg", "no-equals-sign"), "expected KEY=VALUE"),
     (("--model", "vllm:{llava}", "--engine-arg", "seed=3"), "--engine-arg seed: set by vlbench from --seed"),
     (("--model", "vllm:{llava}", "--engine-arg", "a=1", "--engine-arg", "a=2"), "--engine-arg a: given twice"),
+    (("--model", "vllm:{llava}", "--engine-arg", "hf_token=hf_SeCrEt"), "--engine-arg hf_token: a secret"),
+    (("--model", "vllm:{llava}", "--engine-arg", "Api-Key=sk-SeCrEt"), "--engine-arg Api_Key: a secret"),
     (("--model", "vllm:{vilt}"), "not an image-text-to-text VLM"),
     (("--model", "vllm:{llava}", "--data-parallel-size", "2"), "vllm serve MODEL --data-parallel-size N"),
 ])
@@ -51,7 +53,16 @@ def test_vllm_usage_refused_in_one_line(args, needle, cli, built, tmp_path, tiny
     args = [a.format(**tiny_models) for a in args]
     code, _, err = cli("predict", "vqa-v2", "--data", built("vqa-v2"), "--out", tmp_path / "p.json", *args)
     assert_one_error_line(code, err, (needle,))
-    assert not (tmp_path / "p.json").exists()
+    assert not (tmp_path / "p.json").exists() and "SeCrEt" not in err
+
+
+def test_engine_arguments_whose_names_merely_hold_a_secret_word_are_taken():
+    """A secret is told by a whole word of the name: `hf_token` is refused above, vLLM's token-count and
+    tokenizer arguments are not."""
+    from evaluator.models.vllm_engine import parse_engine_args
+
+    assert parse_engine_args(["max_num_batched_tokens=64", "tokenizer_mode=auto", "kv_cache_dtype=fp8"]) == (
+        ("max_num_batched_tokens", 64), ("tokenizer_mode", "auto"), ("kv_cache_dtype", "fp8"))
 
 
 def test_vllm_not_installed_is_one_line(cli, built, sample_sources, tmp_path, tiny_models, monkeypatch):

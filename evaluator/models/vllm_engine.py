@@ -47,6 +47,7 @@ SET_BY_VLBENCH = {"model": "--model", "tokenizer": "--model", "revision": "--rev
                   "data_parallel_size": "--data-parallel-size", "gpu_memory_utilization": "--gpu-memory-utilization",
                   "max_model_len": "--max-model-len", "enforce_eager": "--enforce-eager",
                   "limit_mm_per_prompt": "--frames"}
+SECRET_WORDS = {"token", "key", "secret", "password", "apikey", "passwd"}  # in an argument's name: a secret
 MAX_LOGPROB_TOKEN_IDS = 128  # vLLM's bound on one request's logprob_token_ids
 # One engine per process and settings: the suite and the perceptual score ask several benchmarks or
 # passes of one model, and a second engine would take the accelerator's memory again. The prompts are
@@ -76,7 +77,8 @@ def check_vllm_options(options: ModelOptions, spec: str) -> None:
 
 def parse_engine_args(values: list[str]) -> tuple[tuple[str, object], ...]:
     """`--engine-arg KEY=VALUE` (repeatable) -> ((key, value), ...): the value read as JSON where it is
-    JSON (numbers, true/false, null, lists, objects), else as text; a key given twice is refused."""
+    JSON (numbers, true/false, null, lists, objects), else as text; a key given twice, or one whose name says it
+    is a secret (token, key, secret, password: `hf_token`, not `max_num_batched_tokens`), is refused."""
     out: dict[str, object] = {}
     for text in values:
         key, sep, value = text.partition("=")
@@ -85,6 +87,9 @@ def parse_engine_args(values: list[str]) -> tuple[tuple[str, object], ...]:
             raise ModelError(f"--engine-arg {text!r}: expected KEY=VALUE, e.g. --engine-arg kv_cache_dtype=fp8")
         if key in out:
             raise ModelError(f"--engine-arg {key}: given twice")
+        if SECRET_WORDS & set(key.lower().split("_")):
+            raise ModelError(f"--engine-arg {key}: a secret is not taken on the command line (the prediction record "
+                             "lists the engine arguments); vLLM reads the Hub token from HF_TOKEN")
         try:
             out[key] = json.loads(value)
         except ValueError:
@@ -327,7 +332,8 @@ class VllmVLM(TemplatedVLM):
         return {**self.describe_prompts(), "engine": "vllm", "dtype": self.dtype, "device": self.platform,
                 "batch_size": self.batch_size, "engine_settings": settings,
                 "loglik_method": "next-token log-probabilities over each continuation's token trie, prefix "
-                                 "caching on",
+                                 "caching " + ("on" if self.engine_settings.get("enable_prefix_caching") else
+                                               "off (--engine-arg enable_prefix_caching=false)"),
                 "versions": {"vllm": self.vllm_version, "transformers": transformers.__version__,
                              "torch": torch.__version__},
                 **self.cache_stats()}
