@@ -2,41 +2,67 @@
 field: a server's error message, its answers, the model name it reports.
 
 `sanitise(text, secrets, limit)`: every secret is masked first (in any letter case, and any run of
-MIN_SECRET_RUN or more of its characters, so a key echoed in part, or cut by a length bound, or
-upper-cased, never shows); then control characters (escape sequences that retitle or clear a terminal,
-NUL, carriage returns) become spaces; then the text is bounded. The order matters: bounding first
-could cut a key so that the part left no longer matches it."""
+MIN_SECRET_RUN or more of its characters reaching past the key's public prefix, so a key echoed in part,
+or cut by a length bound, or upper-cased, never shows, while text that merely holds `sk-proj-` stays);
+then control characters (escape sequences that retitle or clear a terminal, NUL, carriage returns)
+become spaces; then the text is bounded. The order matters: bounding first could cut a key so that the
+part left no longer matches it."""
 
 from __future__ import annotations
 
 import re
+import string
 
 MIN_SECRET_RUN = 8  # the shortest run of a secret's characters that is masked on its own
+PRIVATE_RUN = 4  # of which at least this many past the key's public prefix
 MASK = "***"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)  # keeps every length
+# The public start of an API key, the same in every key of its kind: `sk-proj-`, `sk-ant-`, `hf_`, `gsk_`
+PUBLIC_PREFIX = re.compile(r"[a-z]{1,4}(?:[-_][a-z]{1,5})?[-_]")
+
+
+def _secret_spans(lowered: str, key: str, public: int):
+    """(start, end) of each run in `lowered` of at least MIN_SECRET_RUN consecutive characters of `key` (both in
+    ASCII lower case) holding PRIVATE_RUN or more past its `public` prefix, left to right. Linear in the text:
+    only stretches made of the key's characters are looked at, and a run is consumed once found."""
+    run = min(MIN_SECRET_RUN, len(key))
+    need = min(PRIVATE_RUN, len(key) - public)
+    starts: dict[str, list[int]] = {}
+    for j in range(len(key) - run + 1):
+        starts.setdefault(key[j:j + run], []).append(j)
+    stretches = re.compile("[" + re.escape("".join(sorted(set(key)))) + "]{%d,}" % run)
+    for stretch in stretches.finditer(lowered):
+        i, stop = stretch.start(), stretch.end()
+        while i <= stop - run:
+            best = None
+            for s in starts.get(lowered[i:i + run], ()):
+                end = i + run  # extend the match while the text keeps following the secret
+                while end < stop and s + end - i < len(key) and lowered[end] == key[s + end - i]:
+                    end += 1
+                if s + (end - i) - max(s, public) >= need and (best is None or end > best):
+                    best = end
+            if best is None:
+                i += 1
+                continue
+            yield i, best
+            i = best
 
 
 def mask_secrets(text: str, secrets) -> str:
-    """`text` with every secret, and every run of at least MIN_SECRET_RUN consecutive characters of one,
-    replaced by ***, case-insensitively."""
+    """`text` with every secret, and every run of at least MIN_SECRET_RUN consecutive characters of one that
+    reaches PRIVATE_RUN characters past the key's public prefix (`sk-proj-` alone is no secret: every OpenAI
+    project key starts so), replaced by ***, in any ASCII letter case."""
     for secret in secrets:
         if not secret:
             continue
-        run = min(MIN_SECRET_RUN, len(secret))
-        lowered, key = text.lower(), secret.lower()
-        spans, i = [], 0
-        while i <= len(text) - run:
-            start = key.find(lowered[i:i + run])
-            if start < 0:
-                i += 1
-                continue
-            end = i + run  # extend the match while the text keeps following the secret
-            while end < len(text) and start + (end - i) < len(key) and lowered[end] == key[start + end - i]:
-                end += 1
-            spans.append((i, end))
-            i = end
-        for a, b in reversed(spans):
-            text = text[:a] + MASK + text[b:]
+        prefix = PUBLIC_PREFIX.match(secret)
+        key = secret.translate(_ASCII_LOWER)
+        pieces, last = [], 0
+        for start, end in _secret_spans(text.translate(_ASCII_LOWER), key, prefix.end() if prefix else 0):
+            pieces += [text[last:start], MASK]
+            last = end
+        text = "".join(pieces) + text[last:] if pieces else text
     return text
 
 

@@ -157,6 +157,21 @@ def test_the_key_never_shows_where_a_server_echoes_it(status, payload, where, mo
         assert secret not in shown
 
 
+def test_masking_spares_a_key_s_public_prefix_and_reads_a_long_answer_once():
+    """Every OpenAI project key starts `sk-proj-`, exactly MIN_SECRET_RUN characters: text holding only that
+    prefix stays (a path `.../sk-proj-keys`), a run that reaches PRIVATE_RUN characters past it is masked,
+    wherever it starts; an answer of 4 MB made of the prefix (masked in place, one span at a time, it took
+    92 s) comes back unchanged, and one made of the key comes back as masks only."""
+    from core.sanitise import MASK, mask_secrets
+
+    key = "sk-proj-AbCdEfGh1234567890XyZ_qwertyuiop"
+    assert mask_secrets("see https://x/sk-proj-keys", [key]) == "see https://x/sk-proj-keys"
+    assert mask_secrets(f"a {key[:12]} b {key[:11]} c {key[20:28]} d", [key]) == f"a {MASK} b {key[:11]} c {MASK} d"
+    prefixes = "sk-proj-" * (1 << 19)
+    assert mask_secrets(prefixes, [key]) == prefixes
+    assert set(mask_secrets(key * (1 << 17), [key]).split(MASK)) == {""}
+
+
 def test_a_servers_escape_sequences_never_reach_the_terminal(cli, built, tmp_path, monkeypatch):
     """An error text with a title change, a screen clear and a NUL: the line holds none of them."""
     monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cache"))
