@@ -4,8 +4,9 @@ field: a server's error message, its answers, the model name it reports.
 `sanitise(text, secrets, limit)`: every secret is masked first (in any letter case, and any run of
 MIN_SECRET_RUN or more of its characters reaching past the key's public prefix, so a key echoed in part,
 or cut by a length bound, or upper-cased, never shows, while text that merely holds `sk-proj-` stays);
-then control characters (escape sequences that retitle or clear a terminal, NUL, carriage returns)
-become spaces; then the text is bounded. The order matters: bounding first could cut a key so that the
+then control characters (escape sequences that retitle or clear a terminal, NUL, carriage returns, tabs
+and newlines: the text is one line) become spaces, and bidirectional controls and bytes that are not UTF-8
+are escaped; then the text is bounded. The order matters: bounding first could cut a key so that the
 part left no longer matches it."""
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ import string
 MIN_SECRET_RUN = 8  # the shortest run of a secret's characters that is masked on its own
 PRIVATE_RUN = 4  # of which at least this many past the key's public prefix
 MASK = "***"
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Control characters, tabs and newlines included (a newline in a one-line context forges another line)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Shown escaped: bidirectional overrides and isolates (they reorder what a terminal shows), and lone surrogates
+# (a file name's bytes that are not UTF-8, which a terminal cannot be sent)
+_ESCAPED = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)  # keeps every length
 # The public start of an API key, the same in every key of its kind: `sk-proj-`, `sk-ant-`, `hf_`, `gsk_`
 PUBLIC_PREFIX = re.compile(r"[a-z]{1,4}(?:[-_][a-z]{1,5})?[-_]")
@@ -66,10 +71,16 @@ def mask_secrets(text: str, secrets) -> str:
     return text
 
 
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code - 0xdc00:02x}" if 0xdc80 <= code <= 0xdcff else f"\\u{code:04x}"
+
+
 def sanitise(text, secrets=(), limit: int | None = 300) -> str:
-    """Secrets masked, control characters (other than tab and newline) made spaces, then at most `limit`
+    """One line of outside text: secrets masked, control characters (tabs and newlines too) made spaces,
+    bidirectional controls and bytes that are not UTF-8 escaped (`\\u202e`, `\\xff`), then at most `limit`
     characters (an ellipsis marks a cut)."""
-    text = _CONTROL.sub(" ", mask_secrets(str(text), secrets))
+    text = _ESCAPED.sub(_escape, _CONTROL.sub(" ", mask_secrets(str(text), secrets)))
     if limit is not None and len(text) > limit:
         text = text[:limit] + "..."
     return text

@@ -31,7 +31,11 @@ def _every_command(
 
 
 def _echo_err(message: str) -> None:
-    typer.echo(message, err=True)
+    """One line on stderr: what it holds from data (file names, records, a server's text) passes the sanitiser,
+    so it cannot forge a second line, reorder the terminal's text or fail to print."""
+    from core.sanitise import sanitise
+
+    typer.echo(sanitise(message, (), None), err=True)
 
 
 @app.command("list")
@@ -160,7 +164,7 @@ def verify_command(
     for line in report.checked:
         typer.echo(f"checked: {line}")
     for rel, same in report.published.items():
-        typer.echo(f"{rel}: {'byte-identical to' if same else 'differs from'} the published file")
+        typer.echo(sanitise(f"{rel}: {'byte-identical to' if same else 'differs from'} the published file", (), None))
     problems = report.problems + [f"{rel}: differs from the published file"
                                   for rel, same in report.published.items() if expect_published and not same]
     for problem in problems:

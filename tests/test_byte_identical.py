@@ -100,6 +100,14 @@ def test_verify_against_a_published_build_names_the_versions_that_differ(built, 
     assert code == 2 and f"{first}: in this build, not in the published one" in err
     assert f"differs: param: seed {manifest['params']['seed']} here, 99 published" in err
 
+    # text of a published manifest cannot forge a line, reorder the terminal's text or fail to print
+    published["versions"] = {**manifest["versions"], "pillow": f"9.0.0\n{folder}: ok\tx \u202eko\udcff"}
+    (tmp_path / "published.json").write_text(json.dumps(published))
+    code, _, err = cli("verify", folder, "--against", tmp_path / "published.json")
+    (line,) = [x for x in err.splitlines() if "pillow" in x]
+    assert code == 2 and line.endswith(f"9.0.0 {folder}: ok x \\u202eko\\xff published") and not any(
+        x.startswith(f"{folder}: ok") for x in err.splitlines()), err
+
 
 @pytest.mark.parametrize("content, message", [(None, "no such file or folder"), ("[]", "expected a JSON object"),
                                               ('{"outputs": 3}', "not a vlbench manifest")])
