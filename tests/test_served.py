@@ -657,3 +657,13 @@ def test_scored_tokens_are_those_after_the_turns_own_and_read_as_the_continuatio
     without = {"choices": [{"message": {"content": "x"}}], "prompt_token_ids": ids}
     with pytest.raises(ModelError, match="no prompt log-probabilities"):
         vlm._continuation_logprobs(without, "row 0", context, "Yes")
+
+
+def test_a_scoring_run_records_the_model_the_server_ran():
+    """The record names the model a server says answered on the log-likelihood path too (read from the
+    scoring answers, as from the generation answers)."""
+    vlm = _served("http://127.0.0.1:9/v1")
+    answer = {**_scoring_answer([5, 6, 7, 40], ["U", "S", ":", "Y"], [0.0, -1.0, -2.0, -0.5]),
+              "model": "tiny-llava-served", "system_fingerprint": "fp-1"}
+    assert vlm._continuation_logprobs(answer, "row 0", [5, 6, 7], "Y") == [-0.5]
+    assert (vlm.describe()["served_model"], vlm.system_fingerprint) == ("tiny-llava-served", "fp-1")

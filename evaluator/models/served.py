@@ -294,7 +294,11 @@ class ServedVLM(VLMBackend):
         return out
 
     def _prompt_ids(self, response, name: str, n: int) -> list[int]:
+        """The prompt's token ids in a scoring answer (every scoring answer passes here: the server it names is
+        noted for the record, as on the generation path)."""
         ids = response.get("prompt_token_ids") if isinstance(response, dict) else None
+        if isinstance(response, dict):
+            self._note_server(response)
         if not isinstance(ids, list) or not ids or not all(isinstance(t, int) for t in ids):
             raise ModelError(f"{self.endpoint}: {name}: the answer has no prompt token ids (return_token_ids); "
                              f"its answer: {self._shown(response)}")
@@ -493,11 +497,15 @@ class ServedVLM(VLMBackend):
         for value, what in ((content, "content"), (thinking, "reasoning")):
             if value is not None and not isinstance(value, str):
                 raise ModelError(f"{self.endpoint}: {name}: the answer's {what} is not text")
+        self._note_server(response)
+        text = served_output(content or "", thinking, choices[0].get("finish_reason") != "length", self.reasoning.tags)
+        return mask_secrets(text, self._secrets) if text else ""
+
+    def _note_server(self, response: dict) -> None:
+        """The model and fingerprint the server says answered, from its first answer that names them."""
         with self._count:
             self.served_model = self.served_model or self._recorded(response.get("model"))
             self.system_fingerprint = self.system_fingerprint or self._recorded(response.get("system_fingerprint"))
-        text = served_output(content or "", thinking, choices[0].get("finish_reason") != "length", self.reasoning.tags)
-        return mask_secrets(text, self._secrets) if text else ""
 
     def server_version(self) -> str | None:
         """The version the server reports, where it has a way to (vLLM's GET /version), within 5 s and 64 KiB."""
