@@ -638,3 +638,19 @@ def test_a_suite_of_a_model_s_runs_is_scored_as_evaluate_scores_them(cli, built,
                        tmp_path / "none")
     assert_one_error_line(code, err, ("--predictions", "no such folder"))
     assert not (tmp_path / "x").exists()
+
+
+def test_two_cards_of_one_model_in_folders_of_one_name_stay_two_series(tmp_path):
+    """One model's cards in `a/card` and `b/card`: two names, so two series in each family figure; a name with
+    control characters reaches the figure as one clean line."""
+    from evaluator.suite.compare import card_names
+    from evaluator.suite.figures import family_figures
+
+    row = {"status": "scored", "headline": {"q_a": {"label": "Q->A", "value": 25.0, "interval": [20.0, 30.0],
+                                                    "higher_is_better": True}}}
+    cards = [{"model": "m", "benchmarks": {"vcr": row}}, {"model": "m", "benchmarks": {"vcr": row}},
+             {"model": "x\x1b]0;t\x07\ny", "benchmarks": {"vcr": row}}]
+    names = card_names(cards, [tmp_path / "a" / "card", tmp_path / "b" / "card", tmp_path / "c"])
+    assert names == ["m (card) #1", "m (card) #2", "x ]0;t  y (c)"]
+    (figure,) = [f for f in family_figures(list(zip(names, cards))) if "vcr" in " ".join(f.categories)]
+    assert list(figure.series) == names

@@ -35,6 +35,17 @@ def read_card(folder: Path) -> dict:
     return card
 
 
+def card_names(cards: list[dict], folders: list[Path]) -> list[str]:
+    """Each card's name on the page and in the figures: `MODEL (FOLDER)` as one sanitised line (a figure
+    prints text as it is), and where two cards would share one
+    (one model's cards in folders of one name), the card's place among the arguments too, so that no two
+    series merge."""
+    from core.sanitise import sanitise
+
+    names = [sanitise(f"{card['model']} ({Path(folder).name})", (), 120) for card, folder in zip(cards, folders)]
+    return [f"{name} #{k + 1}" if names.count(name) > 1 else name for k, name in enumerate(names)]
+
+
 def _predictions(folder: Path, bench: str, row: dict) -> Path:
     """A scored row's prediction file in its card folder (`predictions/<bench>.json` unless the row names the
     copy of a submission, `suite --predictions`); a name that leaves the folder is not followed."""
@@ -61,9 +72,9 @@ def compare_cards(folders: list[Path], out: Path, *, resamples: int = 1000, seed
         for bench, row in card["benchmarks"].items():
             for key, entry in (row.get("headline") or {}).items():
                 columns.setdefault((bench, key), f"{bench} {entry['label']}")
-    rows = [{"model": f"{card['model']} ({Path(folder).name})", "card": str(folder),
+    rows = [{"model": name, "card": str(folder),
              "values": {f"{b}:{k}": (card["benchmarks"].get(b, {}).get("headline") or {}).get(k) for b, k in columns}}
-            for card, folder in zip(cards, folders)]
+            for card, folder, name in zip(cards, folders, card_names(cards, folders))]
     comparisons = []
     first, first_folder = cards[0], Path(folders[0])
     for card, folder, named in zip(cards[1:], folders[1:], rows[1:]):
