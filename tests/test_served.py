@@ -657,6 +657,11 @@ def test_scored_tokens_are_those_after_the_turns_own_and_read_as_the_continuatio
     without = {"choices": [{"message": {"content": "x"}}], "prompt_token_ids": ids}
     with pytest.raises(ModelError, match="no prompt log-probabilities"):
         vlm._continuation_logprobs(without, "row 0", context, "Yes")
+    # a server's JSON may hold a 400-digit integer (no float holds it) or -1e999 (read as infinite)
+    for hostile in (json.loads("-" + "9" * 400), json.loads("-1e999"), 0.5, True):
+        bad = _scoring_answer(ids, tokens, [0.0, -1.0, -2.0, -0.5, hostile, -0.125, -0.0625])
+        with pytest.raises(ModelError, match="prompt token 4 .* expected a finite number <= 0"):
+            vlm._continuation_logprobs(bad, "row 0", context, "Yes")
 
 
 def test_a_scoring_run_records_the_model_the_server_ran():

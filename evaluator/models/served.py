@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
 import os
 import queue
 import random
@@ -87,6 +88,18 @@ def check_served_options(options: ModelOptions, spec: str) -> None:
     if options.concurrency < 1 or options.retries < 0 or not 0 < options.request_timeout <= MAX_TIMEOUT_SECONDS:
         raise ModelError(f"--concurrency must be >= 1, --retries >= 0 and --request-timeout in "
                          f"(0, {MAX_TIMEOUT_SECONDS:g}] seconds")
+
+
+def _logprob(value) -> float | None:
+    """A log-probability from a server's JSON: a finite number <= 0 (a 400-digit integer, which no float holds,
+    or -1e999, read as infinite, is none)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) and number <= 0 else None
 
 
 def image_url(source) -> str:
@@ -317,11 +330,11 @@ class ServedVLM(VLMBackend):
         values, decoded = [], []
         for position in range(start, len(ids)):
             entry = logprobs[position].get(str(ids[position])) if isinstance(logprobs[position], dict) else None
-            value = entry.get("logprob") if isinstance(entry, dict) else None
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value <= 0:
+            value = _logprob(entry.get("logprob") if isinstance(entry, dict) else None)
+            if value is None:
                 raise ModelError(f"{self.endpoint}: {name}: no log-probability for prompt token {position} "
-                                 f"(id {ids[position]})")
-            values.append(float(value))
+                                 f"(id {ids[position]}): expected a finite number <= 0")
+            values.append(value)
             decoded.append(entry.get("decoded_token"))
         if all(isinstance(d, str) for d in decoded) and "".join(decoded).strip() != text.strip():
             raise ModelError(f"{self.endpoint}: {name}: the tokens after the turn read {''.join(decoded)[:80]!r}, "
