@@ -175,8 +175,8 @@ def compare_with_published(folder: Path, report: Verification, published: dict) 
     manifest = read_manifest(folder)
     report.notes += [f"version: {d}" for d in _differences(manifest.get("versions"), published.get("versions"))]
     report.notes += [f"param: {d}" for d in _differences(manifest.get("params"), published.get("params"))]
-    inputs = [{i.get("path"): i.get("sha256") for i in m.get("inputs") or [] if isinstance(i, dict)}
-              for m in (manifest, published)]
+    inputs = [{i["path"]: i.get("sha256") for i in (m.get("inputs") if isinstance(m.get("inputs"), list) else [])
+               if isinstance(i, dict) and isinstance(i.get("path"), str)} for m in (manifest, published)]
     report.notes += [f"input {d.split(' ', 1)[0]} differs" for d in _differences(*inputs)]
     if not report.notes:
         report.notes.append("the library versions, params and inputs recorded are the same: another machine's "

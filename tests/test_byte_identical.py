@@ -119,6 +119,20 @@ def test_verify_against_a_damaged_published_manifest_is_one_line(built, cli, tmp
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "checked" not in out
 
 
+@pytest.mark.parametrize("inputs", [5, "text", {"a": 1}, [{"path": ["not", "text"], "sha256": "x"}, 3, None]])
+def test_verify_against_a_published_manifest_with_malformed_inputs(built, cli, tmp_path, inputs):
+    """Malformed `inputs` in a published manifest (not a list, entries that are not records, a path that is not
+    text): the files are compared, the differences named, and nothing is read from those inputs."""
+    folder = built("disco")
+    published = json.loads((folder / "manifest.json").read_text())
+    published["outputs"][0]["sha256"] = "0" * 64
+    published["inputs"] = inputs
+    (tmp_path / "published.json").write_text(json.dumps(published))
+    code, _, err = cli("verify", folder, "--against", tmp_path / "published.json")
+    assert code == 2 and "Traceback" not in err and "differs from the published build" in err
+    assert err.strip().splitlines()[-1].startswith("error: ")
+
+
 def test_every_card_states_how_its_floats_are_made(built):
     from builders.registry import benchmarks, get_builder
 
