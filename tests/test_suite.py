@@ -654,3 +654,38 @@ def test_two_cards_of_one_model_in_folders_of_one_name_stay_two_series(tmp_path)
     assert names == ["m (card) #1", "m (card) #2", "x ]0;t  y (c)"]
     (figure,) = [f for f in family_figures(list(zip(names, cards))) if "vcr" in " ".join(f.categories)]
     assert list(figure.series) == names
+
+
+@pytest.fixture(scope="module")
+def vcr_card(built, tmp_path_factory):
+    """A suite folder of baseline:random on VCR's sample build (no intervals)."""
+    from pipelines.cli import main
+
+    root = tmp_path_factory.mktemp("vcr-card")
+    (root / "data").mkdir()
+    (root / "data" / "vcr").symlink_to(built("vcr"), target_is_directory=True)
+    main(["suite", "--model", "baseline:random", "--data", str(root / "data"), "--out", str(root / "card"),
+          "--bootstrap", "0", "--no-perceptual"])
+    return root / "card"
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda c: c.update(model=["m"]), "field 'model' is not text"),
+    (lambda c: c["benchmarks"].update(vcr=3), "benchmarks.vcr: not a row"),
+    (lambda c: c["benchmarks"]["vcr"].update(folder=None), "benchmarks.vcr.folder: not text"),
+    (lambda c: c["benchmarks"]["vcr"].update(predictions=["../x"]), "benchmarks.vcr.predictions: not text"),
+    (lambda c: c["benchmarks"]["vcr"].update(headline=[]), "benchmarks.vcr.headline: not a mapping"),
+    (lambda c: c["benchmarks"]["vcr"]["headline"]["q_a"].pop("interval"), "headline.q_a: not a metric"),
+    (lambda c: c["benchmarks"]["vcr"]["headline"]["q_a"].update(value="high"), "headline.q_a.value: not a number"),
+    (lambda c: c["benchmarks"]["vcr"]["headline"]["q_a"].update(interval=[1]), "q_a.interval: not two numbers"),
+])
+def test_suite_compare_checks_every_row_of_an_edited_card(edit, needle, vcr_card, cli, tmp_path):
+    """An edited card.json: one line naming the field, no traceback, no page written."""
+    edited = tmp_path / "edited"
+    shutil.copytree(vcr_card, edited)
+    card = json.loads((edited / "card.json").read_text())
+    edit(card)
+    (edited / "card.json").write_text(json.dumps(card))
+    code, _, err = cli("suite-compare", vcr_card, edited, "--out", tmp_path / "site")
+    assert_one_error_line(code, err, ("card.json", needle))
+    assert not (tmp_path / "site").exists()

@@ -32,7 +32,47 @@ def read_card(folder: Path) -> dict:
         raise ParamsError(f"{path}: not valid JSON") from None
     if not isinstance(card, dict) or not isinstance(card.get("benchmarks"), dict) or "model" not in card:
         raise ParamsError(f"{path}: not a report card (no model and benchmarks)")
+    problem = card_problem(card)
+    if problem:
+        raise ParamsError(f"{path}: {problem}")
     return card
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def card_problem(card: dict) -> str | None:
+    """What in a card.json is not as `vlbench suite` writes it (every field suite-compare reads, row by row),
+    or None."""
+    if not isinstance(card["model"], str):
+        return "field 'model' is not text"
+    for bench, row in card["benchmarks"].items():
+        where = f"benchmarks.{str(bench)[:40]}"
+        if not isinstance(row, dict) or not isinstance(row.get("status"), str):
+            return f"{where}: not a row with a `status`"
+        if row["status"] != "scored":
+            continue
+        for field in ("split", "folder", "build"):
+            if not isinstance(row.get(field), str):
+                return f"{where}.{field}: not text"
+        if "predictions" in row and not isinstance(row["predictions"], str):
+            return f"{where}.predictions: not text"
+        headline = row.get("headline")
+        if not isinstance(headline, dict):
+            return f"{where}.headline: not a mapping"
+        for key, entry in headline.items():
+            at = f"{where}.headline.{str(key)[:40]}"
+            if not isinstance(entry, dict) or not isinstance(entry.get("label"), str) or \
+                    not {"value", "interval"} <= set(entry):
+                return f"{at}: not a metric with a `label`, a `value` and an `interval`"
+            if entry.get("value") is not None and not _number(entry["value"]):
+                return f"{at}.value: not a number"
+            interval = entry.get("interval")
+            if interval is not None and not (isinstance(interval, list) and len(interval) == 2 and
+                                              all(_number(b) for b in interval)):
+                return f"{at}.interval: not two numbers"
+    return None
 
 
 def card_names(cards: list[dict], folders: list[Path]) -> list[str]:
