@@ -52,6 +52,13 @@ def pick_split(folder: Path, config: str, split: str | None, preferred: str) -> 
     return split
 
 
+def read_parquet(path: Path, **kwargs) -> pa.Table:
+    """A parquet file read through a Python file object: Arrow cannot open a path whose bytes are not UTF-8
+    (a folder's name from another system), Python can."""
+    with open(path, "rb") as handle:
+        return pq.read_table(handle, **kwargs)
+
+
 def load_table(folder: Path, config: str, split: str) -> pa.Table:
     """All parquet shards of one config/split, in shard order."""
     shards = sorted((folder / config).glob(f"{split}-*.parquet"))
@@ -60,7 +67,7 @@ def load_table(folder: Path, config: str, split: str) -> pa.Table:
     tables = []
     for shard in shards:
         try:
-            tables.append(pq.read_table(shard))
+            tables.append(read_parquet(shard))
         except (OSError, pa.ArrowException) as exc:
             raise VlbenchError(f"{shard}: not a readable parquet file ({str(exc).splitlines()[0][:160]}); "
                                "rebuild the folder or check it with `vlbench verify`") from None

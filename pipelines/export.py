@@ -26,8 +26,10 @@ WRITERS = "vlbench-writer"  # the names of the threads that write the shards
 def _write_shard(table, path: Path) -> int:
     """Write one parquet shard; returns its uncompressed size as the file records it (in-memory
     sizes depend on buffer layout, the file's do not)."""
-    pq.write_table(table, path)
-    meta = pq.read_metadata(path)
+    with open(path, "wb") as handle:  # a Python file: Arrow cannot open a path whose bytes are not UTF-8
+        pq.write_table(table, handle)
+    with open(path, "rb") as handle:
+        meta = pq.read_metadata(handle)
     return sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups))
 
 

@@ -152,10 +152,26 @@ class Proxy(LoopbackServer):
         super().__init__()
         self.upstream = upstream.split("//", 1)[1].split("/", 1)[0]
         self.faults, self.delay = list(faults or []), delay
-        self.forwarded = self.faulted = 0
+        self.forwarded = self.faulted = self.in_flight = 0
         self._lock = threading.Lock()
 
     def answer(self, path: str, body: bytes, headers: dict):
+        with self._lock:
+            self.in_flight += 1
+        try:
+            return self._answer(path, body, headers)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def wait_idle(self, timeout: float = 60.0) -> None:
+        """Until no request is being answered (a killed client's last ones are still forwarded), at most
+        `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while self.in_flight and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def _answer(self, path: str, body: bytes, headers: dict):
         with self._lock:
             fault = self.faults.pop(0) if self.faults else None
             self.faulted += fault is not None

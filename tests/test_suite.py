@@ -689,3 +689,18 @@ def test_suite_compare_checks_every_row_of_an_edited_card(edit, needle, vcr_card
     code, _, err = cli("suite-compare", vcr_card, edited, "--out", tmp_path / "site")
     assert_one_error_line(code, err, ("card.json", needle))
     assert not (tmp_path / "site").exists()
+
+
+def test_a_data_folder_whose_name_is_not_utf8_gives_a_whole_card(built, cli, tmp_path):
+    """A --data folder named with a byte that is not UTF-8: the card's pages are written whole (the name shown
+    escaped), never a page cut short by an encoding error."""
+    import os
+
+    data = Path(os.fsdecode(bytes(tmp_path) + b"/data\xff"))
+    data.mkdir()
+    (data / "vcr").symlink_to(built("vcr"), target_is_directory=True)
+    code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", tmp_path / "card",
+                       "--bootstrap", "0", "--no-perceptual")
+    assert code == 0, err
+    page = (tmp_path / "card" / "index.html").read_text(encoding="utf-8")
+    assert page.rstrip().endswith("</html>") and "data\\udcff" in page

@@ -144,13 +144,13 @@ def write_layer(build: Path, task_dir: Path, repo_id: str, staging: Path) -> lis
     import yaml
 
     from builders.registry import get_benchmark, get_task
-    from core.data import load_table
+    from core.data import load_table, read_parquet
     from evaluator.publish.hub_results import EVAL_YAML
 
     build, task_dir = Path(build), Path(task_dir)
     meta, docs_path = _exported(build, task_dir)
     task = get_task(meta["benchmark"])
-    docs = pq.read_table(docs_path).to_pylist()
+    docs = read_parquet(docs_path).to_pylist()
     rows = hub_table(task, load_table(build, meta["config"], meta["split"]), docs, meta)
     meta = {**meta, "images": any(rows.column("image").to_pylist())}
     spec = inspect_eval_yaml(get_benchmark(meta["benchmark"]), meta, repo_id)

@@ -37,17 +37,17 @@ def task_file(meta: dict) -> str:
 
 def exported_task(folder: Path):
     """The Inspect Task of an exported folder."""
-    import pyarrow.parquet as pq
     from inspect_ai import Task
     from inspect_ai.dataset import MemoryDataset, Sample
     from inspect_ai.model import ChatMessageUser, ContentImage, ContentText, GenerateConfig
     from inspect_ai.solver import generate
 
+    from core.data import read_parquet
     from evaluator.models.served import image_url
 
     functions = ExportedRun(folder)
     meta = functions.meta
-    docs = pq.read_table(folder / "docs" / f"{meta['split']}.parquet").to_pylist()
+    docs = read_parquet(folder / "docs" / f"{meta['split']}.parquet").to_pylist()
     samples = [Sample(
         input=[ChatMessageUser(content=[*(ContentImage(image=image_url(image["bytes"])) for image in doc["images"]),
                                         ContentText(text=doc["prompt"])])],

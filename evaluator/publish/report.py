@@ -155,7 +155,7 @@ def write_report(folder: Path, metrics: dict, markdown: str, plots: list) -> lis
         folder.mkdir(parents=True, exist_ok=True)
         write_atomically(folder / "metrics.json",
                          (dumps(metrics, note_key="undefined", indent=2, sort_keys=True) + "\n").encode())
-        write_atomically(folder / "report.md", markdown.encode())
+        write_atomically(folder / "report.md", markdown.encode("utf-8", "backslashreplace"))  # a name not UTF-8
         for plot in plots:
             draw = draw_bars if isinstance(plot, FigureSpec) else draw_forest if isinstance(plot, ForestPlot) else _draw
             draw(plot, folder / plot.filename)

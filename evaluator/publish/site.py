@@ -89,8 +89,12 @@ def metric_cell(value) -> dict:
 def render_page(path: Path, template: str, *, title: str, root: str = "", script: bool = False, **context) -> None:
     """One page from a template of site_templates/ (autoescaped), with the site's Content-Security-Policy;
     `root` leads from the page to the site's folder (its style sheet and script)."""
-    path.write_text(_environment().get_template(template).render(csp=CSP, root=root, script=script, title=title,
-                                                                  **context), encoding="utf-8")
+    from core.outdir import write_atomically
+
+    page = _environment().get_template(template).render(csp=CSP, root=root, script=script, title=title, **context)
+    # staged and renamed: a page is whole or absent; a name's bytes that are not UTF-8 (a lone surrogate) are shown
+    # escaped, never a failure half-way through the file
+    write_atomically(path, page.encode("utf-8", "backslashreplace"))
 
 
 def report_page(folder: Path, title: str, back: str, back_label: str, root: str) -> None:

@@ -134,4 +134,4 @@ def write_card(out: Path, card: dict) -> None:
     """card.json, the page with its figures (OUT/figures/), then report.md, which shows them too."""
     write_atomically(out / "card.json", (dumps(card, note_key="undefined", indent=2) + "\n").encode())
     write_page(out, card)
-    write_atomically(out / "report.md", card_markdown(card).encode())
+    write_atomically(out / "report.md", card_markdown(card).encode("utf-8", "backslashreplace"))  # names not UTF-8
