@@ -692,15 +692,18 @@ def test_suite_compare_checks_every_row_of_an_edited_card(edit, needle, vcr_card
 
 
 def test_a_data_folder_whose_name_is_not_utf8_gives_a_whole_card(built, cli, tmp_path):
-    """A --data folder named with a byte that is not UTF-8: the card's pages are written whole (the name shown
-    escaped), never a page cut short by an encoding error."""
+    """A --data folder named with a byte that is not UTF-8 and a terminal's escape and bell: the card's pages are
+    written whole (the name shown escaped, as one line), never a page cut short by an encoding error, and no
+    control character reaches report.md or the page."""
     import os
 
-    data = Path(os.fsdecode(bytes(tmp_path) + b"/data\xff"))
+    data = Path(os.fsdecode(bytes(tmp_path) + b"/data\xff\x1b]0;t\x07"))
     data.mkdir()
     (data / "vcr").symlink_to(built("vcr"), target_is_directory=True)
     code, _, err = cli("suite", "--model", "baseline:random", "--data", data, "--out", tmp_path / "card",
                        "--bootstrap", "0", "--no-perceptual")
     assert code == 0, err
     page = (tmp_path / "card" / "index.html").read_text(encoding="utf-8")
-    assert page.rstrip().endswith("</html>") and "data\\udcff" in page
+    report = (tmp_path / "card" / "report.md").read_text(encoding="utf-8")
+    assert page.rstrip().endswith("</html>") and "data\\xff ]0;t " in page and "data\\xff ]0;t " in report
+    assert not any(c in text for c in "\x1b\x07" for text in (page, report))

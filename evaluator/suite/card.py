@@ -12,6 +12,7 @@ from pathlib import Path
 from core.jsonout import dumps
 from core.markdown import report_table
 from core.outdir import write_atomically
+from core.sanitise import sanitise
 from evaluator.publish.site import copy_assets, metric_cell, render_page, report_page
 from evaluator.suite.figures import FOLDER, card_figures, diagnostic_entries, draw
 
@@ -21,22 +22,27 @@ def _markdown_cells(cell: dict) -> list[str]:
     return [cell["shown"], "–" if not cell["interval"] else f"[{cell['interval'][0]}, {cell['interval'][1]}]"]
 
 
+def _line(text) -> str:
+    """A name or reason from outside (a model, a folder, an error) as one printable line on the card."""
+    return sanitise(text, (), None)
+
+
 def card_markdown(card: dict) -> str:
     diagnostic_specs, family_specs = card_figures(card)
     rows, skipped = [], []
     for bench, row in card["benchmarks"].items():
         if row["status"] != "scored":
-            skipped.append([bench, row["status"], row["reason"]])
+            skipped.append([_line(bench), row["status"], _line(row["reason"])])
             continue
         for key, entry in row["headline"].items():
             arrow = "" if entry["higher_is_better"] else " (lower is better)"
             rows.append([bench, row["split"], f"{entry['label']}{arrow}", *_markdown_cells(metric_cell(entry))])
-    md = [f"# Report card: {card['model']}", "",
-          f"Every benchmark built under `{card['data']}`, scored with `vlbench evaluate`'s metrics; 95% intervals "
-          f"from {card['resamples']:,} cluster-bootstrap resamples (seed {card['seed']}). Per-benchmark reports: "
-          "`reports/<benchmark>/report.md`.", "",
-          *([f"Scored from the model's own runs in `{card['predictions']}` (`--predictions`: prediction files and "
-             "harness logs, copied under `predictions/`); vlbench did not run the model.", ""]
+    md = [f"# Report card: {_line(card['model'])}", "",
+          f"Every benchmark built under `{_line(card['data'])}`, scored with `vlbench evaluate`'s metrics; 95% "
+          f"intervals from {card['resamples']:,} cluster-bootstrap resamples (seed {card['seed']}). Per-benchmark "
+          "reports: `reports/<benchmark>/report.md`.", "",
+          *([f"Scored from the model's own runs in `{_line(card['predictions'])}` (`--predictions`: prediction "
+             "files and harness logs, copied under `predictions/`); vlbench did not run the model.", ""]
             if card.get("predictions") else []),
           report_table(["benchmark", "split", "metric", "value", "95% interval"], rows), ""]
     md += [f"![{spec.title}]({FOLDER}/{spec.filename})\n" for spec in family_specs]
@@ -109,9 +115,9 @@ def write_page(out: Path, card: dict) -> None:
     rows, skipped = [], []
     for bench, row in card["benchmarks"].items():
         if row["status"] != "scored":
-            skipped.append({"bench": bench, "status": row["status"], "reason": row["reason"]})
+            skipped.append({"bench": _line(bench), "status": row["status"], "reason": _line(row["reason"])})
             continue
-        report_page(out / "reports" / bench, f"{bench}: {card['model']}", "../../index.html", "report card",
+        report_page(out / "reports" / bench, f"{bench}: {_line(card['model'])}", "../../index.html", "report card",
                     "../../")
         rows += [{"bench": bench, "split": row["split"], "cell": metric_cell(entry),
                   "metric": entry["label"] + ("" if entry["higher_is_better"] else " (lower is better)")}
@@ -121,8 +127,9 @@ def write_page(out: Path, card: dict) -> None:
     diagnostics = [{"name": d["name"], "reading": d["reading"], "rows": _rows(d["values"]),
                     "figures": [{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in specs]}
                    for d, specs in zip(card["diagnostics"], diagnostic_specs)]
-    render_page(out / "index.html", "card.html", title=f"Report card: {card['model']}", script=True,
-                model=card["model"], data=card["data"], resamples=card["resamples"], seed=card["seed"], rows=rows,
+    render_page(out / "index.html", "card.html", title=f"Report card: {_line(card['model'])}", script=True,
+                model=_line(card["model"]), data=_line(card["data"]), resamples=card["resamples"], seed=card["seed"],
+                rows=rows,
                 skipped=skipped, answers=answer_rows(card), answers_reading=ANSWERS_READING,
                 bias=position_bias_rows(card), bias_reading=POSITION_BIAS_READING,
                 diagnostics=diagnostics, missing=card["missing_diagnostics"],
