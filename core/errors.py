@@ -38,6 +38,19 @@ class ModelError(VlbenchError):
     """A model spec cannot be resolved or the model cannot run on the given inputs."""
 
 
+class WriteError(VlbenchError):
+    """The environment refused a write (a full disk, a file too large, a read-only or forbidden folder): a
+    command that runs several benchmarks stops on it, never records it as one benchmark's failure."""
+
+
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT})
+
+
+def write_error(message: str, exc: OSError) -> VlbenchError:
+    """The error of a failed write: a WriteError where the environment refused it, else a VlbenchError."""
+    return (WriteError if exc.errno in WRITE_ERRNOS else VlbenchError)(f"{message} ({exc.strerror or exc})")
+
+
 def os_problem(exc: OSError) -> str:
     """A user-facing reason for an OSError (no Python class names, no addresses)."""
     if isinstance(exc, IsADirectoryError):

@@ -175,6 +175,24 @@ def atomic_folder(out: Path, recheck=None):
         _remove(staging)
 
 
+def write_together(files: dict[Path, bytes]) -> None:
+    """Several files that belong together (predictions and their record): every one is written beside its
+    place first, and only when all are written are they renamed into place, so that a full disk or a kill
+    never leaves a new one beside an old one."""
+    staged = []
+    try:
+        for path, data in files.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            staged.append((path.with_name(temp_name(path.name)), path))
+            staged[-1][0].write_bytes(data)
+        for tmp, path in staged:
+            tmp.replace(path)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+
+
 def write_atomically(path: Path, data: bytes) -> None:
     """Write beside PATH and rename into place: a failure or a kill never leaves a half file (or the
     temporary one) behind."""

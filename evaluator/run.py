@@ -11,8 +11,8 @@ import pyarrow as pa
 
 from builders.registry import get_task
 from core.data import load_table, pick_split, resolve_data
-from core.errors import ModelError, ParamsError, VlbenchError
-from core.outdir import write_atomically
+from core.errors import ModelError, ParamsError, write_error
+from core.outdir import write_together
 from core.params import apply_overrides
 from evaluator.interop import load_submission
 from evaluator.models.options import ModelOptions
@@ -116,18 +116,19 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
                                                                 isinstance(adapter, GenerativeAdapter))),
                         **({"limit": limit, "offset": offset} if rows_chosen else {})},
             "library_versions": library_versions()}
+    files = {}  # written together: never new predictions beside an old record, or the reverse
+    if log_samples:
+        lines = [dumps({"id": list(i) if isinstance(i, tuple) else i, **s}) for i, s in zip(task.ids(table),
+                                                                                          adapter.samples)]
+        files[samples_path(out)] = ("\n".join(lines) + "\n").encode()
+    if adapter.rotations is not None:
+        files[rotations_path(out)] = (dumps(rotations_file(task.ids(table), adapter.rotations)) + "\n").encode()
+    files[metadata_path(out)] = (dumps(meta, indent=2) + "\n").encode()
+    files[Path(out)] = text.encode()
     try:
-        if log_samples:
-            lines = [dumps({"id": list(i) if isinstance(i, tuple) else i, **s}) for i, s in zip(task.ids(table),
-                                                                                              adapter.samples)]
-            write_atomically(samples_path(out), ("\n".join(lines) + "\n").encode())
-        if adapter.rotations is not None:
-            write_atomically(rotations_path(out), (dumps(rotations_file(task.ids(table), adapter.rotations))
-                                                   + "\n").encode())
-        write_atomically(metadata_path(out), (dumps(meta, indent=2) + "\n").encode())
-        write_atomically(out, text.encode())
+        write_together(files)
     except OSError as exc:
-        raise VlbenchError(f"--out {out}: cannot write the predictions ({exc.strerror or exc})") from None
+        raise write_error(f"--out {out}: cannot write the predictions", exc) from None
     return split, len(predictions)
 
 

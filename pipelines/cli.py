@@ -725,6 +725,10 @@ def main(argv: list[str] | None = None) -> None:
     except Terminated:
         _echo_err("error: terminated; nothing half-written was left behind")
         sys.exit(143)
+    except OSError as exc:  # the environment refused a read or write no command caught: one line, never a traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        _echo_err(f"error: {where}{exc.strerror or exc}; the command stopped")
+        sys.exit(2)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

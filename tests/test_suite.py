@@ -707,3 +707,44 @@ def test_a_data_folder_whose_name_is_not_utf8_gives_a_whole_card(built, cli, tmp
     report = (tmp_path / "card" / "report.md").read_text(encoding="utf-8")
     assert page.rstrip().endswith("</html>") and "data\\xff ]0;t " in page and "data\\xff ]0;t " in report
     assert not any(c in text for c in "\x1b\x07" for text in (page, report))
+
+
+def _vlbench_limited(args, limit_bytes: int):
+    """`vlbench ARGS` in a process that may write files of at most `limit_bytes` (RLIMIT_FSIZE, SIGXFSZ ignored:
+    a larger write fails with EFBIG, as on a full disk)."""
+    import resource
+    import signal
+    import subprocess
+    import sys
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    return subprocess.run([sys.executable, "-c", "from pipelines.cli import main; main()", *map(str, args)],
+                          preexec_fn=limit, capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).resolve().parents[1])
+
+
+def test_a_full_disk_stops_the_suite_and_keeps_the_previous_card(built, cli, tmp_path):
+    """A write the environment refuses (here a file-size limit, as a full disk) is no benchmark's failure: the
+    suite stops with one line, exit 2, and the previous card, its predictions and their records stay as they
+    were; `predict` alone never leaves new predictions beside an old record, or the reverse."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for bench in ("vcr", "gqa-ood"):
+        (data / bench).symlink_to(built(bench), target_is_directory=True)
+    out = tmp_path / "card"
+    args = ["suite", "--model", "baseline:random", "--data", data, "--out", out, "--bootstrap", "0", "--no-perceptual"]
+    code, _, err = cli(*args)
+    assert code == 0, err
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    done = _vlbench_limited([*args, "--seed", "1"], 20_000)  # another seed: everything is predicted again
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert_one_error_line(2, done.stderr, ("cannot write the predictions", "File too large"))
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    kept = out / "predictions" / "gqa-ood.json"
+    done = _vlbench_limited(["predict", "gqa-ood", "--data", data / "gqa-ood", "--model", "baseline:random",
+                             "--seed", "2", "--out", kept], 20_000)
+    assert done.returncode == 2 and "cannot write the predictions" in done.stderr, done.stderr
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

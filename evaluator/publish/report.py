@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import ParamsError, VlbenchError
+from core.errors import ParamsError, write_error
 from core.figures import FigureSpec, draw_bars, plain
 from core.jsonout import dumps
 from core.markdown import report_table
@@ -160,5 +160,5 @@ def write_report(folder: Path, metrics: dict, markdown: str, plots: list) -> lis
             draw = draw_bars if isinstance(plot, FigureSpec) else draw_forest if isinstance(plot, ForestPlot) else _draw
             draw(plot, folder / plot.filename)
     except OSError as exc:
-        raise VlbenchError(f"--report {folder}: cannot write the report ({exc.strerror or exc})") from None
+        raise write_error(f"--report {folder}: cannot write the report", exc) from None
     return [folder / "metrics.json", folder / "report.md"] + [folder / p.filename for p in plots]

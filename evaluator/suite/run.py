@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 
 from builders.registry import benchmarks, get_task
-from core.errors import ModelError, ParamsError, VlbenchError
+from core.errors import ModelError, ParamsError, VlbenchError, WriteError
 from core.hashing import sha256_file
 from core.jsonout import dumps
 from core.manifest import MANIFEST, read_manifest
@@ -337,6 +337,8 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
             metrics = evaluate(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed), predictions,
                                report=out / "reports" / bench, hub_results=hub_results,
                                hub_dataset=None if hub_org is None else f"{hub_org}/{bench}", hub_source=hub_source)
+        except WriteError:
+            raise  # the environment (a full disk, a read-only OUT): the run stops, the card is not rewritten
         except VlbenchError as exc:
             reason = str(exc)
             if "--images" in reason and task.images_folder is not None:
@@ -360,6 +362,8 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
         elif perceptual:
             try:
                 found = _perceptual(bench, model, folder, out, key, options, resamples, seed)
+            except WriteError:
+                raise
             except VlbenchError as exc:
                 found = {"skipped": str(exc)}
             if "metrics" in found:
