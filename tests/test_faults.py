@@ -48,29 +48,18 @@ def gqa_source(sample_sources, tmp_path) -> Path:
 
 
 @pytest.mark.slow
-def test_sigterm_mid_export_cleans_up_like_ctrl_c(gqa_source, tmp_path):
+@pytest.mark.parametrize("signum,code,line", [(signal.SIGTERM, 143, "error: terminated"),
+                                              (signal.SIGINT, 130, "error: interrupted")])
+def test_a_signal_mid_export_cleans_up_with_one_line(signum, code, line, gqa_source, tmp_path):
+    """SIGTERM, or Ctrl-C (SIGINT: typer hands the interrupt back as its exit code, which the command line turns
+    into its line), in a build's export: the exit status, the line saying so, the staging folder removed."""
     out = tmp_path / "out"
     proc = _spawn("build", "gqa-ood", "--source", gqa_source, "--out", out, "--legacy-json", "--no-cache")
     assert _wait_for_staging(tmp_path, proc), proc.communicate()
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 143, stderr
-    assert stderr.strip().splitlines()[-1].startswith("error: terminated"), stderr
-    assert "Traceback" not in stderr
-    assert not out.exists() and _hidden(tmp_path) == []
-
-
-@pytest.mark.slow
-def test_ctrl_c_mid_export_exits_130_with_one_line(gqa_source, tmp_path):
-    """Ctrl-C (SIGINT) in a build: exit 130 and the line saying so (typer hands the interrupt back as its exit
-    code, which the command line turns into that line), the staging folder removed."""
-    out = tmp_path / "out"
-    proc = _spawn("build", "gqa-ood", "--source", gqa_source, "--out", out, "--legacy-json", "--no-cache")
-    assert _wait_for_staging(tmp_path, proc), proc.communicate()
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
-    assert stderr.strip().splitlines()[-1].startswith("error: interrupted"), stderr
+    assert proc.returncode == code, stderr
+    assert stderr.strip().splitlines()[-1].startswith(line), stderr
     assert "Traceback" not in stderr
     assert not out.exists() and _hidden(tmp_path) == []
 
