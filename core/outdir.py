@@ -196,11 +196,4 @@ def write_together(files: dict[Path, bytes]) -> None:
 def write_atomically(path: Path, data: bytes) -> None:
     """Write beside PATH and rename into place: a failure or a kill never leaves a half file (or the
     temporary one) behind."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(temp_name(path.name))
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_together({Path(path): data})

@@ -151,12 +151,9 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
             raise ParamsError("--hub-results: pass --hub-dataset ORG/NAME, the Hub dataset repo of this benchmark "
                               f"(--data {data} is a local folder)")
         hub_dataset = data
-    if hub_source is not None:
-        if hub_results is None:
-            raise ParamsError("--hub-source: names the source of --hub-results entries; pass --hub-results DIR too")
-        from evaluator.publish.hub_results import check_source
+    from evaluator.publish.hub_results import check_source
 
-        check_source(hub_source)
+    check_source(hub_source, hub_results)
     folder, split, table = _open(task, data, request.split)
     if by is not None:
         table = with_column(task, folder, split, table, by)

@@ -7,13 +7,13 @@ from Inspect's built-ins only. The layer, made from an Inspect task `vlbench exp
 build (its manifest's SHA-256 checked), is:
 
 - `inspect/<split>-00000-of-00001.parquet`, the `inspect` config: one row per prompt of the exported documents
-  -- `input` (the prompt exactly as vlbench asks it), `image` (the image as the data URL `openai:` sends; the
-  Hub format takes one image per sample, and shows it after the text), `target` (the reference answer: the
-  right option's letter, or the benchmark's reference column), `id` (`<vlbench id>#<prompt>`, as the exported
-  task's samples; named in the field_spec, though Inspect 0.3.285 numbers a Hub task's samples itself) and
-  `vlbench` (the record the exported task's scorer logs, without the output), which Inspect keeps as the
-  sample's metadata, so `vlbench evaluate` reads the run's `.eval` log back by id and scores it by the paper's
-  rules;
+  -- `input` (the prompt in vlbench's words: template, options, instruction), `image` (the image as the data URL
+  `openai:` sends; the Hub format takes one image per sample, and shows it after the text), `target` (the
+  reference answer: the right option's letter, or the benchmark's reference column), `id` (`<vlbench
+  id>#<prompt>`, as the exported task's samples; named in the field_spec, though Inspect 0.3.285 numbers a Hub
+  task's samples itself) and `vlbench` (the record the exported task's scorer logs, without the output), which
+  Inspect keeps as the sample's metadata, so `vlbench evaluate` reads the run's `.eval` log back by id and
+  scores it by the paper's rules;
 - `eval.yaml` with `evaluation_framework: inspect-ai`: one task per leaderboard (evaluator/publish/hub_results.py),
   each over the `inspect` config, solved by `generate` (greedy, the exported answer budget) and scored by a
   built-in proxy (`match` at the beginning for a letter, `exact` for a generated answer); its description says

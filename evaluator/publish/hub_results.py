@@ -87,11 +87,15 @@ def read_eval_yaml(folder: Path) -> dict:
     return data
 
 
-def check_source(url: str) -> str:
-    """An entry's source URL: https, printable, no spaces, at most 2,000 characters."""
-    if not re.fullmatch(r"https://[!-~]{1,1992}", url or "") or "://" in url[8:]:
+def check_source(url: str | None, hub_results) -> None:
+    """`--hub-source`: given with --hub-results only, an https URL, printable, no spaces, at most 2,000
+    characters."""
+    if url is None:
+        return
+    if hub_results is None:
+        raise ParamsError("--hub-source: names the source of --hub-results entries; pass --hub-results DIR too")
+    if not re.fullmatch(r"https://[!-~]{1,1992}", url) or "://" in url[8:]:
         raise ParamsError(f"--hub-source {url[:80]!r}: expected an https URL (the pushed report or samples)")
-    return url
 
 
 def write_eval_results(out: Path, benchmark, folder: Path, metrics: dict, dataset_id: str,
@@ -101,6 +105,7 @@ def write_eval_results(out: Path, benchmark, folder: Path, metrics: dict, datase
 
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", dataset_id or ""):
         raise ParamsError(f"--hub-dataset {dataset_id!r}: expected the benchmark's Hub dataset repo id, ORG/NAME")
+    check_source(source, out)
     spec = read_eval_yaml(folder)
     keys = {tid: key for tid, key, _ in hub_tasks(benchmark)}
     intervals = metrics.get("intervals", {})
@@ -120,7 +125,7 @@ def write_eval_results(out: Path, benchmark, folder: Path, metrics: dict, datase
             notes.append(f"{coverage['scored']} of {coverage['expected']} examples scored")
         dataset = {"id": dataset_id, "task_id": task["id"], **({"revision": revision} if revision else {})}
         entries.append({"dataset": dataset, "value": value, "date": date or datetime.date.today().isoformat(),
-                        **({"source": {"url": check_source(source), "name": "vlbench evaluate"}} if source else {}),
+                        **({"source": {"url": source, "name": "vlbench evaluate"}} if source else {}),
                         "notes": "; ".join(notes)})
     if not entries:
         raise ParamsError(f"--hub-results: no leaderboard metric of {benchmark.name} was computed")

@@ -270,12 +270,9 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     if hub_results is not None and hub_org is None:
         raise ParamsError("--hub-results: pass --hub-org ORG, the Hub organisation whose ORG/<benchmark> dataset "
                           "repos hold the builds")
-    if hub_source is not None:
-        if hub_results is None:
-            raise ParamsError("--hub-source: names the source of --hub-results entries; pass --hub-results DIR too")
-        from evaluator.publish.hub_results import check_source
+    from evaluator.publish.hub_results import check_source
 
-        check_source(hub_source)
+    check_source(hub_source, hub_results)
     absent: dict[str, str] = {}
     if on_hub:
         builds, broken, absent = find_hub_builds(str(data))
