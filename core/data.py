@@ -53,10 +53,15 @@ def pick_split(folder: Path, config: str, split: str | None, preferred: str) -> 
 
 
 def read_parquet(path: Path, **kwargs) -> pa.Table:
-    """A parquet file read through a Python file object: Arrow cannot open a path whose bytes are not UTF-8
-    (a folder's name from another system), Python can."""
-    with open(path, "rb") as handle:
-        return pq.read_table(handle, **kwargs)
+    """A parquet file, by its path where the path is UTF-8; else (a folder's name from another system, which
+    Arrow cannot open and Python can) from its bytes read by Python. Never through a Python file object: Arrow's
+    I/O threads would call back into Python and abort the process at interpreter exit ("terminate called
+    without an active exception", apache/arrow#34314)."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return pq.read_table(pa.BufferReader(Path(path).read_bytes()), **kwargs)
+    return pq.read_table(str(path), **kwargs)
 
 
 def load_table(folder: Path, config: str, split: str) -> pa.Table:
