@@ -366,7 +366,7 @@ def perceptual_score(request: ScoringRequest, model: str, options, *, model_opti
         if "intervals" in metrics:
             markdown = markdown.rstrip("\n") + "\n\n" + intervals_markdown(metrics)
             plots.append(intervals_figure(metrics, f"{model} on {bench}"))
-        write_report(report, metrics, markdown, plots)
         ids = ["/".join(map(str, i)) if isinstance(i, tuple) else str(i) for i in task.ids(table)]
-        r.write_sample_scores(report / "per_sample.parquet", ids, table, options.by, result)
+        write_report(report, metrics, markdown, plots,
+                     {"per_sample.parquet": r.sample_scores_parquet(ids, table, options.by, result)})
     return metrics

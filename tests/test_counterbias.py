@@ -233,6 +233,49 @@ def test_attack_none_reports_the_language_measures_only(cli, tiny, tmp_path):
     assert "B@L (%)" in (tmp_path / "n" / "report.md").read_text() and "B@V-L" not in out
 
 
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_a_report_of_another_model_never_mixes_with_the_one_it_replaces(cli, tiny, tmp_path, monkeypatch):
+    """Model B's report into model A's folder: a full disk midway leaves A's report as it was (every byte)
+    and nothing staged; a folder holding B's metrics beside A's per-instance rows (what a kill between the
+    renames would leave) is refused by counterbias-compare, naming the file; B's whole report replaces A's."""
+    import errno
+
+    args = ("--data", tiny["data"], "--attack", "none", "--bootstrap", "0", "--report")
+    code, _, err = cli("counterbias", "--model", f"hf:{tiny['vilt']}", *args, tmp_path / "a")
+    assert code == 0, err
+    before = _files(tmp_path / "a")
+    assert ".vlbench-report.json" in before and "per_instance.parquet" in before
+    written = []
+
+    def full_disk(path, data, _real=Path.write_bytes):
+        written.append(path)
+        if len(written) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return _real(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    code, _, err = cli("counterbias", "--model", f"hf:{tiny['bert']}", *args, tmp_path / "a")
+    monkeypatch.undo()
+    assert_one_error_line(code, err, ("--report", "No space left on device"))
+    assert _files(tmp_path / "a") == before  # nothing of B, no staged file left
+    code, _, err = cli("counterbias", "--model", f"hf:{tiny['bert']}", *args, tmp_path / "b")
+    assert code == 0, err
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for name, data in {**before, "metrics.json": (tmp_path / "b" / "metrics.json").read_bytes()}.items():
+        (mixed / name).write_bytes(data)
+    code, _, err = cli("counterbias-compare", tmp_path / "a", mixed)
+    assert_one_error_line(code, err, (f"{mixed / 'metrics.json'}: not the file .vlbench-report.json lists",))
+    code, _, err = cli("counterbias", "--model", f"hf:{tiny['bert']}", *args, tmp_path / "a")
+    assert code == 0, err
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+    code, _, err = cli("counterbias-compare", tmp_path / "a", tmp_path / "b", "--bootstrap", "0")
+    assert code == 0, err
+
+
 _PY_MODEL: dict = {}
 
 

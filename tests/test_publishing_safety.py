@@ -351,3 +351,21 @@ def test_a_name_shaped_like_a_hashed_page_gets_its_own_folder(built, alpha, cli,
     pages = {r["submission"]: r["page"] for r in rows}
     assert pages[hostile] == hashed and pages[hashed] != hashed and len(set(pages.values())) == 2
     assert all(r["status"] == "scored" for r in rows)
+
+
+def test_a_report_removes_only_the_files_its_predecessor_wrote(tmp_path):
+    """A report lists its files in its record; the next report into the folder removes those it does not write
+    again (a figure the new run has none of), and only while they are as vlbench wrote them: never a file of the
+    user's, even one a record names, and never a path outside the folder."""
+    from evaluator.publish.report import RECORD, write_report
+
+    folder = tmp_path / "r"
+    write_report(folder, {"a": 1}, "# A\n", [], {"instances.png": b"png of A"})
+    (folder / "notes.txt").write_text("mine")
+    (tmp_path / "outside.txt").write_text("keep")
+    assert set(json.loads((folder / RECORD).read_text())["files"]) == {"metrics.json", "report.md", "instances.png"}
+    write_report(folder, {"a": 2}, "# B\n", [])
+    assert sorted(p.name for p in folder.iterdir()) == [RECORD, "metrics.json", "notes.txt", "report.md"]
+    (folder / RECORD).write_text(json.dumps({"files": {"../outside.txt": "0", "notes.txt": "0"}}))
+    write_report(folder, {"a": 3}, "# C\n", [])
+    assert (tmp_path / "outside.txt").read_text() == "keep" and (folder / "notes.txt").read_text() == "mine"

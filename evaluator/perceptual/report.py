@@ -10,7 +10,6 @@ import pyarrow.parquet as pq
 
 from core.figures import FigureSpec
 from core.markdown import report_table
-from core.outdir import write_atomically
 from evaluator.perceptual.score import PerceptualResult, sample_scores
 
 PAPER_TOKENS = ("has", "can", "is a", "do")  # Table 2's question start tokens
@@ -69,8 +68,8 @@ def bar_plot(title: str, summary: dict, metric: str, label: str) -> FigureSpec:
                       errors=errors, ylabel="%", xlabel="modality")
 
 
-def write_sample_scores(path, ids: list[str], table: pa.Table, by: str | None, result: PerceptualResult) -> None:
-    """per_sample.parquet: the submission id, the `by` column, Acc_{f,x,y}(M) and Eq. 2's P_{f,x,y}(m)
+def sample_scores_parquet(ids: list[str], table: pa.Table, by: str | None, result: PerceptualResult) -> bytes:
+    """per_sample.parquet's bytes: the submission id, the `by` column, Acc_{f,x,y}(M) and Eq. 2's P_{f,x,y}(m)
     per metric and modality."""
     columns = {"id": pa.array(ids, pa.string()), **({by: table.column(by)} if by else {})}
     for k, v in result.full.items():
@@ -80,7 +79,7 @@ def write_sample_scores(path, ids: list[str], table: pa.Table, by: str | None, r
             columns[f"{k}_P_{m}"] = pa.array(v)
     sink = pa.BufferOutputStream()
     pq.write_table(pa.table(columns), sink)
-    write_atomically(path, sink.getvalue().to_pybytes())
+    return sink.getvalue().to_pybytes()
 
 
 def _yes_no(answers: list[str]) -> tuple[float | None, float | None]:

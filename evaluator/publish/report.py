@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 from core.errors import ParamsError, write_error
 from core.figures import FigureSpec, draw_bars, plain
+from core.hashing import sha256_file
 from core.jsonout import dumps
 from core.markdown import report_table
-from core.outdir import write_atomically
+from core.outdir import write_together
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,7 @@ class ForestPlot:
     xlabel: str
 
 
-def draw_forest(plot: ForestPlot, path: Path) -> None:
+def draw_forest(plot: ForestPlot, path: Path | BinaryIO) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -58,7 +63,7 @@ def draw_forest(plot: ForestPlot, path: Path) -> None:
     plt.close(fig)
 
 
-def _draw(plot: LinePlot, path: Path) -> None:
+def _draw(plot: LinePlot, path: Path | BinaryIO) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -77,7 +82,7 @@ def _draw(plot: LinePlot, path: Path) -> None:
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
+    fig.savefig(path, format="png", metadata={"Software": None})
     plt.close(fig)
 
 
@@ -148,17 +153,65 @@ def check_report_folder(folder: Path, inputs: dict | None = None, option: str = 
     check_output_file(folder / "metrics.json", option)
 
 
-def write_report(folder: Path, metrics: dict, markdown: str, plots: list) -> list[Path]:
-    """metrics.json (never NaN: undefined values are null and listed), report.md and the plots."""
+RECORD = ".vlbench-report.json"  # the files of the report in its folder and their SHA-256, written last
+
+
+def png(draw: Callable[..., None], *args) -> bytes:
+    """The PNG bytes a drawing function (`draw(*args, stream)`) writes."""
+    stream = io.BytesIO()
+    draw(*args, stream)
+    return stream.getvalue()
+
+
+def write_report(folder: Path, metrics: dict, markdown: str, plots: list, extra: dict[str, bytes] | None = None
+                 ) -> list[Path]:
+    """metrics.json (never NaN: undefined values are null and listed), report.md, the plots and `extra` ({file
+    name: bytes}), all rendered first and then written together with the report's record (RECORD: each file's
+    SHA-256), so that a full disk, a kill or a second run never leaves the files of two runs side by side
+    unnoticed (`check_report` compares them with the record). The files an earlier report listed in its record,
+    still as it wrote them, and this one does not write are removed."""
     check_report_folder(folder)
+    files = {"metrics.json": (dumps(metrics, note_key="undefined", indent=2, sort_keys=True) + "\n").encode(),
+             "report.md": markdown.encode("utf-8", "backslashreplace")}  # a name that is not UTF-8
+    for plot in plots:
+        draw = draw_bars if isinstance(plot, FigureSpec) else draw_forest if isinstance(plot, ForestPlot) else _draw
+        files[plot.filename] = png(draw, plot)
+    files.update(extra or {})
+    record = {"files": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}}
+    earlier = _recorded(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(folder / "metrics.json",
-                         (dumps(metrics, note_key="undefined", indent=2, sort_keys=True) + "\n").encode())
-        write_atomically(folder / "report.md", markdown.encode("utf-8", "backslashreplace"))  # a name not UTF-8
-        for plot in plots:
-            draw = draw_bars if isinstance(plot, FigureSpec) else draw_forest if isinstance(plot, ForestPlot) else _draw
-            draw(plot, folder / plot.filename)
+        write_together({**{folder / name: data for name, data in files.items()},
+                        folder / RECORD: (dumps(record, indent=2) + "\n").encode()})
+        for name in sorted(set(earlier) - set(files)):
+            if (folder / name).is_file() and sha256_file(folder / name) == earlier[name]:  # as vlbench wrote it
+                (folder / name).unlink()
     except OSError as exc:
         raise write_error(f"--report {folder}: cannot write the report", exc) from None
-    return [folder / "metrics.json", folder / "report.md"] + [folder / p.filename for p in plots]
+    return [folder / name for name in files]
+
+
+def _recorded(folder: Path) -> dict[str, str]:
+    """{file name: SHA-256} of the report's record in FOLDER; {} where there is none (a report of an older
+    vlbench) or it is not one (then nothing is taken from it: a name with a path is never followed)."""
+    try:
+        files = json.loads((Path(folder) / RECORD).read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return {}
+    if not isinstance(files, dict):
+        return {}
+    return {n: h for n, h in files.items() if isinstance(n, str) and isinstance(h, str) and n == Path(n).name
+            and n not in ("", ".", "..", RECORD)}
+
+
+def check_report(folder: Path, names: tuple[str, ...]) -> None:
+    """Refuse a report folder whose files NAMES are not those its record lists (the files of two runs, or an
+    edit): one line naming the first such file. A folder with no record (an older vlbench) is taken as it is."""
+    recorded = _recorded(folder)
+    if not recorded:
+        return
+    for name in names:
+        path = Path(folder) / name
+        if name not in recorded or not path.is_file() or sha256_file(path) != recorded[name]:
+            raise ParamsError(f"{path}: not the file {RECORD} lists (a later report into {folder} stopped midway, "
+                              "or the file was edited); write the report again")

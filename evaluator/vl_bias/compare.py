@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from core.errors import ParamsError
 from core.markdown import report_table
-from evaluator.publish.report import check_report_folder, write_report
+from evaluator.publish.report import check_report, check_report_folder, write_report
 from evaluator.vl_bias import counterbias as cb
 
 NEEDED = ("id", "image_id", "template", "target", "target_type", "bias_class")
@@ -29,6 +29,7 @@ def _load(folder: Path) -> tuple[dict, dict]:
         if not (folder / name).is_file():
             raise ParamsError(f"{folder}: not a CounterBias report (no {name}; write one with vlbench counterbias "
                               "--report)")
+    check_report(folder, ("metrics.json", "per_instance.parquet"))  # both of one run
     try:
         metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
         table = pq.read_table(folder / "per_instance.parquet")

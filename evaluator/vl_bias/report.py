@@ -5,6 +5,7 @@ per_instance.parquet with every probability and instance bias."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -12,7 +13,7 @@ import pyarrow.parquet as pq
 
 from core.figures import FigureSpec, plain
 from core.markdown import report_table
-from evaluator.publish.report import intervals_markdown, write_report
+from evaluator.publish.report import intervals_markdown, png, write_report
 from evaluator.vl_bias import counterbias as cb
 
 PER_INSTANCE = ("id", "instance_id", "image_id", "template", "target", "target_type", "bias_word", "bias_class",
@@ -90,7 +91,7 @@ def per_target_rows(metrics: dict) -> tuple[list[str], list[list]]:
     return header, rows
 
 
-def _scatter(path: Path, metrics: dict) -> None:
+def _scatter(path: Path | BinaryIO, metrics: dict) -> None:
     """Fig. 7: B@V (x) against B@L (y) per target, template averages, in %, per target type."""
     import matplotlib
 
@@ -114,11 +115,11 @@ def _scatter(path: Path, metrics: dict) -> None:
     ax.set_title(plain(f"Visual vs language bias per target: {metrics['model']}"))
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
+    fig.savefig(path, format="png", metadata={"Software": None})
     plt.close(fig)
 
 
-def _examples_figure(path: Path, rows: list[int], result: dict, pixels: dict) -> None:
+def _examples_figure(path: Path | BinaryIO, rows: list[int], result: dict, pixels: dict) -> None:
     """Fig. 6: factual and counterfactual image of each example with its probabilities and Eq. 6 bias."""
     import matplotlib
 
@@ -141,7 +142,7 @@ def _examples_figure(path: Path, rows: list[int], result: dict, pixels: dict) ->
                        f"P(T|V_cf,L_cf)={cols['p_t_vcf_lcf'][r]:.4f}, bias_V-L={100 * cols['bias_vl'][r]:.2f}%",
                        transform=ax_row[0].transAxes, fontsize=7, va="top")
     fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
+    fig.savefig(path, format="png", metadata={"Software": None})
     plt.close(fig)
 
 
@@ -222,10 +223,14 @@ def write_counterbias_report(folder: Path, metrics: dict, result: dict, options)
     if "intervals" in metrics:
         lines += ["", intervals_markdown(metrics, "Values are fractions (x 100 for the % of Table 2); l_log is in "
                                                  "log-probability units, as Table 3.").rstrip("\n")]
-    write_report(folder, metrics, "\n".join(lines) + "\n", plots)
+    extra = {}
     if "v" in metrics["measures"]:
-        _scatter(folder / "bv_vs_bl.png", metrics)
+        extra["bv_vs_bl.png"] = png(lambda stream: _scatter(stream, metrics))
     if picked:
-        _examples_figure(folder / "instances.png", picked, result, result["examples"]["pixels"])
+        extra["instances.png"] = png(lambda stream: _examples_figure(stream, picked, result,
+                                                                     result["examples"]["pixels"]))
     per_instance = {c: (cols[c].tolist() if cols[c].dtype == object else cols[c]) for c in PER_INSTANCE if c in cols}
-    pq.write_table(pa.table(per_instance), folder / "per_instance.parquet")
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table(per_instance), sink)
+    extra["per_instance.parquet"] = sink.getvalue().to_pybytes()
+    write_report(folder, metrics, "\n".join(lines) + "\n", plots, extra)  # metrics and rows of one run, together
