@@ -43,6 +43,11 @@ class WriteError(VlbenchError):
     command that runs several benchmarks stops on it, never records it as one benchmark's failure."""
 
 
+STOP_NOTES: list[str] = []  # what a command stopped by Ctrl-C or SIGTERM left (the suite: its card marked
+# unfinished), for the command line's one line; the parser turns Ctrl-C into an exit code, so the exception
+# itself cannot carry it there
+
+
 WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT})
 
 

@@ -748,3 +748,44 @@ def test_a_full_disk_stops_the_suite_and_keeps_the_previous_card(built, cli, tmp
                              "--seed", "2", "--out", kept], 20_000)
     assert done.returncode == 2 and "cannot write the predictions" in done.stderr, done.stderr
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_suite_stopped_midway_is_never_read_as_the_card_it_left(built, cli, tmp_path, monkeypatch):
+    """Card A, then a run with another seed into the same folder stopped by Ctrl-C after its first benchmark
+    (its predictions replaced A's): exit 130 and one line saying the card is marked unfinished; suite-compare
+    refuses the folder (it would report the new predictions under A's numbers), and, with the marker put back
+    by hand, refuses the prediction file whose SHA-256 is not the card's; the rerun finishes the card."""
+    import evaluator.run
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for bench in ("vcr", "gqa-ood"):
+        (data / bench).symlink_to(built(bench), target_is_directory=True)
+    args = ["suite", "--model", "baseline:random", "--data", data, "--bootstrap", "0", "--no-perceptual"]
+    for name in ("a", "other"):
+        code, _, err = cli(*args, "--out", tmp_path / name)
+        assert code == 0, err
+    real, calls = evaluator.run.evaluate, []
+
+    def stopped_on_the_second(*a, **k):
+        calls.append(a)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(evaluator.run, "evaluate", stopped_on_the_second)
+    code, _, err = cli(*args, "--out", tmp_path / "a", "--seed", "1")
+    monkeypatch.undo()
+    assert code == 130 and err.count("\n") == 1 and "interrupted; nothing half-written" in err
+    assert f"{tmp_path / 'a'}: its card is marked unfinished until `vlbench suite` runs into it again" in err
+    code, _, err = cli("suite-compare", tmp_path / "other", tmp_path / "a", "--out", tmp_path / "site")
+    assert_one_error_line(code, err, ("stopped before writing its card",))
+    marker = tmp_path / "a" / ".vlbench-suite.json"
+    marker.write_text(marker.read_text().replace('"finished": false', '"finished": true'))
+    code, _, err = cli("suite-compare", tmp_path / "other", tmp_path / "a", "--out", tmp_path / "site")
+    assert_one_error_line(code, err, ("predictions", "not the predictions card.json was computed from"))
+    assert not (tmp_path / "site").exists()
+    code, _, err = cli(*args, "--out", tmp_path / "a", "--seed", "1")
+    assert code == 0, err
+    code, _, err = cli("suite-compare", tmp_path / "other", tmp_path / "a", "--out", tmp_path / "site")
+    assert code == 0, err

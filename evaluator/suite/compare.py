@@ -35,7 +35,26 @@ def read_card(folder: Path) -> dict:
     problem = card_problem(card)
     if problem:
         raise ParamsError(f"{path}: {problem}")
+    _check_one_run(Path(folder), card)
     return card
+
+
+def _check_one_run(folder: Path, card: dict) -> None:
+    """Refuse a card folder that mixes two runs: a `vlbench suite` run into it that stopped before writing its
+    card (its marker says so), or a prediction file that is not the one a row's numbers were computed from."""
+    from core.hashing import sha256_file
+    from evaluator.suite.run import run_finished
+
+    if not run_finished(folder):
+        raise ParamsError(f"{folder}: a `vlbench suite` run into it stopped before writing its card (its card and "
+                          "files are of two runs); run `vlbench suite` into it again to finish it")
+    for bench, row in card["benchmarks"].items():
+        if row["status"] != "scored" or "predictions_sha256" not in row:  # a card of an older vlbench: no record
+            continue
+        path = _predictions(folder, bench, row)
+        if not path.is_file() or sha256_file(path) != row["predictions_sha256"]:
+            raise ParamsError(f"{path}: not the predictions card.json was computed from (changed or missing since); "
+                              "run `vlbench suite` into the folder again")
 
 
 def _number(value) -> bool:
@@ -56,8 +75,9 @@ def card_problem(card: dict) -> str | None:
         for field in ("split", "folder", "build"):
             if not isinstance(row.get(field), str):
                 return f"{where}.{field}: not text"
-        if "predictions" in row and not isinstance(row["predictions"], str):
-            return f"{where}.predictions: not text"
+        for field in ("predictions", "predictions_sha256"):
+            if field in row and not isinstance(row[field], str):
+                return f"{where}.{field}: not text"
         headline = row.get("headline")
         if not isinstance(headline, dict):
             return f"{where}.headline: not a mapping"

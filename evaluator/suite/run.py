@@ -22,10 +22,11 @@ import dataclasses
 import hashlib
 import json
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 from builders.registry import benchmarks, get_task
-from core.errors import ModelError, ParamsError, VlbenchError, WriteError
+from core.errors import STOP_NOTES, ModelError, ParamsError, VlbenchError, WriteError
 from core.hashing import sha256_file
 from core.jsonout import dumps
 from core.manifest import MANIFEST, read_manifest
@@ -41,6 +42,55 @@ MARKER = ".vlbench-suite.json"
 
 def is_suite_folder(path: Path) -> bool:
     return (Path(path) / MARKER).is_file()
+
+
+def run_finished(folder: Path) -> bool:
+    """Whether the last `vlbench suite` run into FOLDER wrote its card (its marker says so; a marker of a
+    vlbench before the record counts as finished)."""
+    try:
+        return json.loads((Path(folder) / MARKER).read_text()).get("finished", True) is not False
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+
+
+def _files_state(out: Path) -> dict[Path, tuple[int, int, int]]:
+    """(inode, mtime, size) of every file under OUT but the marker: a file written again (renamed into place)
+    changes it."""
+    return {p: (st.st_ino, st.st_mtime_ns, st.st_size) for p in out.rglob("*")
+            if p.name != MARKER and (st := p.lstat()) and not p.is_dir()}
+
+
+@contextmanager
+def unfinished(out: Path, model: str, data: str):
+    """The block's run marks OUT unfinished in its marker until the card is written (`run_finished`): a run
+    stopped midway (a signal, a kill, a full disk) leaves the previous card beside some of its own files, and
+    suite-compare refuses such a folder. The one line of a stop says so. A run the environment stopped (a full
+    disk, a read-only folder) before any file changed puts the marker back: OUT is as it was."""
+    def mark(finished: bool) -> None:
+        write_atomically(out / MARKER, (dumps({"model": model, "data": data, "finished": finished}, indent=2)
+                                        + "\n").encode())
+
+    note = (f"{out}: its card is marked unfinished until `vlbench suite` runs into it again (the benchmarks "
+            "that finished are kept)")
+    before, marker = _files_state(out), (out / MARKER).read_bytes() if (out / MARKER).is_file() else None
+    mark(False)
+    try:
+        yield
+    except WriteError as exc:
+        if marker is not None and _files_state(out) == before:
+            try:
+                write_atomically(out / MARKER, marker)
+                raise
+            except OSError:
+                pass
+        raise WriteError(f"{exc}; {note}") from None
+    except VlbenchError as exc:
+        raise VlbenchError(f"{exc}; {note}") from None
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM: the command's line adds the note
+            STOP_NOTES.append(note)
+        raise
+    mark(True)
 
 
 def find_builds(data: Path) -> tuple[dict[str, Path], dict[str, str]]:
@@ -292,98 +342,101 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                                                             else {})},
               overwrite, owned=is_suite_folder, writer="`vlbench suite`")
     (out / "predictions").mkdir(parents=True, exist_ok=True)
-    write_atomically(out / MARKER, (dumps({"model": model, "data": str(data)}, indent=2) + "\n").encode())
-    rows: dict[str, dict] = {}
-    scored: dict[str, dict] = {}
-    perceptual_scores: dict[str, dict] = {}
-    shortcut_groups: dict[str, dict] = {}
-    from core.progress import progress
+    with unfinished(out, model, str(data)):
+        rows: dict[str, dict] = {}
+        scored: dict[str, dict] = {}
+        perceptual_scores: dict[str, dict] = {}
+        shortcut_groups: dict[str, dict] = {}
+        from core.progress import progress
 
-    todo = [b for b in registered if only is None or b in only]
-    for bench in progress(todo, desc="benchmarks", unit="benchmark", leave=True):  # one bar over the benchmarks
-        folder = builds.get(bench)
-        if folder is None:
-            rows[bench] = {"status": "not built", "reason": f"no {data}/{bench} dataset repo ({absent[bench]})"
-                           if bench in absent else f"no build of {bench} under {data} (vlbench build {bench} "
-                                                   f"--source SOURCES --out {Path(data) / bench})"}
-            echo(f"{bench:10s} not built")
-            continue
-        task = get_task(bench)
-        images = None if images_root is None or task.images_folder is None else Path(images_root) / task.images_folder
-        # --circular applies to the benchmarks asked by letter; the others are asked as they are
-        options = dataclasses.replace(model_options, images=images if images is not None and images.is_dir()
-                                      else model_options.images,
-                                      circular=model_options.circular and letter_choice(task.generative))
-        predictions = out / "predictions" / f"{bench}.json"
-        key = prediction_key(model, folder, options)
-        record = out / "predictions" / f"{bench}.key.json"
-        reused = submissions is None and _kept(record, predictions, key)
-        try:
-            if submissions is not None:
-                predictions = _copy_submission(submission_of(submissions, bench), out)
-            elif not reused:
-                try:
-                    predict(bench, str(folder), model, predictions, options=options)
-                except (VlbenchError, OSError, MemoryError, KeyboardInterrupt):
-                    raise
-                except Exception as exc:  # noqa: BLE001 -- the model's own failure on this benchmark: its row
-                    first = (str(exc).strip().splitlines() or [""])[0]
-                    raise ModelError(f"{model} failed on {bench} ({type(exc).__name__}: {sanitise(first, (), 200)})"
-                                     ) from None
-                _keep(record, predictions, key)
-            metrics = evaluate(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed), predictions,
-                               report=out / "reports" / bench, hub_results=hub_results,
-                               hub_dataset=None if hub_org is None else f"{hub_org}/{bench}", hub_source=hub_source)
-        except WriteError:
-            raise  # the environment (a full disk, a read-only OUT): the run stops, the card is not rewritten
-        except VlbenchError as exc:
-            reason = str(exc)
-            if "--images" in reason and task.images_folder is not None:
-                reason += f" (the suite takes them from --images-root DIR/{task.images_folder}/)"
-            rows[bench] = {"status": "not scored", "reason": reason}
-            echo(f"{bench:10s} not scored: {reason}")
-            continue
-        scored[bench] = metrics
-        rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused, "folder": str(folder),
-                       "predictions": predictions.relative_to(out).as_posix(),
-                       **({"input": metrics["input"]} if "input" in metrics else {}),
-                       "build": sha256_file(folder / MANIFEST), **answers_read(metrics),
-                       **({"circular": metrics["circular"]} if metrics.get("circular", {}).get("prompts") else {}),
-                       "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
-                                            **_value(metrics, h.key)} for h in task.headline}}
-        groups = _by_shortcuts(bench, folder, predictions, metrics["split"], resamples, seed)
-        if groups:
-            shortcut_groups[bench] = {"headline": [h.key for h in task.headline], "groups": groups}
-        if perceptual and submissions is not None:
-            rows[bench]["perceptual"] = "scored from --predictions: the perceptual score runs the model itself"
-        elif perceptual:
+        todo = [b for b in registered if only is None or b in only]
+        for bench in progress(todo, desc="benchmarks", unit="benchmark", leave=True):  # one bar over the benchmarks
+            folder = builds.get(bench)
+            if folder is None:
+                rows[bench] = {"status": "not built", "reason": f"no {data}/{bench} dataset repo ({absent[bench]})"
+                               if bench in absent else f"no build of {bench} under {data} (vlbench build {bench} "
+                                                       f"--source SOURCES --out {Path(data) / bench})"}
+                echo(f"{bench:10s} not built")
+                continue
+            task = get_task(bench)
+            images = (None if images_root is None or task.images_folder is None
+                      else Path(images_root) / task.images_folder)
+            # --circular applies to the benchmarks asked by letter; the others are asked as they are
+            options = dataclasses.replace(model_options, images=images if images is not None and images.is_dir()
+                                          else model_options.images,
+                                          circular=model_options.circular and letter_choice(task.generative))
+            predictions = out / "predictions" / f"{bench}.json"
+            key = prediction_key(model, folder, options)
+            record = out / "predictions" / f"{bench}.key.json"
+            reused = submissions is None and _kept(record, predictions, key)
             try:
-                found = _perceptual(bench, model, folder, out, key, options, resamples, seed)
+                if submissions is not None:
+                    predictions = _copy_submission(submission_of(submissions, bench), out)
+                elif not reused:
+                    try:
+                        predict(bench, str(folder), model, predictions, options=options)
+                    except (VlbenchError, OSError, MemoryError, KeyboardInterrupt):
+                        raise
+                    except Exception as exc:  # noqa: BLE001 -- the model's own failure on this benchmark: its row
+                        first = (str(exc).strip().splitlines() or [""])[0]
+                        raise ModelError(f"{model} failed on {bench} ({type(exc).__name__}: {sanitise(first, (), 200)})"
+                                         ) from None
+                    _keep(record, predictions, key)
+                metrics = evaluate(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed),
+                                   predictions, report=out / "reports" / bench, hub_results=hub_results,
+                                   hub_dataset=None if hub_org is None else f"{hub_org}/{bench}",
+                                   hub_source=hub_source)
             except WriteError:
-                raise
+                raise  # the environment (a full disk, a read-only OUT): the run stops, the card is not rewritten
             except VlbenchError as exc:
-                found = {"skipped": str(exc)}
-            if "metrics" in found:
-                perceptual_scores[bench] = found["metrics"]
-            rows[bench]["perceptual"] = found.get("skipped", "scored")
-        shown = "  ".join(f"{h.label} {_fmt(_value(metrics, h.key)['value'])}" for h in task.headline)
-        echo(f"{bench:10s} {metrics['split']:10s} {shown}{'  (kept predictions)' if reused else ''}")
-    for name, reason in broken.items():
-        rows[f"{name}/"] = {"status": "damaged build", "reason": reason}
-    bias = (_counterbias(model, builds.get("vl-bias"), out, model_options, resamples, seed, counterbias_cache)
-            if counterbias and submissions is None and (only is None or "vl-bias" in only) else
-            {"skipped": "--no-counterbias" if not counterbias else "scored from --predictions: CounterBias attacks "
-             "the model itself" if submissions is not None else "vl-bias is not among --benchmarks"})
-    if "metrics" in bias:
-        avg = bias["metrics"]["measures"][next(iter(bias["metrics"]["measures"]))]["avg"]
-        echo(f"{'vl-bias':10s} CounterBias mean |bias| " + "  ".join(f"{k} {_fmt(v if v is None else 100 * v)}%"
-                                                                    for k, v in avg.items())
-             + ("  (kept)" if bias["reused"] else ""))
-    found, missing = diagnostics(scored, perceptual_scores, shortcut_groups, bias)
-    card = {"model": model, "data": str(data), **({"predictions": str(submissions)} if submissions else {}),
-            "benchmarks": rows, "diagnostics": found, "missing_diagnostics": missing,
-            "resamples": resamples, "seed": seed, "vlbench": vlbench_version()}
-    write_card(out, card)
+                reason = str(exc)
+                if "--images" in reason and task.images_folder is not None:
+                    reason += f" (the suite takes them from --images-root DIR/{task.images_folder}/)"
+                rows[bench] = {"status": "not scored", "reason": reason}
+                echo(f"{bench:10s} not scored: {reason}")
+                continue
+            scored[bench] = metrics
+            rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused, "folder": str(folder),
+                           "predictions": predictions.relative_to(out).as_posix(),
+                           **({"input": metrics["input"]} if "input" in metrics else {}),
+                           "predictions_sha256": sha256_file(predictions),
+                           "build": sha256_file(folder / MANIFEST), **answers_read(metrics),
+                           **({"circular": metrics["circular"]} if metrics.get("circular", {}).get("prompts") else {}),
+                           "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
+                                                **_value(metrics, h.key)} for h in task.headline}}
+            groups = _by_shortcuts(bench, folder, predictions, metrics["split"], resamples, seed)
+            if groups:
+                shortcut_groups[bench] = {"headline": [h.key for h in task.headline], "groups": groups}
+            if perceptual and submissions is not None:
+                rows[bench]["perceptual"] = "scored from --predictions: the perceptual score runs the model itself"
+            elif perceptual:
+                try:
+                    found = _perceptual(bench, model, folder, out, key, options, resamples, seed)
+                except WriteError:
+                    raise
+                except VlbenchError as exc:
+                    found = {"skipped": str(exc)}
+                if "metrics" in found:
+                    perceptual_scores[bench] = found["metrics"]
+                rows[bench]["perceptual"] = found.get("skipped", "scored")
+            shown = "  ".join(f"{h.label} {_fmt(_value(metrics, h.key)['value'])}" for h in task.headline)
+            echo(f"{bench:10s} {metrics['split']:10s} {shown}{'  (kept predictions)' if reused else ''}")
+        for name, reason in broken.items():
+            rows[f"{name}/"] = {"status": "damaged build", "reason": reason}
+        bias = (_counterbias(model, builds.get("vl-bias"), out, model_options, resamples, seed, counterbias_cache)
+                if counterbias and submissions is None and (only is None or "vl-bias" in only) else
+                {"skipped": "--no-counterbias" if not counterbias else "scored from --predictions: CounterBias attacks "
+                 "the model itself" if submissions is not None else "vl-bias is not among --benchmarks"})
+        if "metrics" in bias:
+            avg = bias["metrics"]["measures"][next(iter(bias["metrics"]["measures"]))]["avg"]
+            echo(f"{'vl-bias':10s} CounterBias mean |bias| " + "  ".join(f"{k} {_fmt(v if v is None else 100 * v)}%"
+                                                                        for k, v in avg.items())
+                 + ("  (kept)" if bias["reused"] else ""))
+        found, missing = diagnostics(scored, perceptual_scores, shortcut_groups, bias)
+        card = {"model": model, "data": str(data), **({"predictions": str(submissions)} if submissions else {}),
+                "benchmarks": rows, "diagnostics": found, "missing_diagnostics": missing,
+                "resamples": resamples, "seed": seed, "vlbench": vlbench_version()}
+        write_card(out, card)
     return card
 
 
