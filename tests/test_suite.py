@@ -789,3 +789,38 @@ def test_a_suite_stopped_midway_is_never_read_as_the_card_it_left(built, cli, tm
     assert code == 0, err
     code, _, err = cli("suite-compare", tmp_path / "other", tmp_path / "a", "--out", tmp_path / "site")
     assert code == 0, err
+
+
+def test_a_full_disk_leaves_the_previous_page_and_no_empty_file(vcr_card, cli, tmp_path, monkeypatch):
+    """suite-compare onto a disk that takes no file over 10 kB (its figures are larger), and the card's own
+    writer failing at its third file: one line, exit 2, and the previous page, figures, site.js and card as they
+    were, byte for byte, never an empty figure or a page beside another run's record."""
+    import errno
+
+    from core.errors import VlbenchError
+    from evaluator.suite.card import write_card
+
+    other = tmp_path / "other"
+    shutil.copytree(vcr_card, other)
+    site = tmp_path / "site"
+    code, _, err = cli("suite-compare", vcr_card, other, "--out", site)
+    assert code == 0, err
+    before = {p: p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    done = _vlbench_limited(["suite-compare", vcr_card, other, "--out", site, "--seed", "5"], 10_000)
+    assert_one_error_line(done.returncode, done.stderr, (f"--out {site}: cannot write the page", "File too large"))
+    assert {p: p.read_bytes() for p in site.rglob("*") if p.is_file()} == before
+    card = json.loads((other / "card.json").read_text())
+    before = {p: p.read_bytes() for p in other.rglob("*") if p.is_file()}
+    written = []
+
+    def full_disk(path, data, _real=Path.write_bytes):
+        written.append(path)
+        if len(written) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return _real(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    with pytest.raises(VlbenchError, match="cannot write the card"):
+        write_card(other, {**card, "seed": 7})
+    monkeypatch.undo()
+    assert {p: p.read_bytes() for p in other.rglob("*") if p.is_file()} == before

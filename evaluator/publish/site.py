@@ -86,34 +86,30 @@ def metric_cell(value) -> dict:
     return {"data": str(value["value"]), "shown": _number(value["value"]), "interval": interval}
 
 
-def render_page(path: Path, template: str, *, title: str, root: str = "", script: bool = False, **context) -> None:
+def page(template: str, *, title: str, root: str = "", script: bool = False, **context) -> bytes:
     """One page from a template of site_templates/ (autoescaped), with the site's Content-Security-Policy;
-    `root` leads from the page to the site's folder (its style sheet and script)."""
-    from core.outdir import write_atomically
-
-    page = _environment().get_template(template).render(csp=CSP, root=root, script=script, title=title, **context)
-    # staged and renamed: a page is whole or absent; a name's bytes that are not UTF-8 (a lone surrogate) are shown
-    # escaped, never a failure half-way through the file
-    write_atomically(path, page.encode("utf-8", "backslashreplace"))
+    `root` leads from the page to the site's folder (its style sheet and script). A name's bytes that are not
+    UTF-8 (a lone surrogate) are shown escaped, never a failure half-way through the page."""
+    text = _environment().get_template(template).render(csp=CSP, root=root, script=script, title=title, **context)
+    return text.encode("utf-8", "backslashreplace")
 
 
-def report_page(folder: Path, title: str, back: str, back_label: str, root: str) -> None:
-    """FOLDER/index.html: FOLDER/report.md rendered by `safe_markdown`, with the folder's own plots."""
+def report_page(folder: Path, title: str, back: str, back_label: str, root: str) -> bytes:
+    """FOLDER/index.html's bytes: FOLDER/report.md rendered by `safe_markdown`, with the folder's own plots."""
     images = {p.name for p in folder.iterdir() if p.suffix == ".png"}
     report = (folder / "report.md").read_text(encoding="utf-8")
-    render_page(folder / "index.html", "report.html", title=title, root=root, back=back, back_label=back_label,
+    return page("report.html", title=title, root=root, back=back, back_label=back_label,
                 report=safe_markdown(report, images))
 
 
-def copy_assets(site: Path) -> None:
-    """The site's style sheet and sort script, as files (nothing inline)."""
-    for asset in ASSETS:
-        shutil.copyfile(TEMPLATES / asset, site / asset)
+def assets(site: Path) -> dict[Path, bytes]:
+    """The site's style sheet and sort script, as files (nothing inline), by their paths in SITE."""
+    return {site / asset: (TEMPLATES / asset).read_bytes() for asset in ASSETS}
 
 
 def write_site(site: Path, benchmark, folder: Path, record: dict, results: list[dict]) -> None:
     """index.html, a page per scored submission (its cached report copied to submissions/<page>/)
-    and the site's style sheet and script."""
+    and the site's style sheet and script, into SITE, the leaderboard's staging folder (published whole)."""
     columns = record["columns"]
     labels = {h.key: h.label for h in get_task(benchmark.name).headline}
     rows, invalid = [], []
@@ -121,16 +117,19 @@ def write_site(site: Path, benchmark, folder: Path, record: dict, results: list[
         if row["status"] != "scored":
             invalid.append({"file": row["file"], "error": row["error"] or ""})
             continue
-        page = site / "submissions" / row["page"]
-        shutil.copytree(site / "cache" / result["key"] / "report", page)
-        report_page(page, f"{benchmark.name}: {row['submission']}", "../../index.html",
-                    f"{benchmark.name} leaderboard", "../../")
+        submission = site / "submissions" / row["page"]
+        shutil.copytree(site / "cache" / result["key"] / "report", submission)
+        (submission / "index.html").write_bytes(report_page(submission, f"{benchmark.name}: {row['submission']}",
+                                                            "../../index.html", f"{benchmark.name} leaderboard",
+                                                            "../../"))
         rows.append({"name": row["submission"], "href": f"submissions/{row['page']}/index.html",
                      "cells": [metric_cell(row["values"][c]) for c in columns]})
     settings = record["settings"]
     summary = card_summary(folder)
-    render_page(site / "index.html", "index.html", title=f"{benchmark.name} leaderboard", script=True,
-                benchmark=benchmark.name, split=str(record["split"]), data=record["data"],
-                resamples=settings["bootstrap"], seed=settings["seed"], labels=[labels.get(c, c) for c in columns],
-                rows=rows, invalid=invalid, summary=safe_markdown(summary) if summary else "")
-    copy_assets(site)
+    (site / "index.html").write_bytes(page(
+        "index.html", title=f"{benchmark.name} leaderboard", script=True, benchmark=benchmark.name,
+        split=str(record["split"]), data=record["data"], resamples=settings["bootstrap"], seed=settings["seed"],
+        labels=[labels.get(c, c) for c in columns], rows=rows, invalid=invalid,
+        summary=safe_markdown(summary) if summary else ""))
+    for path, data in assets(site).items():
+        path.write_bytes(data)

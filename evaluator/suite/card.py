@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.errors import write_error
 from core.jsonout import dumps
 from core.markdown import report_table
-from core.outdir import write_atomically
+from core.outdir import write_together
 from core.sanitise import sanitise
-from evaluator.publish.site import copy_assets, metric_cell, render_page, report_page
-from evaluator.suite.figures import FOLDER, card_figures, diagnostic_entries, draw
+from evaluator.publish.site import assets, metric_cell, page, report_page
+from evaluator.suite.figures import FOLDER, card_figures, diagnostic_entries, figure_files
 
 
 def _markdown_cells(cell: dict) -> list[str]:
@@ -110,35 +111,41 @@ def _rows(values: dict) -> list[tuple[str, dict]]:
     return [(name, metric_cell(entry)) for name, entry in diagnostic_entries(values)]
 
 
-def write_page(out: Path, card: dict) -> None:
-    """OUT/index.html and every benchmark report's page."""
+def card_files(out: Path, card: dict) -> dict[Path, bytes]:
+    """Every file of the card by its path: card.json, the page with its figures (OUT/figures/), each scored
+    benchmark's report page, report.md (which shows the figures too) and the site's assets."""
+    files = {out / "card.json": (dumps(card, note_key="undefined", indent=2) + "\n").encode()}
     rows, skipped = [], []
     for bench, row in card["benchmarks"].items():
         if row["status"] != "scored":
             skipped.append({"bench": _line(bench), "status": row["status"], "reason": _line(row["reason"])})
             continue
-        report_page(out / "reports" / bench, f"{bench}: {_line(card['model'])}", "../../index.html", "report card",
-                    "../../")
+        files[out / "reports" / bench / "index.html"] = report_page(
+            out / "reports" / bench, f"{bench}: {_line(card['model'])}", "../../index.html", "report card", "../../")
         rows += [{"bench": bench, "split": row["split"], "cell": metric_cell(entry),
                   "metric": entry["label"] + ("" if entry["higher_is_better"] else " (lower is better)")}
                  for entry in row["headline"].values()]
     diagnostic_specs, family_specs = card_figures(card)
-    draw(out, [s for specs in diagnostic_specs for s in specs] + family_specs)
+    files.update(figure_files(out, [s for specs in diagnostic_specs for s in specs] + family_specs))
     diagnostics = [{"name": d["name"], "reading": d["reading"], "rows": _rows(d["values"]),
                     "figures": [{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in specs]}
                    for d, specs in zip(card["diagnostics"], diagnostic_specs)]
-    render_page(out / "index.html", "card.html", title=f"Report card: {_line(card['model'])}", script=True,
-                model=_line(card["model"]), data=_line(card["data"]), resamples=card["resamples"], seed=card["seed"],
-                rows=rows,
-                skipped=skipped, answers=answer_rows(card), answers_reading=ANSWERS_READING,
-                bias=position_bias_rows(card), bias_reading=POSITION_BIAS_READING,
-                diagnostics=diagnostics, missing=card["missing_diagnostics"],
-                families=[{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in family_specs])
-    copy_assets(out)
+    files[out / "index.html"] = page(
+        "card.html", title=f"Report card: {_line(card['model'])}", script=True,
+        model=_line(card["model"]), data=_line(card["data"]), resamples=card["resamples"], seed=card["seed"],
+        rows=rows, skipped=skipped, answers=answer_rows(card), answers_reading=ANSWERS_READING,
+        bias=position_bias_rows(card), bias_reading=POSITION_BIAS_READING, diagnostics=diagnostics,
+        missing=card["missing_diagnostics"],
+        families=[{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in family_specs])
+    files[out / "report.md"] = card_markdown(card).encode("utf-8", "backslashreplace")  # names not UTF-8
+    return {**files, **assets(out)}
 
 
 def write_card(out: Path, card: dict) -> None:
-    """card.json, the page with its figures (OUT/figures/), then report.md, which shows them too."""
-    write_atomically(out / "card.json", (dumps(card, note_key="undefined", indent=2) + "\n").encode())
-    write_page(out, card)
-    write_atomically(out / "report.md", card_markdown(card).encode("utf-8", "backslashreplace"))  # names not UTF-8
+    """Every file of the card (`card_files`), rendered first and then written together: a full disk or a
+    read-only folder leaves the previous card as it was, never a page beside another run's card.json or an
+    empty figure."""
+    try:
+        write_together(card_files(out, card))
+    except OSError as exc:
+        raise write_error(f"--out {out}: cannot write the card", exc) from None

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.errors import ParamsError, VlbenchError
+from core.errors import ParamsError, VlbenchError, write_error
 from core.jsonout import dumps
-from core.outdir import check_out, write_atomically
-from evaluator.publish.site import copy_assets, metric_cell, render_page
+from core.outdir import check_out, write_atomically, write_together
+from evaluator.publish.site import assets, metric_cell, page
 from evaluator.request import ScoringRequest
-from evaluator.suite.figures import FOLDER, draw, family_figures
+from evaluator.suite.figures import FOLDER, family_figures, figure_files
 
 MARKER = ".vlbench-cards.json"
 
@@ -156,18 +156,21 @@ def compare_cards(folders: list[Path], out: Path, *, resamples: int = 1000, seed
                                 "metrics": {k: v for k, v in c["metrics"].items() if k in headline}})
     record = {"columns": [{"benchmark": b, "key": k, "label": label} for (b, k), label in columns.items()],
               "cards": rows, "comparisons": comparisons, "resamples": resamples, "seed": seed}
-    write_atomically(out / "cards.json", (dumps(record, note_key="undefined", indent=2) + "\n").encode())
     families = family_figures([(row["model"], card) for row, card in zip(rows, cards)])
-    draw(out, families)
-    render_page(out / "index.html", "cards.html", title="Report cards", script=True,
-                families=[{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in families],
-                labels=list(columns.values()), resamples=resamples, seed=seed,
-                rows=[{"model": r["model"], "cells": [metric_cell(v) if v else metric_cell({"value": None})
-                                                      for v in r["values"].values()]} for r in rows],
-                comparisons=[{"error": None, **c,
-                              "rows_shown": [(k, _difference(v)) for k, v in c.get("metrics", {}).items()]}
-                             for c in comparisons])
-    copy_assets(out)
+    files = {out / "cards.json": (dumps(record, note_key="undefined", indent=2) + "\n").encode(),
+             **figure_files(out, families), **assets(out)}
+    files[out / "index.html"] = page(
+        "cards.html", title="Report cards", script=True,
+        families=[{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in families],
+        labels=list(columns.values()), resamples=resamples, seed=seed,
+        rows=[{"model": r["model"], "cells": [metric_cell(v) if v else metric_cell({"value": None})
+                                              for v in r["values"].values()]} for r in rows],
+        comparisons=[{"error": None, **c, "rows_shown": [(k, _difference(v)) for k, v in c.get("metrics", {}).items()]}
+                     for c in comparisons])
+    try:  # rendered first, written together: a full disk or a read-only SITE leaves the previous page as it was
+        write_together(files)
+    except OSError as exc:
+        raise write_error(f"--out {out}: cannot write the page", exc) from None
     return record
 
 

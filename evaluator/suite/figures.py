@@ -94,8 +94,8 @@ def card_figures(card: dict) -> tuple[list[list[FigureSpec]], list[FigureSpec]]:
     return per_diagnostic, family_figures([(card["model"], card)])
 
 
-def draw(out: Path, specs: list[FigureSpec]) -> None:
-    """Every figure as OUT/figures/<filename> (PNG)."""
-    (out / FOLDER).mkdir(parents=True, exist_ok=True)
-    for spec in specs:
-        draw_bars(spec, out / FOLDER / spec.filename)
+def figure_files(out: Path, specs: list[FigureSpec]) -> dict[Path, bytes]:
+    """Every figure's PNG by its path, OUT/figures/<filename>."""
+    from evaluator.publish.report import png
+
+    return {out / FOLDER / spec.filename: png(draw_bars, spec) for spec in specs}
