@@ -31,6 +31,9 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 # The configs through which transformers would import a folder's own code (their `auto_map`).
 CONFIGS = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json",
            "image_processor_config.json", "video_preprocessor_config.json")
+SIZES = frozenset({"hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+                   "num_hidden_layers", "head_dim", "vocab_size", "image_size", "patch_size", "num_channels",
+                   "max_position_embeddings"})  # what a config's model is built from: positive (check_sizes)
 MAX_HEADER_BYTES = 100 << 20  # safetensors' own reader refuses larger headers
 _allow_pickle = False
 
@@ -77,6 +80,18 @@ def check_safetensors(path: Path, what: str) -> None:
                              f"{data:,} data bytes)")
 
 
+def check_sizes(config: dict, what: str, where: str = "config.json") -> None:
+    """Every size a model is built from (SIZES, in the config and its sub-configs: text_config, vision_config)
+    is a positive integer: zero heads or a negative width would fail deep inside the library (a division by
+    zero, a tensor of negative size)."""
+    for key, value in config.items():
+        if isinstance(value, dict):
+            check_sizes(value, what, f"{where} {key}")
+        elif key in SIZES and value is not None and not all(type(v) is int and v > 0 for v in
+                                                             (value if isinstance(value, list) and value else [value])):
+            raise ModelError(f"{what}: {where} {key} is {str(value)[:40]}; a model's sizes are positive integers")
+
+
 def _check_no_code(folder: Path, what: str) -> None:
     for name in CONFIGS:
         config = folder / name
@@ -85,6 +100,8 @@ def _check_no_code(folder: Path, what: str) -> None:
         data = _read_json(config, what)
         if not isinstance(data, dict):
             raise ModelError(f"{what}: {name} is not a JSON object")
+        if name == "config.json":
+            check_sizes(data, what)
         if "auto_map" in data:
             raise ModelError(f"{what}: {name} names the model's own Python code (auto_map); vlbench never runs code "
                              "from a model folder")
@@ -133,12 +150,35 @@ def load_kwargs(name: str, what: str) -> dict:
     return {"use_safetensors": not pickle_only}
 
 
+def exception_line(exc: BaseException) -> str:
+    """An exception as one short line for an error message: its text on one line (at most 300 characters), after
+    its type where the type says what the text does not (a ZeroDivisionError, an AssertionError in a library)."""
+    first = " ".join(str(exc).split())
+    if isinstance(exc, (OSError, ValueError, ImportError)) and first:
+        return first[:300]
+    return f"{type(exc).__name__}: {first}"[:300] if first else type(exc).__name__
+
+
 def load_pretrained(cls, name: str, what: str, **kwargs):
     """`cls.from_pretrained(name, **kwargs)` after `load_kwargs`'s checks, with its keyword arguments;
-    a checkpoint the library cannot load is one ModelError naming it."""
+    a checkpoint the library cannot load (a config it cannot build a model from, an attention implementation
+    not installed) is one ModelError naming it."""
     options = load_kwargs(name, what)
     try:
         return cls.from_pretrained(name, **options, **kwargs)
-    except (OSError, ValueError, ImportError) as exc:  # ImportError: an attention implementation not installed
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"{what}: cannot load ({reason[:300]})") from None
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- whatever the folder's files make the library raise: the model's
+        raise ModelError(f"{what}: cannot load ({exception_line(exc)})") from None
+
+
+def load_part(cls, name: str, what: str, part: str, **kwargs):
+    """`cls.from_pretrained(name, **kwargs)` of a part without weights (`part`: the tokenizer, the image
+    processor); files it cannot be built from (missing, damaged, a format that needs a package not installed)
+    are one ModelError naming the model and the part."""
+    try:
+        return cls.from_pretrained(name, **kwargs)
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- as load_pretrained
+        raise ModelError(f"{what}: cannot load its {part} ({exception_line(exc)})") from None

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from builders.model_files import PACKAGED_MINILM, load_kwargs, load_pretrained
+from builders.model_files import PACKAGED_MINILM, load_kwargs, load_part, load_pretrained
 from core.errors import ModelError
 from core.progress import progress, progress_shown
 
@@ -333,11 +333,7 @@ class NLIClassifier:
             path = resolve_model_path(self.name)
             quiet_model_loading()
             model = load_pretrained(AutoModelForSequenceClassification, path, f"nli_model={self.name}")
-            try:
-                self._tokenizer = AutoTokenizer.from_pretrained(path)
-            except (OSError, ValueError) as exc:
-                raise ModelError(f"nli_model={self.name}: cannot load its tokenizer ({str(exc).splitlines()[0]})") \
-                    from None
+            self._tokenizer = load_part(AutoTokenizer, path, f"nli_model={self.name}", "tokenizer")
             self._model = model.to(torch_device(self.device)).eval()
             labels = {int(i): str(n).lower() for i, n in self._model.config.id2label.items()}
             if not any(n.startswith("entail") for n in labels.values()):

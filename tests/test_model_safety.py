@@ -163,3 +163,34 @@ def test_allow_pickle_weights_flag_loads_a_pickled_model_in_a_build(safe_model, 
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["run"]["models"]["nli"]["computed"] > 0
     code, _, err = cli(*args[:5], tmp_path / "out2", *args[6:])  # the flag holds for its own command only
     assert code == 2 and "holds pickle weights only" in err
+
+
+def _llava_with(root: Path, edit) -> Path:
+    from pipelines.tiny_models import write_tiny_llava
+
+    folder = write_tiny_llava(root / "llava")
+    config = json.loads((folder / "config.json").read_text())
+    edit(config, folder)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("edit,needles", [
+    (lambda c, f: c["text_config"].update(num_attention_heads=0),
+     ("config.json text_config num_attention_heads is 0", "positive integers")),
+    (lambda c, f: c["text_config"].update(intermediate_size=-5), ("text_config intermediate_size is -5",)),
+    (lambda c, f: c["vision_config"].update(hidden_size=-32), ("vision_config hidden_size is -32",)),
+    (lambda c, f: c["text_config"].update(vocab_size="100"), ("text_config vocab_size is 100",)),
+    # the fast tokenizer's file gone (and no slow one to convert): the library's reason on one line
+    (lambda c, f: [(f / n).unlink() for n in ("tokenizer.json", "tokenizer_config.json")],
+     ("cannot load the processor", "instantiate the backend tokenizer")),
+])
+def test_a_config_no_model_can_be_built_from_is_one_line(edit, needles, built, sample_sources, cli, tmp_path):
+    """Zero heads, a negative width, a size given as text (transformers raised a ZeroDivisionError, a negative
+    tensor dimension, an assertion) and a tokenizer with no files: one line naming the model, exit 2, nothing
+    written."""
+    folder = _llava_with(tmp_path, edit)
+    code, _, err = cli("predict", "gqa-ood", "--data", built("gqa-ood"), "--images", sample_sources / "gqa" / "images",
+                       "--model", f"hf:{folder}", "--limit", "2", "--out", tmp_path / "p.json")
+    assert_one_error_line(code, err, (f"hf:{folder}", *needles))
+    assert not (tmp_path / "p.json").exists()

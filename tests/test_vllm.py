@@ -94,7 +94,12 @@ def tiny_models(tmp_path_factory) -> dict[str, str]:
     unknown = write_tiny_llava_for_vllm(root / "unknown-architecture")
     config = json.loads((unknown / "config.json").read_text())
     (unknown / "config.json").write_text(json.dumps({**config, "architectures": ["LlavaOfAnotherKind"]}))
+    zero_heads = write_tiny_llava_for_vllm(root / "zero-heads")
+    config = json.loads((zero_heads / "config.json").read_text())
+    config["text_config"]["num_attention_heads"] = 0
+    (zero_heads / "config.json").write_text(json.dumps(config))
     return {"llava": str(write_tiny_llava_for_vllm(root / "llava")), "unknown-architecture": str(unknown),
+            "zero-heads": str(zero_heads),
             "head-8": str(write_tiny_llava(root / "head-8")),  # hidden 32, 4 heads: head size 8
             "vilt": str(write_tiny_vilt_vqa(root / "vilt", ["yes", "no"]))}
 
@@ -282,6 +287,14 @@ def test_a_killed_vllm_run_resumes(runs, tiny_models, built, sample_sources, tmp
     ("llava", ("--engine-arg", "no_such_argument=1"), {}, ("--engine-arg no_such_argument", "not an engine argument")),
     # 4 TiB of KV cache asked for (the CPU build's variable, in GiB): more memory than the machine has
     ("llava", (), {"VLLM_CPU_KVCACHE_SPACE": "4096"}, ("vLLM could not start the engine", "memory", "kv")),
+    # a context shorter than the prompt's text (86 tokens, the image one placeholder): refused before anything
+    # is generated, as hf: refuses it
+    ("llava", ("--max-model-len", "24"), {}, ("a prompt of 86 tokens", "exceed the model's context of 24 tokens")),
+    # room for the text and one new token, not for the 17 tokens (16 patches and CLS) vLLM expands the image's
+    # placeholder into: vLLM's own refusal, one line
+    ("llava", ("--max-model-len", "95", "--max-new-tokens", "1"), {},
+     ("vLLM refused a request", "longer than the maximum model length of 95")),
+    ("zero-heads", (), {}, ("config.json text_config num_attention_heads is 0", "positive integers")),
 ])
 def test_bad_vllm_input_is_one_line(model, args, env, needles, tiny_models, built, sample_sources, tmp_path):
     """A checkpoint vLLM's CPU attention refuses, an engine argument vLLM does not have, not enough memory

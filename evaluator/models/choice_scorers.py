@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from builders.model_files import load_pretrained
+from builders.model_files import load_part, load_pretrained
 from builders.nlp import torch_device
 from evaluator.models.model import Model, row_random
 from evaluator.models.options import ModelOptions
@@ -47,7 +47,7 @@ class CrossEncoderScorer(Model):
         self.device, self.batch_size, self.choices = torch_device(options.device), options.batch_size, choices
         self.text_columns, self.input_columns = text_columns, (*text_columns, "choices")
         self.model = load_pretrained(AutoModelForSequenceClassification, path, f"hf:{path}").to(self.device).eval()
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.tokenizer = load_part(AutoTokenizer, path, f"hf:{path}", "tokenizer")
         labels = {int(k): str(v).lower() for k, v in self.model.config.id2label.items()}
         named = [k for k, v in labels.items() if v.startswith(("entail", "positive"))]
         self.column = 0 if len(labels) == 1 else named[0] if named else max(labels)

@@ -15,7 +15,7 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 
-from builders.model_files import load_pretrained
+from builders.model_files import load_part, load_pretrained
 from evaluator.models.images import ImageFolder, image_sources, open_image
 from evaluator.models.inference import Runner
 from evaluator.models.model import LateFusion
@@ -31,8 +31,8 @@ class ClipTowers:
         from transformers import AutoImageProcessor, AutoTokenizer, CLIPModel
 
         self.runner = Runner(options)
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.processor = AutoImageProcessor.from_pretrained(path)
+        self.tokenizer = load_part(AutoTokenizer, path, f"hf:{path}", "tokenizer")
+        self.processor = load_part(AutoImageProcessor, path, f"hf:{path}", "image processor")
         self.model = self.runner.place(load_pretrained(CLIPModel, path, f"hf:{path}"))
         self.images = ImageFolder(options.images)
 

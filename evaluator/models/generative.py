@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
-from builders.model_files import load_pretrained
+from builders.model_files import exception_line, load_part, load_pretrained
 from core.errors import ModelError
 from evaluator.models.backend import VLMBackend
 from evaluator.models.families import prefix_format
@@ -101,9 +101,9 @@ def _image_only_processor(path: str, config, spec: str):
     jinja = Path(path) / "chat_template.jinja"
     if jinja.is_file():
         template = jinja.read_text()
+    tokenizer = load_part(AutoTokenizer, path, spec, "tokenizer")
+    image_processor = load_part(AutoImageProcessor, path, spec, "image processor")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-        image_processor = AutoImageProcessor.from_pretrained(path)
         saved, _ = base.get_processor_dict(path)
         for key in (*base.get_attributes(), "chat_template", "auto_map", "processor_class"):
             saved.pop(key, None)  # the parts (built here, the video part left out) and what is passed below
@@ -135,10 +135,11 @@ def load_processor(path: str, config, revision: str | None = None, spec: str | N
 
     try:
         return AutoProcessor.from_pretrained(path, **({"revision": revision} if revision else {})), None
-    except (ImportError, OSError) as exc:
-        if "torchvision" not in str(exc).lower():
-            raise ModelError(f"{spec or 'hf:' + path}: cannot load the processor "
-                             f"({str(exc).strip().splitlines()[0]})") from None
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- files the processor cannot be built from: the model's, one line
+        if not isinstance(exc, (ImportError, OSError)) or "torchvision" not in str(exc).lower():
+            raise ModelError(f"{spec or 'hf:' + path}: cannot load the processor ({exception_line(exc)})") from None
     return _image_only_processor(path, config, spec or f"hf:{path}"), (
         "the processor's video part needs torchvision (not installed): loaded its image and text parts only "
         "(no benchmark here reads video)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from builders.model_files import load_pretrained
+from builders.model_files import load_part, load_pretrained
 from evaluator.models.images import ImageFolder, image_sources, open_image
 from evaluator.models.inference import Runner
 from evaluator.models.menu import HfFamily, has_architecture, is_model_type, train_split
@@ -21,8 +21,8 @@ class ViltVQA(Model):
         from transformers import AutoImageProcessor, AutoTokenizer, ViltForQuestionAnswering
 
         self.runner = Runner(options)
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.processor = AutoImageProcessor.from_pretrained(path)
+        self.tokenizer = load_part(AutoTokenizer, path, f"hf:{path}", "tokenizer")
+        self.processor = load_part(AutoImageProcessor, path, f"hf:{path}", "image processor")
         self.model = self.runner.place(load_pretrained(ViltForQuestionAnswering, path, f"hf:{path}"))
         self.labels = [self.model.config.id2label[i] for i in range(self.model.config.num_labels)]
         self.max_length = self.model.config.max_position_embeddings

@@ -175,6 +175,9 @@ class VllmVLM(TemplatedVLM):
                 except Exception as exc:  # noqa: BLE001 -- vLLM raises anything from its workers: one line
                     raise ModelError(f"{spec}: vLLM could not start the engine ({root_cause(log, exc)})") from None
             self.llm = _ENGINES[key]
+            # the engine's context: --max-model-len, else the model's (what `check_length` holds a request to)
+            self.context_length = getattr(getattr(self.llm, "model_config", None), "max_model_len",
+                                          self.context_length)
         self.identity |= {"engine": "vllm", "vllm": self.vllm_version, "dtype": self.dtype, "platform": self.platform}
 
     def _check_model(self, config) -> None:
@@ -234,12 +237,16 @@ class VllmVLM(TemplatedVLM):
             request["multi_modal_data"] = {"image": images if len(images) > 1 else images[0]}
         return request
 
-    def _run(self, requests: list[dict], params) -> list:
-        """vLLM's generate; a request it refuses (a prompt longer than the engine's max_model_len, ...) is one
-        error line with vLLM's reason."""
+    def _run(self, requests: list[dict], params, answer_tokens: int = 0) -> list:
+        """vLLM's generate, each request's length checked first against the engine's context (`--max-model-len`
+        or the model's), as `hf:` checks its own: the prompt's tokens (an image counted as its one placeholder)
+        and the `answer_tokens` a generation may add. What vLLM still refuses (its images expanded past the
+        context, ...) is one error line with vLLM's reason."""
+        for request in requests:
+            self.check_length(len(request["prompt_token_ids"]), answer_tokens)
         try:
             return self.llm.generate(requests, params, use_tqdm=False)
-        except ValueError as exc:
+        except Exception as exc:  # noqa: BLE001 -- vLLM's request errors (VLLMValidationError is no ValueError)
             raise ModelError(f"{self.spec}: vLLM refused a request ({sanitise(exc, (), 300)})") from None
 
     # -- generation -------------------------------------------------------------------------------
@@ -269,7 +276,7 @@ class VllmVLM(TemplatedVLM):
             idx = todo[b:b + self.batch_size]
             requests = [self._request(turns[i], self._prompt_ids(turns[i]),
                                       [open_image(s) for s in turns[i].images]) for i in idx]
-            outputs = self._run(requests, params)
+            outputs = self._run(requests, params, generation.max_new_tokens)
             yield idx, self.decode([list(o.outputs[0].token_ids) for o in outputs])
 
     # -- log-likelihoods --------------------------------------------------------------------------

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from builders.model_files import load_pretrained
-from core.errors import ModelError, ParamsError
+from builders.model_files import load_part, load_pretrained
+from core.errors import ParamsError
 from core.progress import progress
 
 LABELS = ("Biased", "Non-Biased", "Neutral")  # Table 6's column order
@@ -210,12 +210,9 @@ def train_and_score(model_name: str, seed: int, train: ChoiceQuestions, test: Ch
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # the new multiple-choice head is reported as missing weights: expected
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = load_part(AutoTokenizer, path, f"shortcuts model {model_name}", "tokenizer")
         torch.manual_seed(seed)
         model = load_pretrained(AutoModelForMultipleChoice, path, f"shortcuts model {model_name}")
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"shortcuts model {model_name}: cannot load a multiple-choice model "
-                         f"({str(exc).splitlines()[0]})") from None
     finally:
         hf_logging.set_verbosity(verbosity)
     device = torch_device(options.device)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from builders.model_files import load_pretrained
+from builders.model_files import load_part, load_pretrained
 from evaluator.models.inference import Runner
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias.pixels import PlainPixels
@@ -39,8 +39,8 @@ class DualEncoderProbe(VisionBiasProbe):
         self.runner = Runner(options)
         self.bf16 = options.bf16
         self.batch_size = options.batch_size
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.processor = AutoImageProcessor.from_pretrained(path)
+        self.tokenizer = load_part(AutoTokenizer, path, self.name, "tokenizer")
+        self.processor = load_part(AutoImageProcessor, path, self.name, "image processor")
         self.model = self.runner.place(load_pretrained(AutoModel, path, self.name)).requires_grad_(False)
         self.pixels = PlainPixels(self.processor)  # resize and crop outside, normalisation inside the forward
         self.max_length = config.text_config.max_position_embeddings

@@ -15,7 +15,7 @@ from abc import abstractmethod
 
 import numpy as np
 
-from builders.model_files import load_pretrained
+from builders.model_files import load_part, load_pretrained
 from core.errors import ModelError
 from evaluator.models.inference import Runner
 from evaluator.models.options import ModelOptions
@@ -99,8 +99,8 @@ class ViltMaskedLM(MaskedLM, VisionBiasProbe):
 
         super().__init__(options)
         self.name = f"hf:{path}"
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.processor = AutoImageProcessor.from_pretrained(path)
+        self.tokenizer = load_part(AutoTokenizer, path, self.name, "tokenizer")
+        self.processor = load_part(AutoImageProcessor, path, self.name, "image processor")
         self.model = self.runner.place(load_pretrained(ViltForMaskedLM, path, self.name)).requires_grad_(False)
         self.max_length = self.model.config.max_position_embeddings
         self.mean = torch.tensor(self.processor.image_mean, dtype=torch.float32).view(1, 3, 1, 1)
@@ -168,7 +168,7 @@ class TextMaskedLM(MaskedLM):
 
         super().__init__(options)
         self.name = f"hf:{path}"
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.tokenizer = load_part(AutoTokenizer, path, self.name, "tokenizer")
         try:
             model = load_pretrained(AutoModelForMaskedLM, path, self.name)
         except ModelError as exc:
