@@ -43,9 +43,17 @@ class WriteError(VlbenchError):
     command that runs several benchmarks stops on it, never records it as one benchmark's failure."""
 
 
-STOP_NOTES: list[str] = []  # what a command stopped by Ctrl-C or SIGTERM left (the suite: its card marked
-# unfinished), for the command line's one line; the parser turns Ctrl-C into an exit code, so the exception
-# itself cannot carry it there
+STOP_NOTES: list[str] = []  # what a stop by Ctrl-C or SIGTERM would leave now, besides nothing half-written (the
+# suite's run: its card marked unfinished); a block that would leave it adds its note and takes it back when it
+# ends well; the command line starts each command with none
+
+
+def stopped_line(signum: int) -> str:
+    """The one line of a command stopped by Ctrl-C (SIGINT) or SIGTERM, with the notes of what it left."""
+    import signal
+
+    word = "interrupted" if signum == signal.SIGINT else "terminated"
+    return f"error: {word}; " + "; ".join(["nothing half-written was left behind", *STOP_NOTES])
 
 
 WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT})

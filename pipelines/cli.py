@@ -662,15 +662,6 @@ def _terminate(signum, frame):
     raise Terminated()
 
 
-def _left_behind() -> str:
-    """What a stopped command left: nothing half-written, and what the command noted on the way out
-    (`core.errors.STOP_NOTES`; the suite: its card marked unfinished)."""
-    from core.errors import STOP_NOTES
-
-    notes, STOP_NOTES[:] = list(STOP_NOTES), []
-    return "; ".join(["nothing half-written was left behind", *notes])
-
-
 def _click_exceptions():
     """The command-line parser's exceptions: typer vendors click as `typer._click` in recent releases,
     older ones use click itself."""
@@ -696,8 +687,10 @@ def main(argv: list[str] | None = None) -> None:
     global _whole_process
     _whole_process = argv is None
 
-    from core.errors import VlbenchError
+    from core.errors import STOP_NOTES, VlbenchError, stopped_line
     from core.progress import quiet_library_bars
+
+    STOP_NOTES.clear()  # a command that ended before (a caller's in-process run) leaves nothing to say
 
     quiet_library_bars()
     click = _click_exceptions()
@@ -729,10 +722,10 @@ def main(argv: list[str] | None = None) -> None:
         _echo_err(f"error: {exc}")
         sys.exit(2)
     except KeyboardInterrupt:
-        _echo_err("error: interrupted; " + _left_behind())
+        _echo_err(stopped_line(signal.SIGINT))
         sys.exit(INTERRUPTED)
     except Terminated:
-        _echo_err("error: terminated; " + _left_behind())
+        _echo_err(stopped_line(signal.SIGTERM))
         sys.exit(143)
     except OSError as exc:  # the environment refused a read or write no command caught: one line, never a traceback
         where = f"{exc.filename}: " if exc.filename else ""

@@ -323,3 +323,39 @@ def test_the_perceptual_score_through_vllm_equals_hf(tiny_models, built, sample_
     assert by_vllm["model"] == f"vllm:{tiny_models['llava']}" and by_vllm["all"]["vqa_accuracy"]["samples"] == 400
     metrics = lambda found: {k: v for k, v in found.items() if k not in ("model", "prediction_record", "options")}  # noqa: E731
     assert json.dumps(metrics(by_vllm), sort_keys=True) == json.dumps(metrics(by_hf), sort_keys=True)
+
+
+@needs_vllm
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_a_signal_while_the_engine_starts_stops_it_at_once(signum, code, word, tiny_models, built, sample_sources,
+                                                          tmp_path):
+    """Ctrl-C or SIGTERM once vLLM has started its engine's processes: the run ends within seconds (vLLM's own
+    start-up wait took a Ctrl-C and went on polling for minutes) with one line and the signal's exit status,
+    no engine process left and nothing written."""
+    import psutil
+
+    env = {**vllm_env(), "VLBENCH_CACHE": str(tmp_path / "cache")}
+    process = subprocess.Popen(
+        [VLLM_PYTHON, "-m", "pipelines.cli", "predict", "vqa-v2", "--data", str(built("vqa-v2")), "--images",
+         str(sample_sources / "coco"), "--limit", "2", "--model", f"vllm:{tiny_models['llava']}", "--out",
+         str(tmp_path / "p.json")], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal, not a background job
+    parent, deadline = psutil.Process(process.pid), time.monotonic() + 300
+    while not parent.children() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(2)  # the engine's processes are starting
+    engine = parent.children(recursive=True)
+    assert engine and process.poll() is None, "the engine started no process"
+    process.send_signal(signum)
+    try:
+        _, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            for child in [parent, *engine]:
+                child.kill()
+    assert process.returncode == code and err.splitlines()[-1] == f"error: {word}; nothing half-written was left " \
+        "behind", err
+    psutil.wait_procs(engine, timeout=10)
+    assert not [p for p in engine if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not (tmp_path / "p.json").exists()

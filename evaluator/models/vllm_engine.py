@@ -132,6 +132,44 @@ def vllm_log():
         log.close()
 
 
+@contextlib.contextmanager
+def signals_stop_the_start():
+    """Ctrl-C and SIGTERM while vLLM's engine starts end the process at once: the engine's processes (this
+    process's children) are killed, the command's one line is printed (`core.errors.stopped_line`) and the
+    process exits 130 / 143. An interrupt cannot be left to unwind there: vLLM's start-up wait takes it and goes
+    on polling its engine's handshake for up to ten minutes (measured with vLLM 0.32 on a CPU: still waiting
+    after 300 s). Nothing of vlbench's is being written while an engine starts (predictions, reports and cards
+    are written after it), so there is nothing to clean up. A signal ignored by the caller (a background job's
+    Ctrl-C) stays ignored."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    import psutil
+
+    from core.errors import stopped_line
+    from core.sanitise import sanitise
+
+    def stop(signum, frame):
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        os.write(saved_stderr, (sanitise(stopped_line(signum), (), None) + "\n").encode("utf-8", "backslashreplace"))
+        os._exit(128 + signum)
+
+    saved_stderr = os.dup(2)  # taken before vllm_log sends fd 2 to its log: the line goes to the terminal
+    signals = [s for s in (signal.SIGINT, signal.SIGTERM) if callable(signal.getsignal(s))]
+    previous = {s: signal.signal(s, stop) for s in signals}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        os.close(saved_stderr)
+
+
 def root_cause(log, exc: BaseException) -> str:
     """The most telling error line of a failed engine start: the last `SomethingError: text` line of
     vLLM's log that is not one of its wrappers ("Engine core initialization failed"), else the
@@ -158,7 +196,9 @@ class VllmVLM(TemplatedVLM):
         vllm = import_vllm(spec)
         super().__init__(path, config, options, chat_template)
         self.vllm_version = vllm.__version__
-        with vllm_log() as log:  # vLLM's own notes and its workers' log, kept off the terminal
+        # the engine's start stops at once on Ctrl-C or SIGTERM; vLLM's own notes and its workers' log are kept
+        # off the terminal
+        with signals_stop_the_start(), vllm_log() as log:
             from vllm.platforms import current_platform
 
             self.platform = "cpu" if current_platform.is_cpu() else str(current_platform.device_name)

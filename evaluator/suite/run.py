@@ -74,6 +74,7 @@ def unfinished(out: Path, model: str, data: str):
             "that finished are kept)")
     before, marker = _files_state(out), (out / MARKER).read_bytes() if (out / MARKER).is_file() else None
     mark(False)
+    STOP_NOTES.append(note)  # what a Ctrl-C or SIGTERM now leaves: said in the command's one line
     try:
         yield
     except WriteError as exc:
@@ -86,10 +87,7 @@ def unfinished(out: Path, model: str, data: str):
         raise WriteError(f"{exc}; {note}") from None
     except VlbenchError as exc:
         raise VlbenchError(f"{exc}; {note}") from None
-    except BaseException as exc:
-        if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM: the command's line adds the note
-            STOP_NOTES.append(note)
-        raise
+    STOP_NOTES.remove(note)
     mark(True)
 
 
