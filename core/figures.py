@@ -25,9 +25,13 @@ class FigureSpec:
 
 
 def plain(text) -> str:
-    """Text from data (a file name, a model name, a category) as matplotlib shows it literally: a `$`
-    would start mathtext, which renders it as a formula or fails the drawing."""
-    return str(text).replace("$", r"\$")
+    """Text from data (a file name, a model name, a category) as matplotlib shows it literally, on one line:
+    through the sanitiser (control characters, tabs and newlines as spaces, bidirectional controls and bytes
+    that are not UTF-8 escaped), and a `$`, which would start mathtext (a formula, or a failed drawing),
+    escaped."""
+    from core.sanitise import sanitise
+
+    return sanitise(text, (), None).replace("$", r"\$")
 
 
 def draw_bars(spec: FigureSpec, path: Path | BinaryIO) -> None:
@@ -51,8 +55,8 @@ def draw_bars(spec: FigureSpec, path: Path | BinaryIO) -> None:
     ax.set_xticks(range(n), [plain(c) for c in spec.categories], rotation=60 if n > 6 else 0,
                   ha="right" if n > 6 else "center")
     ax.set_title(plain(spec.title))
-    ax.set_xlabel(spec.xlabel)
-    ax.set_ylabel(spec.ylabel)
+    ax.set_xlabel(plain(spec.xlabel))
+    ax.set_ylabel(plain(spec.ylabel))
     if spec.legend_colors:
         ax.legend(handles=[Patch(color=color, label=plain(label)) for label, color in spec.legend_colors.items()])
     elif len(spec.series) > 1:

@@ -369,3 +369,33 @@ def test_a_report_removes_only_the_files_its_predecessor_wrote(tmp_path):
     (folder / RECORD).write_text(json.dumps({"files": {"../outside.txt": "0", "notes.txt": "0"}}))
     write_report(folder, {"a": 3}, "# C\n", [])
     assert (tmp_path / "outside.txt").read_text() == "keep" and (folder / "notes.txt").read_text() == "mine"
+
+
+def test_text_from_data_reaches_a_figure_as_one_plain_line(monkeypatch):
+    """A card's model name, a folder's name or a category with ESC, BEL, newlines, a bidi override or a `$`:
+    every text matplotlib draws is one line without control characters, the override shown escaped, the `$`
+    literal (not the start of a formula)."""
+    import io
+
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+
+    from core.figures import FigureSpec, draw_bars
+    from evaluator.publish.report import ForestPlot, draw_forest
+
+    drawn, savefig = [], Figure.savefig
+
+    def seen(self, *args, **kwargs):
+        drawn.extend(t.get_text() for t in self.findobj(Text))
+        return savefig(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", seen)
+    hostile = "m\x1b]0;t\x07\n\u202eod$x$"
+    draw_bars(FigureSpec(filename="f.png", title=hostile, categories=[hostile, "b"], series={hostile: [1.0, 2.0]},
+                         xlabel=hostile, ylabel=hostile), io.BytesIO())
+    draw_forest(ForestPlot("g.png", hostile, [hostile], [0.5], [(0.0, 1.0)], hostile), io.BytesIO())
+    shown = [t for t in drawn if "od" in t]
+    assert len(shown) >= 8
+    for text in shown:
+        assert not any(ord(c) < 32 or c == "\u202e" for c in text), repr(text)
+        assert "\\u202eod" in text and r"\$x\$" in text

@@ -104,9 +104,9 @@ def _scatter(path: Path | BinaryIO, metrics: dict) -> None:
         l_ = metrics["measures"]["l"]["per_target_avg"].get(kind, {})
         names = [t for t in sorted(v) if v[t] is not None and l_.get(t) is not None]
         xs, ys = [100 * v[t] for t in names], [100 * l_[t] for t in names]
-        ax.scatter(xs, ys, marker=marker, label=kind)
+        ax.scatter(xs, ys, marker=marker, label=plain(kind))
         for name, x, y in zip(names, xs, ys):
-            ax.annotate(name, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.annotate(plain(name), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.axhline(0, color="grey", lw=0.8)
     ax.axvline(0, color="grey", lw=0.8)
     lean = metrics["concept"]["b0"]
@@ -137,9 +137,9 @@ def _examples_figure(path: Path | BinaryIO, rows: list[int], result: dict, pixel
             ax.imshow(pixels[image_id][key].permute(1, 2, 0).clamp(0, 1).numpy())
             ax.set_title(plain(title), fontsize=8)
             ax.axis("off")
-        ax_row[0].text(0, -0.08, f"'{cols['caption'][r]}' T={cols['target'][r]}: "
+        ax_row[0].text(0, -0.08, plain(f"'{cols['caption'][r]}' T={cols['target'][r]}: "
                        f"P(T|V_f,L_f)={cols['p_t_vf_lf'][r]:.4f}, "
-                       f"P(T|V_cf,L_cf)={cols['p_t_vcf_lcf'][r]:.4f}, bias_V-L={100 * cols['bias_vl'][r]:.2f}%",
+                       f"P(T|V_cf,L_cf)={cols['p_t_vcf_lcf'][r]:.4f}, bias_V-L={100 * cols['bias_vl'][r]:.2f}%"),
                        transform=ax_row[0].transAxes, fontsize=7, va="top")
     fig.tight_layout()
     fig.savefig(path, format="png", metadata={"Software": None})
