@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evaluator.stats.bootstrap import DEFAULT_RESAMPLES
+from evaluator.submission import PARTIAL_HINT
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,7 @@ class ScoringRequest:
     data: str  # a built folder or a Hub dataset repo id
     split: str | None = None  # None: the benchmark's evaluation split
     allow_partial: bool = False  # score what is there when rows have no prediction
+    partial_hint: str = PARTIAL_HINT  # what a refusal of missing rows says to do (the suite has no --allow-partial)
     allow_extra: bool = False  # ignore predictions for ids outside the split
     options: tuple[str, ...] = ()  # the task's scoring options, KEY=VALUE (`--option`)
     fmt: str = "auto"  # the submission format (evaluator.interop)

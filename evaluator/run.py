@@ -160,7 +160,7 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
     preds, converted = load_submission(task, predictions, request.fmt, task.ids(table), request.harness_data,
                                          request.reasoning_tags, build=(folder, split, table))
     coverage = match_ids(predictions, preds, task.ids(table), task.id_field, request.allow_partial,
-                         request.allow_extra)
+                         request.allow_extra, request.partial_hint)
     record = read_record(predictions)
     metrics = {"benchmark": bench, "split": split, "predictions": Path(predictions).name,
                **({"input": converted} if converted else {}), **task.score(table, preds, coverage, options)}

@@ -125,9 +125,13 @@ def check_entries(path: Path, items, id_field, value_field, id_type: type, value
     return out
 
 
+PARTIAL_HINT = "pass --allow-partial to score what is there"
+
+
 def match_ids(path: Path, predictions: dict, expected: list, id_field: str, allow_partial: bool,
-              allow_extra: bool) -> Coverage:
-    """Check the prediction ids against the split's ids; unknown and missing ids are errors unless allowed."""
+              allow_extra: bool, partial_hint: str = PARTIAL_HINT) -> Coverage:
+    """Check the prediction ids against the split's ids; unknown and missing ids are errors unless allowed
+    (`partial_hint`: what the error of missing ids says to do)."""
     id_field = "/".join(id_field) if isinstance(id_field, tuple) else id_field
     expected_set = set(expected)
     extra = sorted(k for k in predictions if k not in expected_set)
@@ -140,6 +144,6 @@ def match_ids(path: Path, predictions: dict, expected: list, id_field: str, allo
                               f"(first expected: {_first(expected)}); is this the right benchmark and split?")
     if missing and not allow_partial:
         raise SubmissionError(f"{path}: {len(missing):,} of {len(expected):,} '{id_field}' have no prediction:"
-                              f" {_first(missing)} (pass --allow-partial to score what is there)")
+                              f" {_first(missing)} ({partial_hint})")
     return Coverage(scored=len(expected) - len(missing), expected=len(expected), missing=len(missing),
                     ignored_extra=len(extra))

@@ -638,6 +638,14 @@ def test_a_suite_of_a_model_s_runs_is_scored_as_evaluate_scores_them(cli, built,
                        tmp_path / "none")
     assert_one_error_line(code, err, ("--predictions", "no such folder"))
     assert not (tmp_path / "x").exists()
+    part = tmp_path / "part"  # a run of all but the last row: not scored, and the reason names no option of evaluate's
+    part.mkdir()
+    (part / "gqa-ood.json").write_text(json.dumps(json.loads((subs / "gqa-ood.json").read_text())[:-1]))
+    code, _, err = cli("suite", "--model", "m", "--data", data, "--out", tmp_path / "p", "--predictions", part,
+                       "--benchmarks", "gqa-ood", "--bootstrap", "0")
+    assert code == 0, err
+    reason = _card(tmp_path / "p")["benchmarks"]["gqa-ood"]["reason"]
+    assert "1 of" in reason and "a card scores complete runs only" in reason and "--allow-partial" not in reason
 
 
 def test_two_cards_of_one_model_in_folders_of_one_name_stay_two_series(tmp_path):

@@ -44,7 +44,7 @@ def compare_predictions(request: ScoringRequest, predictions: list[Path], *, rep
     for path in predictions:
         preds, converted = load_submission(task, path, request.fmt, ids, request.harness_data,
                                              request.reasoning_tags, build=(folder, split, table))
-        match_ids(path, preds, ids, task.id_field, request.allow_partial, request.allow_extra)
+        match_ids(path, preds, ids, task.id_field, request.allow_partial, request.allow_extra, request.partial_hint)
         loaded.append(preds)
         inputs.append(converted)
     common = [all(i in p for p in loaded) for i in ids]

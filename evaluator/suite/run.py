@@ -38,6 +38,7 @@ from evaluator.models.response_cache import folder_identity, vlbench_version
 from evaluator.request import ScoringRequest
 
 MARKER = ".vlbench-suite.json"
+COMPLETE_RUNS = "a card scores complete runs only: run the model on the whole split"
 
 
 def is_suite_folder(path: Path) -> bool:
@@ -380,7 +381,8 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                         raise ModelError(f"{model} failed on {bench} ({type(exc).__name__}: {sanitise(first, (), 200)})"
                                          ) from None
                     _keep(record, predictions, key)
-                metrics = evaluate(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed),
+                metrics = evaluate(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed,
+                                                  partial_hint=COMPLETE_RUNS),
                                    predictions, report=out / "reports" / bench, hub_results=hub_results,
                                    hub_dataset=None if hub_org is None else f"{hub_org}/{bench}",
                                    hub_source=hub_source)
