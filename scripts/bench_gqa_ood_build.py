@@ -8,6 +8,8 @@ questions, about 37K local groups) and every field of a record:
 - whole process: a cold `vlbench build gqa-ood --split val --no-cache` command, start to
   exit, takes at most 0.5x a cold `python -c "json.load(...)"` process. The two commands run one
   after the other, each first in every other round, each after a one-second pause.
+- with `--legacy-json` (the published file family, 25 files of indented JSON): in process, at most 3x
+  `json.load`, peak RSS under 1 GB.
 - busy machine: the same two whole-process commands beside two CPU-bound processes
   (`HOGS` busy loops, started before and stopped after, each ending by itself after ten minutes at
   most); the build takes at most 1.0x `json.load` under the same load. Work the build waits for
@@ -36,6 +38,10 @@ from benchlib import measure, report, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO, TARGET_RSS_MB = 0.5, 700
+# --legacy-json writes the 25 published files (about 700 MB of indented JSON from an 86 MB source): each
+# record is serialised once (builders.gqa_ood.builder._record_fragments); 81 s / 1.5 GB when each file
+# serialised its records itself
+TARGET_LEGACY_RATIO, TARGET_LEGACY_RSS_MB = 3.0, 1000
 TARGET_LOADED_RATIO, HOGS = 1.0, 2
 HOG = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end:\n    pass\n"
 
@@ -56,7 +62,7 @@ def _child(mode: str, source: Path, out: Path) -> None:
         write_samples(warm / "src")
         run_build("gqa-ood", warm / "src", warm / "out", splits=["val"], use_cache=False)
         start = time.perf_counter()
-        run_build("gqa-ood", source, out / "val", splits=["val"], use_cache=False)
+        run_build("gqa-ood", source, out / "val", splits=["val"], use_cache=False, legacy_json=mode == "legacy")
         seconds = time.perf_counter() - start
     report(seconds)
 
@@ -66,6 +72,7 @@ def main() -> int:
     parser.add_argument("--questions", type=int, default=132_062)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--loaded-repeats", type=int, default=3)
+    parser.add_argument("--legacy-repeats", type=int, default=2)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -75,6 +82,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import msgspec
 
+    from builders.gqa_ood.rules import PUBLISHED_ALPHAS
     from builders.gqa_ood.samples import generate_split
 
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-") as tmp:
@@ -112,6 +120,16 @@ def main() -> int:
               "no legacy files, cache off)")
         ok = verdict("GQA-OOD val build vs json.load of its file (in-process)", ratio, TARGET_RATIO, "x")
         ok &= verdict("peak RSS of the GQA-OOD val build", rss, TARGET_RSS_MB, " MB")
+        legacy = [measure(__file__, "legacy", source, Path(tmp) / f"legacy{k}") for k in range(args.legacy_repeats)]
+        t_legacy = statistics.median(r["seconds"] for r in legacy)
+        sizes = sum(p.stat().st_size for p in (Path(tmp) / "legacy0" / "val" / "legacy").rglob("*.json"))
+        print(f"vlbench build --legacy-json (val): {t_legacy:6.2f} s  (median of {args.legacy_repeats}; the "
+              f"published family: ood_val_{{all,head,tail}} and {len(PUBLISHED_ALPHAS)} alpha_tail files, "
+              f"{sizes / 1e6:.0f} MB of JSON)")
+        ok &= verdict("GQA-OOD val build with --legacy-json vs json.load of its file (in-process)",
+                      t_legacy / t_json, TARGET_LEGACY_RATIO, "x")
+        ok &= verdict("peak RSS of the GQA-OOD val build with --legacy-json",
+                      max(r["peak_rss_mb"] for r in legacy), TARGET_LEGACY_RSS_MB, " MB")
         t_json_cold = statistics.median(wall for wall, _ in json_cold)
         t_build_cold = statistics.median(wall for wall, _ in build_cold)
         cpu_build_cold = statistics.median(cpu for _, cpu in build_cold)

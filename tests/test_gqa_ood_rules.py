@@ -112,3 +112,24 @@ def test_select_authors_float_mode_differs_exactly_at_the_boundary():
     assert labels(floaty["selection"].to_pylist())["q6"] == "tail"     # 0.3 < 0.30000000000000004
     assert {k: v for k, v in labels(exact).items() if k not in ("q6", "q7", "q8")} == \
         {k: v for k, v in labels(floaty["selection"].to_pylist()).items() if k not in ("q6", "q7", "q8")}
+
+
+def test_legacy_files_are_the_authors_serialisation_of_their_records():
+    """The legacy files are joined from each record's serialisation, made once: the bytes must be those of the
+    authors' `json.dump(records, fp, sort_keys=True, indent=4)` (Kervadec et al.'s GQA-OOD code) of the same
+    records, for synthetic GQA records and records with what JSON escapes or nests (non-ASCII, a line
+    separator, quotes, empty lists and objects, exponents, big integers), in any subset and order."""
+    import json
+    import random
+
+    from builders.gqa_ood.builder import _legacy_json, _record_fragments
+    from builders.gqa_ood.samples import generate_split
+
+    records = generate_split(2, 400, seed=7)
+    records["9"] = {"é": "\u2028\"\\/\n", "b": {}, "a": [[], {"z": [1.5e-7, -0.0, None, True]}],
+                    "n": 12345678901234567890}
+    table = pa.table({"question_id": list(records), "record_json": [json.dumps(r) for r in records.values()]})
+    fragments = _record_fragments(table)
+    for subset in (list(records), random.Random(3).sample(list(records), 150), ["9"], []):
+        expected = json.dumps({q: records[q] for q in subset}, sort_keys=True, indent=4).encode()
+        assert _legacy_json(subset, fragments) == expected
