@@ -262,11 +262,24 @@ def _is_entailment(labels: np.ndarray) -> np.ndarray:
     return np.fromiter((str(x).startswith("entail") for x in labels), dtype=bool, count=len(labels))
 
 
+def same_after_retag(q_texts: list, r_texts: list, q_code: np.ndarray, r_code: np.ndarray, i: np.ndarray,
+                     j: np.ndarray) -> np.ndarray:
+    """Whether each pair's two correct responses become one text once the other's is re-tagged for a
+    sub-question (`retag_distractor`: "[person2] is happy" offered to a question about [person1] reads
+    "[person1] is happy"): such a sub-question would offer its correct answer twice. Their cosine can lie below
+    t_r, the tags being different words, so the cosine test does not remove them."""
+    def same(a: int, b: int) -> bool:
+        return retag_distractor(q_texts[q_code[a]], r_texts[r_code[b]])[0] == r_texts[r_code[a]]
+
+    return np.fromiter((same(a, b) or same(b, a) for a, b in zip(i.tolist(), j.tolist())), dtype=bool, count=len(i))
+
+
 def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder, nli: NLIClassifier | None,
                group_column: str) -> dict[str, pa.Table]:
     """Candidate pairs of items (row indices i < j): query cosine > t_q, response cosine < t_r (both
-    rounded, `stable_cosines`), different `group_column` values, then (unless nli_model=none) queries
-    entailed both ways and responses entailed neither way. Returns {"pairs": i, j, cosines, NLI
+    rounded, `stable_cosines`), different `group_column` values, correct responses that stay two texts once
+    re-tagged (`same_after_retag`), then (unless nli_model=none) queries entailed both ways and responses
+    entailed neither way. Returns {"pairs": i, j, cosines, NLI
     labels; "counts": the funnel; "near_threshold": the cosine decisions within one COSINE_PRECISION
     of a threshold (pairs of different groups), with the side each fell on}."""
     q_code, q_texts = factorize(items.column("query").to_pylist())
@@ -286,6 +299,8 @@ def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder,
     keep = r_cos < params.response_threshold
     i, j, q_cos, r_cos = i[keep], j[keep], q_cos[keep], r_cos[keep]
     candidates = len(i)
+    same = same_after_retag(q_texts, r_texts, q_code, r_code, i, j)
+    i, j, q_cos, r_cos = i[~same], j[~same], q_cos[~same], r_cos[~same]
     labels = {}
     if nli is not None:
         fwd = nli.classify_codes(q_texts, q_code[i], q_code[j])
@@ -306,7 +321,8 @@ def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder,
         for k in np.flatnonzero(within).tolist():
             for column, value in zip(close, (int(ci[k]), int(cj[k]), name, float(values[k]), bool(passed[k]))):
                 close[column].append(value)
-    return {"pairs": pa.table(columns), "counts": pa.table({"candidates": [candidates], "kept": [len(i)]}),
+    return {"pairs": pa.table(columns), "counts": pa.table({"candidates": [candidates],
+                                                            "same_after_retag": [int(same.sum())], "kept": [len(i)]}),
             "near_threshold": pa.table(close, schema=pa.schema([("i", pa.int64()), ("j", pa.int64()),
                                                                  ("cosine", pa.string()), ("value", pa.float64()),
                                                                  ("kept", pa.bool_())]))}

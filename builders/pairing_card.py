@@ -29,8 +29,10 @@ def counts_table(source: str, paper_source: int, paper_examples: int, stats: dic
 
 
 def funnel_table(counts: dict, group: str) -> str:
-    return "\n".join([f"| Candidate pairs (cosines, {group}) | After NLI | Sampled |", "|---|---|---|",
-                      f"| {counts['candidates']:,} | {counts['kept']:,} | {counts['sampled']:,} |"])
+    return "\n".join([f"| Candidate pairs (cosines, {group}) | One answer once re-tagged | After NLI | Sampled |",
+                      "|---|---|---|---|",
+                      f"| {counts['candidates']:,} | {counts.get('same_after_retag', 0):,} | {counts['kept']:,} | "
+                      f"{counts['sampled']:,} |"])
 
 
 def funnel_figure(counts: dict, paired: str) -> FigureSpec:

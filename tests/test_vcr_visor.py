@@ -337,3 +337,25 @@ def test_sbert_embeddings_equal_sentence_transformers_encode_bit_for_bit():
     assert np.array_equal(encoder.encode(texts), golden)
     model[0].do_lower_case = True
     assert plain_text_tokenizer(model) is None
+
+
+def test_a_pair_whose_answers_are_one_text_once_re_tagged_is_not_mined():
+    """Two items whose correct responses differ only in their person tag ("[person2] is happy" for a question
+    about [person1]): their cosine is below t_r, but the re-tagged response offered to the other sub-question
+    is that sub-question's own answer, two equal choices. Found by a build of 2,653 synthetic VCR items that
+    failed its invariants ("expected 2 distinct choices"). Such pairs are counted and left out before NLI."""
+    import pyarrow as pa
+
+    from builders.nlp import SentenceEncoder
+    from builders.pairing import PairingParams, mine_pairs
+
+    query = "why is [person1] smiling at the party tonight ?"
+    items = pa.table({"query": [query, query.replace("1]", "3]"), query.replace("tonight", "today")],
+                      "response": ["[person1] is happy", "[person3] is happy", "the cake is very good"],
+                      "movie": ["a", "b", "c"]})
+    params = PairingParams(sbert_model=PACKAGED_MINILM, nli_model="none", query_threshold=0.5)
+    mined = mine_pairs(items, params, SentenceEncoder(PACKAGED_MINILM), None, group_column="movie")
+    counts = mined["counts"].to_pylist()[0]
+    pairs = sorted(zip(mined["pairs"].column("i").to_pylist(), mined["pairs"].column("j").to_pylist()))
+    assert counts["same_after_retag"] == 1 and (0, 1) not in pairs and pairs, (counts, pairs)
+    assert counts["kept"] == counts["candidates"] - 1

@@ -60,9 +60,10 @@ def card_fields(stats: dict, params) -> dict[str, str]:
               "Answer-Distractor Similarity |\n|---|---|---|---|---|---|---|")
     table_2 = "\n".join([header] + [_row("VCR (source)", k, stats["vcr"][k]) for k in TYPES]
                         + [_row("VCR-Visor (this build)", k, stats["vcr_visor"][k]) for k in TYPES])
-    mining = "\n".join(["| Type | Candidate pairs (cosines, movies) | After NLI | Sampled |", "|---|---|---|---|"]
-                       + [f"| {k} | {m['candidates']:,} | {m['kept']:,} | {m['sampled']:,} |"
-                          for k, m in stats["mining"].items()])
+    mining = "\n".join(["| Type | Candidate pairs (cosines, movies) | One answer once re-tagged | After NLI "
+                        "| Sampled |", "|---|---|---|---|---|"]
+                       + [f"| {k} | {m['candidates']:,} | {m.get('same_after_retag', 0):,} | {m['kept']:,} | "
+                          f"{m['sampled']:,} |" for k, m in stats["mining"].items()])
     nli = (f"Pairs were then filtered with the MNLI model `{params.nli_model}` (labels read from its config): "
            "queries must entail each other in both directions and neither response may entail the other."
            if params.nli_model != "none" else
