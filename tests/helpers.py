@@ -221,3 +221,19 @@ def push_to_copy(cli, monkeypatch, data: Path, repo: Path, *args) -> tuple[int, 
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     monkeypatch.setattr(pipelines.push, "_api", lambda token: HubRepoCopy(repo))
     return cli("push", data, "--repo-id", f"org/{data.name}", *args)
+
+
+def disk_full_at(monkeypatch, nth: int) -> None:
+    """Path.write_bytes fails with ENOSPC at its `nth` call from now on (a disk that fills midway through a
+    command's writes); undo with monkeypatch.undo()."""
+    import errno
+
+    written, real = [], Path.write_bytes
+
+    def full_disk(path, data):
+        written.append(path)
+        if len(written) >= nth:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_disk)

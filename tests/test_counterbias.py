@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from helpers import assert_one_error_line, counterbias_reports, tiny_vl_bias
+from helpers import assert_one_error_line, counterbias_reports, disk_full_at, tiny_vl_bias
 
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias import counterbias as cb
@@ -241,22 +241,12 @@ def test_a_report_of_another_model_never_mixes_with_the_one_it_replaces(cli, tin
     """Model B's report into model A's folder: a full disk midway leaves A's report as it was (every byte)
     and nothing staged; a folder holding B's metrics beside A's per-instance rows (what a kill between the
     renames would leave) is refused by counterbias-compare, naming the file; B's whole report replaces A's."""
-    import errno
-
     args = ("--data", tiny["data"], "--attack", "none", "--bootstrap", "0", "--report")
     code, _, err = cli("counterbias", "--model", f"hf:{tiny['vilt']}", *args, tmp_path / "a")
     assert code == 0, err
     before = _files(tmp_path / "a")
     assert ".vlbench-report.json" in before and "per_instance.parquet" in before
-    written = []
-
-    def full_disk(path, data, _real=Path.write_bytes):
-        written.append(path)
-        if len(written) == 3:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        return _real(path, data)
-
-    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    disk_full_at(monkeypatch, 3)
     code, _, err = cli("counterbias", "--model", f"hf:{tiny['bert']}", *args, tmp_path / "a")
     monkeypatch.undo()
     assert_one_error_line(code, err, ("--report", "No space left on device"))

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_error_line, launch_chromium, response_cache_rows
+from helpers import assert_one_error_line, disk_full_at, launch_chromium, response_cache_rows
 
 from builders.registry import benchmarks
 
@@ -803,8 +803,6 @@ def test_a_full_disk_leaves_the_previous_page_and_no_empty_file(vcr_card, cli, t
     """suite-compare onto a disk that takes no file over 10 kB (its figures are larger), and the card's own
     writer failing at its third file: one line, exit 2, and the previous page, figures, site.js and card as they
     were, byte for byte, never an empty figure or a page beside another run's record."""
-    import errno
-
     from core.errors import VlbenchError
     from evaluator.suite.card import write_card
 
@@ -819,15 +817,7 @@ def test_a_full_disk_leaves_the_previous_page_and_no_empty_file(vcr_card, cli, t
     assert {p: p.read_bytes() for p in site.rglob("*") if p.is_file()} == before
     card = json.loads((other / "card.json").read_text())
     before = {p: p.read_bytes() for p in other.rglob("*") if p.is_file()}
-    written = []
-
-    def full_disk(path, data, _real=Path.write_bytes):
-        written.append(path)
-        if len(written) == 3:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        return _real(path, data)
-
-    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    disk_full_at(monkeypatch, 3)
     with pytest.raises(VlbenchError, match="cannot write the card"):
         write_card(other, {**card, "seed": 7})
     monkeypatch.undo()
