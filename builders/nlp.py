@@ -6,6 +6,7 @@ everything else so that benchmarks can report the overhead around the models.
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from dataclasses import dataclass
 from typing import Protocol
@@ -42,7 +43,9 @@ def resolve_model_path(name: str) -> str:
 
 @dataclass
 class ModelStats:
-    """What a model did in one build: texts asked for, distinct, computed (cache misses), seconds."""
+    """What a model did in one build: texts (pairs) asked for, distinct ones (SBERT: over the build; NLI: per
+    call), computed (SBERT: neither seen earlier in the build nor in the disk cache; NLI: not in the cache),
+    seconds."""
 
     requested: int = 0
     distinct: int = 0
@@ -50,6 +53,7 @@ class ModelStats:
     refined: int = 0  # texts or pairs recomputed in float64: a float32 result too close to call (builders.pairing)
     forward_seconds: float = 0.0
     total_seconds: float = 0.0
+    estimated_seconds: float = 0.0  # NLI: its passes' estimates, each from an early batch (estimate_pass)
 
 
 def quiet_model_loading() -> None:
@@ -225,6 +229,10 @@ class SentenceEncoder:
         self.device = device
         self.stats = ModelStats()
         self._model = self._exact = None
+        # every embedding computed or read in this build, by text: a text asked for again by another stage,
+        # reasoning type or statistic is never embedded twice (float32; float64 for the refined ones)
+        self._seen: dict[str, np.ndarray] = {}
+        self._seen_exact: dict[str, np.ndarray] = {}
 
     def _load(self):
         if self._model is None:
@@ -242,7 +250,7 @@ class SentenceEncoder:
             _ForwardTimer(self._model, self.stats)
         return self._model
 
-    def _embed(self, model, texts: list[str], dtype=np.float32) -> np.ndarray:
+    def _embed(self, model, texts: list[str], dtype=np.float32, desc: str = "SBERT texts") -> np.ndarray:
         """The model's normalised embeddings of `texts` as `dtype`, bit for bit those of its encode(). For a plain
         text model the texts are tokenized in one batch call and the model's forward is run on the
         batches encode() would form (texts by decreasing character length, the same sort): encode()
@@ -258,7 +266,7 @@ class SentenceEncoder:
         encoded = encode_texts(tok, texts)
         order = np.argsort([-len(text) for text in texts])
         out = None
-        with torch.inference_mode(), progress(total=len(texts), desc="SBERT texts", unit="text") as bar:
+        with torch.inference_mode(), progress(total=len(texts), desc=desc, unit="text") as bar:
             for b in range(0, len(order), self.batch_size):
                 idx = order[b:b + self.batch_size]
                 features = {k: v.to(model.device) for k, v in single_tensors(layout, [encoded[i] for i in idx]).items()}
@@ -273,38 +281,42 @@ class SentenceEncoder:
         """Float64 embeddings of `texts` from a float64 copy of the model: what settles a float32 cosine
         too close to a rounding boundary to call (builders.pairing.stable_cosines). Float32 kernels
         differ between CPUs (AVX-512, AVX2, none) and thread counts in the last bits; float64 ones far
-        below any stated precision. Not cached: only the few texts near a boundary come here."""
+        below any stated precision. Kept for the build (a text is refined once), not in the disk cache:
+        only the few texts near a boundary come here."""
         import copy
 
         if not texts:
             return np.zeros((0, 0), np.float64)
-        if self._exact is None:
-            self._exact = copy.deepcopy(self._load()).double()
         start = time.perf_counter()
-        out = self._embed(self._exact, list(texts), np.float64)
-        self.stats.refined += len(texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in self._seen_exact]
+        if missing:
+            if self._exact is None:
+                self._exact = copy.deepcopy(self._load()).double()
+            exact = self._embed(self._exact, missing, np.float64, "SBERT texts (float64)")
+            self._seen_exact.update(zip(missing, exact))
+            self.stats.refined += len(missing)
         self.stats.total_seconds += time.perf_counter() - start
-        return out
+        return np.stack([self._seen_exact[t] for t in texts])
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """One row per input text; each distinct text is embedded (or read from the cache) once."""
+        """One row per input text; each distinct text is embedded once per build (kept in memory), read
+        from the disk cache, or computed."""
         start = time.perf_counter()
         distinct = list(dict.fromkeys(texts))
+        new = [t for t in distinct if t not in self._seen]
         namespace = f"sbert/{self.name}"
-        keys = [text_key(t) for t in distinct]
-        found = self.cache.lookup(namespace, keys) if self.cache else {}
-        missing = [t for t, k in zip(distinct, keys) if k not in found]
-        vectors = {k: np.asarray(v, np.float32) for k, v in found.items()}
+        keys = [text_key(t) for t in new] if self.cache else []
+        found = self.cache.lookup(namespace, keys) if self.cache and keys else {}
+        self._seen.update((t, np.asarray(found[k], np.float32)) for t, k in zip(new, keys) if k in found)
+        missing = [t for t in new if t not in self._seen]
         if missing:
             computed = self._embed(self._load(), missing)
-            new = {text_key(t): v.astype(np.float32) for t, v in zip(missing, computed)}
-            vectors.update(new)
+            self._seen.update(zip(missing, computed))
             if self.cache:
-                self.cache.store(namespace, new)
-        index = {t: vectors[k] for t, k in zip(distinct, keys)}
-        out = np.stack([index[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
+                self.cache.store(namespace, {text_key(t): v for t, v in zip(missing, computed)})
+        out = np.stack([self._seen[t] for t in texts]) if texts else np.zeros((0, 0), np.float32)
         self.stats.requested += len(texts)
-        self.stats.distinct += len(distinct)
+        self.stats.distinct += len(new)
         self.stats.computed += len(missing)
         self.stats.total_seconds += time.perf_counter() - start
         return out
@@ -344,7 +356,8 @@ class NLIClassifier:
 
     def _logits(self, model, texts: list[str], ua: np.ndarray, ub: np.ndarray, desc: str) -> np.ndarray:
         """Logits of the pairs (texts[ua_k], texts[ub_k]) in length-sorted batches; each text is
-        tokenized once."""
+        tokenized once. The float32 pass is estimated from its first batch before the rest runs
+        (`estimate_pass`)."""
         import torch
 
         layout = pair_layout(self._tokenizer)
@@ -356,9 +369,26 @@ class NLIClassifier:
             for b in range(0, len(order), self.batch_size):
                 idx = order[b:b + self.batch_size]
                 enc = pair_tensors(layout, matrix, ua[idx], ub[idx], la[idx], lb[idx])
+                start = time.perf_counter()
                 out[idx] = model(**{k: v.to(model.device) for k, v in enc.items()}).logits.double().cpu().numpy()
+                # the second batch times the pass (the first one pays the model's warm-up); one batch is its own
+                if model is self._model and b == (self.batch_size if len(order) > self.batch_size else 0):
+                    self.estimate_pass(time.perf_counter() - start, (la + lb)[order], b, desc)
                 bar.update(len(idx))
         return out
+
+    def estimate_pass(self, seconds: float, sorted_lengths: np.ndarray, start: int, desc: str) -> None:
+        """How long a pass of pairs will take, from the batch at `start` (shortest first) that took
+        `seconds`: seconds per padded token of that batch times the padded tokens of all batches. Added to
+        the stats (the manifest's run) and, on a terminal, said in one line before the pass goes on."""
+        size = self.batch_size
+        cells = [int(sorted_lengths[b:b + size].max()) * len(sorted_lengths[b:b + size])
+                 for b in range(0, len(sorted_lengths), size)]
+        estimate = seconds / max(1, cells[start // size]) * sum(cells)
+        self.stats.estimated_seconds += estimate
+        if progress_shown():
+            print(f"{desc}: {len(sorted_lengths):,} pairs with {self.name}, about {estimate / 60:.1f} min "
+                  f"(estimated from a batch of {len(sorted_lengths[start:start + size])})", file=sys.stderr)
 
     def _predict(self, texts: list[str], ua: np.ndarray, ub: np.ndarray) -> list[str]:
         """Model labels of the pairs (texts[ua_k], texts[ub_k]): the argmax of float32 logits, and for a
@@ -378,7 +408,8 @@ class NLIClassifier:
 
     def classify_codes(self, texts: list[str], a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Labels (lower-cased, e.g. 'entailment') of the pairs (texts[a_k], texts[b_k]), as an object
-        array; each distinct pair is classified once (or read from the cache)."""
+        array; each distinct pair is classified once (or read from the cache, which a build's later calls
+        see too)."""
         start = time.perf_counter()
         a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
         n = max(1, len(texts))

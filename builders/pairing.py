@@ -32,6 +32,7 @@ from builders.nlp import NLI_TIE_MARGIN, NLIClassifier, SentenceEncoder, resolve
 from builders.text import person_tags
 from core.errors import ParamsError
 from core.params import param
+from core.progress import progress
 
 NO_NLI = "none"
 ITEM_COLUMNS = ("query", "response", "distractors")  # what every item table has (plus its group and image)
@@ -163,6 +164,9 @@ COSINE_DECIMALS = 4
 COSINE_PRECISION = 10.0 ** -COSINE_DECIMALS
 FLOAT32_SPREAD = 5e-6
 _SCREEN_MARGIN = 3 * COSINE_PRECISION  # the float32 block screen keeps every pair a listing could need
+# A cosine further than this from a threshold rounds to the same side of it, and outside its near-threshold
+# listing (one COSINE_PRECISION), on every machine: half a step of rounding, FLOAT32_SPREAD and room to spare.
+DECISION_WINDOW = 2 * COSINE_PRECISION
 FLOATS = (f"`query_cosine` and `response_cosine` are Sentence-BERT cosines rounded to {COSINE_DECIMALS} decimal places "
           f"(half to even) before any decision; one whose float32 value lies within {FLOAT32_SPREAD:g} of a rounding "
           "boundary is first recomputed from float64 embeddings, so every machine writes the same value. Tie rule: a "
@@ -180,19 +184,26 @@ def rounding_sensitive(values: np.ndarray, decimals: int = COSINE_DECIMALS) -> n
 
 
 def stable_cosines(encoder: SentenceEncoder, texts: list, vectors: np.ndarray, a: np.ndarray, b: np.ndarray,
-                   chunk: int = 1 << 16) -> np.ndarray:
+                   deciding: float | None = None, chunk: int = 1 << 16) -> np.ndarray:
     """cos(texts[a_k], texts[b_k]) rounded to COSINE_DECIMALS places, the same on every machine.
 
     `vectors` are the texts' float32 embeddings; each cosine is their dot product in float64 (a
     chunk at a time, so memory stays bounded for millions of pairs). The cosines within
     FLOAT32_SPREAD of a rounding boundary are recomputed from float64 embeddings of their texts
-    (`SentenceEncoder.encode_exact`), then all are rounded (numpy's round: half to even)."""
+    (`SentenceEncoder.encode_exact`), then all are rounded (numpy's round: half to even).
+
+    With `deciding` (a threshold) only the values whose rounding could move them across it or into
+    or out of its near-threshold listing are settled (those within DECISION_WINDOW of it): the others
+    decide the same on every machine, but may be written only once settled (call again without it)."""
     a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
     out = np.empty(len(a), dtype=np.float64)
     for start in range(0, len(a), chunk):
         x, y = a[start:start + chunk], b[start:start + chunk]
         out[start:start + chunk] = np.einsum("nd,nd->n", vectors[x].astype(np.float64), vectors[y].astype(np.float64))
-    close = np.flatnonzero(rounding_sensitive(out))
+    sensitive = rounding_sensitive(out)
+    if deciding is not None:
+        sensitive &= np.abs(out - deciding) <= DECISION_WINDOW
+    close = np.flatnonzero(sensitive)
     if len(close):
         codes, where = np.unique(np.concatenate([a[close], b[close]]), return_inverse=True)
         exact = encoder.encode_exact([texts[c] for c in codes.tolist()])
@@ -210,14 +221,16 @@ def cosine_join(vectors: np.ndarray, code: np.ndarray, threshold: float, max_blo
     n = len(embeddings)
     block = max(1, max_block_cells // max(n, 1))
     found_i, found_j = [], []
-    for start in range(0, n, block):
-        sims = embeddings[start:start + block] @ embeddings[start:].T
-        rows, cols = np.nonzero(sims > threshold - _SCREEN_MARGIN)
-        rows += start
-        cols += start
-        keep = cols > rows
-        found_i.append(rows[keep])
-        found_j.append(cols[keep])
+    with progress(total=n, desc="cosine screen", unit="item") as bar:
+        for start in range(0, n, block):
+            sims = embeddings[start:start + block] @ embeddings[start:].T
+            rows, cols = np.nonzero(sims > threshold - _SCREEN_MARGIN)
+            rows += start
+            cols += start
+            keep = cols > rows
+            found_i.append(rows[keep])
+            found_j.append(cols[keep])
+            bar.update(min(block, n - start))
     i = np.concatenate(found_i) if found_i else np.zeros(0, np.int64)
     j = np.concatenate(found_j) if found_j else np.zeros(0, np.int64)
     return i, j
@@ -267,11 +280,41 @@ def same_after_retag(q_texts: list, r_texts: list, q_code: np.ndarray, r_code: n
     """Whether each pair's two correct responses become one text once the other's is re-tagged for a
     sub-question (`retag_distractor`: "[person2] is happy" offered to a question about [person1] reads
     "[person1] is happy"): such a sub-question would offer its correct answer twice. Their cosine can lie below
-    t_r, the tags being different words, so the cosine test does not remove them."""
-    def same(a: int, b: int) -> bool:
-        return retag_distractor(q_texts[q_code[a]], r_texts[r_code[b]])[0] == r_texts[r_code[a]]
+    t_r, the tags being different words, so the cosine test does not remove them.
 
-    return np.fromiter((same(a, b) or same(b, a) for a, b in zip(i.tolist(), j.tolist())), dtype=bool, count=len(i))
+    Decided on integer codes (millions of candidate pairs): when a's query names one person and b's response
+    one other, re-tagging gives a's response exactly when a's response names a's person alone and the two
+    responses are one text with their tags blanked out; otherwise b's response is offered as it is."""
+    q_tag, _ = _single_tags(q_texts)
+    r_tag, r_blank = _single_tags(r_texts)
+
+    def same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        tag, other = q_tag[q_code[a]], r_tag[r_code[b]]
+        retagged = (tag >= 0) & (other >= 0) & (other != tag)
+        return np.where(retagged, (r_tag[r_code[a]] == tag) & (r_blank[r_code[a]] == r_blank[r_code[b]]),
+                        r_code[a] == r_code[b])
+
+    return same(i, j) | same(j, i)
+
+
+def _single_tags(texts: list) -> tuple[np.ndarray, np.ndarray]:
+    """For each text, the code of its person tag when it names exactly one person (else -1), and the code of
+    the text with that tag blanked out (the text itself otherwise)."""
+    tags: dict[str, int] = {}
+    tag, blank = np.full(len(texts), -1, dtype=np.int64), []
+    for k, text in enumerate(texts):
+        found = person_tags(text)
+        if len(found) == 1:
+            tag[k] = tags.setdefault(found[0], len(tags))
+            text = text.replace(found[0], "\x00")
+        blank.append(text)
+    return tag, factorize(blank)[0]
+
+
+def both_ways(nli: NLIClassifier, texts: list, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """NLI labels of (a_k -> b_k) and (b_k -> a_k), classified in one pass (one estimate, one bar)."""
+    labels = nli.classify_codes(texts, np.concatenate([a, b]), np.concatenate([b, a]))
+    return labels[:len(a)], labels[len(a):]
 
 
 def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder, nli: NLIClassifier | None,
@@ -279,9 +322,10 @@ def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder,
     """Candidate pairs of items (row indices i < j): query cosine > t_q, response cosine < t_r (both
     rounded, `stable_cosines`), different `group_column` values, correct responses that stay two texts once
     re-tagged (`same_after_retag`), then (unless nli_model=none) queries entailed both ways and responses
-    entailed neither way. Returns {"pairs": i, j, cosines, NLI
-    labels; "counts": the funnel; "near_threshold": the cosine decisions within one COSINE_PRECISION
-    of a threshold (pairs of different groups), with the side each fell on}."""
+    entailed neither way. Returns {"pairs": i, j, cosines (rounded; settled where they decide, so
+    `written_cosines` settles those a build writes), NLI labels; "counts": the funnel; "near_threshold": the
+    cosine decisions within one COSINE_PRECISION of a threshold (pairs of different groups), with the side
+    each fell on}."""
     q_code, q_texts = factorize(items.column("query").to_pylist())
     r_code, r_texts = factorize(items.column("response").to_pylist())
     group, _ = factorize(items.column(group_column).to_pylist())
@@ -289,11 +333,11 @@ def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder,
     i, j = cosine_join(q_vectors, q_code, params.query_threshold)
     keep = group[i] != group[j]
     i, j = i[keep], j[keep]
-    q_cos = stable_cosines(encoder, q_texts, q_vectors, q_code[i], q_code[j])
+    q_cos = stable_cosines(encoder, q_texts, q_vectors, q_code[i], q_code[j], deciding=params.query_threshold)
     near = [("query", i, j, q_cos, q_cos > params.query_threshold, near_threshold(q_cos, params.query_threshold))]
     keep = q_cos > params.query_threshold
     i, j, q_cos = i[keep], j[keep], q_cos[keep]
-    r_cos = stable_cosines(encoder, r_texts, r_vectors, r_code[i], r_code[j])
+    r_cos = stable_cosines(encoder, r_texts, r_vectors, r_code[i], r_code[j], deciding=params.response_threshold)
     near.append(("response", i, j, r_cos, r_cos < params.response_threshold,
                  near_threshold(r_cos, params.response_threshold)))
     keep = r_cos < params.response_threshold
@@ -303,12 +347,10 @@ def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder,
     i, j, q_cos, r_cos = i[~same], j[~same], q_cos[~same], r_cos[~same]
     labels = {}
     if nli is not None:
-        fwd = nli.classify_codes(q_texts, q_code[i], q_code[j])
-        bwd = nli.classify_codes(q_texts, q_code[j], q_code[i])
+        fwd, bwd = both_ways(nli, q_texts, q_code[i], q_code[j])
         ok = _is_entailment(fwd) & _is_entailment(bwd)
         i, j, q_cos, r_cos, fwd, bwd = i[ok], j[ok], q_cos[ok], r_cos[ok], fwd[ok], bwd[ok]
-        r_fwd = nli.classify_codes(r_texts, r_code[i], r_code[j])
-        r_bwd = nli.classify_codes(r_texts, r_code[j], r_code[i])
+        r_fwd, r_bwd = both_ways(nli, r_texts, r_code[i], r_code[j])
         ok = ~(_is_entailment(r_fwd) | _is_entailment(r_bwd))
         labels = dict(zip(_NLI_COLUMNS, (fwd[ok], bwd[ok], r_fwd[ok], r_bwd[ok])))
         i, j, q_cos, r_cos = i[ok], j[ok], q_cos[ok], r_cos[ok]
@@ -402,17 +444,36 @@ def _directions(pair: dict, name: str, k: int) -> list[str]:
     return [fwd, bwd] if k == 1 else [bwd, fwd]
 
 
+def written_cosines(encoder: SentenceEncoder, items: pa.Table, i: np.ndarray, j: np.ndarray) -> dict[str, np.ndarray]:
+    """The query and response cosines of the pairs (i_k, j_k) as a build writes them: every value settled
+    (`stable_cosines`). Mining settles only the values that decide; the sampled pairs' are settled here,
+    from the embeddings the build already holds."""
+    out = {}
+    for column in ("query", "response"):
+        code, texts = factorize(items.column(column).to_pylist())
+        used, where = np.unique(np.concatenate([code[i], code[j]]), return_inverse=True)
+        subset = [texts[c] for c in used.tolist()]
+        out[f"{column}_cosine"] = stable_cosines(encoder, subset, encoder.encode(subset), where[:len(i)],
+                                                 where[len(i):])
+    return out
+
+
 def paired_rows(items: pa.Table, pairs: pa.Table, *, prefix: str, id_column: str, image_column: str, target: int,
-                params: PairingParams, choices: int, item_columns) -> tuple[list[dict], int]:
+                params: PairingParams, choices: int, item_columns,
+                encoder: SentenceEncoder) -> tuple[list[dict], int]:
     """Sample `target` pairs (-1: all) spread over images and return their sub-question rows (ids
-    `<prefix>:<id_i>:<id_j>/<k>`) and the number sampled. `item_columns(item)` gives the benchmark's
-    own columns of an item's sub-question (query, image, ...)."""
+    `<prefix>:<id_i>:<id_j>/<k>`, cosines settled: `written_cosines`) and the number sampled.
+    `item_columns(item)` gives the benchmark's own columns of an item's sub-question (query, image, ...)."""
     item_rows = items.to_pylist()
     image, _ = factorize(items.column(image_column).to_pylist())
     i, j = pairs.column("i").to_numpy(), pairs.column("j").to_numpy()
     chosen = sample_pairs(image[i], image[j], target, params.max_pairs_per_image, params.seed)
+    picked = pairs.take(pa.array(chosen, pa.int64()))
+    if picked.num_rows:
+        for name, values in written_cosines(encoder, items, i[chosen], j[chosen]).items():
+            picked = picked.set_column(picked.schema.get_field_index(name), name, pa.array(values, pa.float64()))
     rows = []
-    for pair in pairs.take(pa.array(chosen, pa.int64())).to_pylist():
+    for pair in picked.to_pylist():
         a, b = item_rows[pair["i"]], item_rows[pair["j"]]
         pair_id = f"{prefix}:{a[id_column]}:{b[id_column]}"
         rows += [{**item_columns(a), **sub_question(pair_id, 1, a, b, pair, params.seed, choices)},

@@ -114,7 +114,8 @@ def offline_build_child(bench: str, source: str, out: str, nli: str) -> None:
                                                                       f"nli_model={nli}"], use_cache=False)
     wall = time.perf_counter() - start
     print(json.dumps({"wall": wall, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "models": manifest["run"]["models"], "statistics": manifest["statistics"]}))
+                      "models": manifest["run"]["models"], "stage_seconds": manifest["run"]["stage_seconds"],
+                      "statistics": manifest["statistics"]}))
 
 
 def offline_build(script: str, bench: str, source: Path, out: Path, nli: str) -> dict:

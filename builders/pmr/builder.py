@@ -131,7 +131,7 @@ class PMRPairsBuilder(Builder):
                           lambda: mine_pairs(items, params, encoder, nli, group_column="movie"))
         rows, sampled = paired_rows(items, mined["pairs"], prefix="premise", id_column="total_id",
                                     image_column="img_fn", target=params.pairs, params=params, choices=CHOICES,
-                                    item_columns=_item_columns)
+                                    item_columns=_item_columns, encoder=encoder)
         rows.sort(key=lambda r: r["id"])
         feats = features()
         table = pa.Table.from_pylist(rows, schema=feats.arrow_schema)

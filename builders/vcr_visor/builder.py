@@ -140,7 +140,7 @@ class VCRVisorBuilder(Builder):
                               lambda p=part: mine_pairs(p, params, encoder, nli, group_column="movie"))
             kind_rows, sampled = paired_rows(part, mined["pairs"], prefix=kind, id_column="annot_id",
                                              image_column="img_fn", target=params.target(kind), params=params,
-                                             choices=2, item_columns=_item_columns)
+                                             choices=2, item_columns=_item_columns, encoder=encoder)
             rows += kind_rows
             counts[kind] = mining_record(part, mined, "annot_id", sampled)
         rows.sort(key=lambda r: r["id"])
