@@ -356,8 +356,8 @@ class NLIClassifier:
 
     def _logits(self, model, texts: list[str], ua: np.ndarray, ub: np.ndarray, desc: str) -> np.ndarray:
         """Logits of the pairs (texts[ua_k], texts[ub_k]) in length-sorted batches; each text is
-        tokenized once. The float32 pass is estimated from its first batch before the rest runs
-        (`estimate_pass`)."""
+        tokenized once. The float32 pass is estimated from its second batch (the first pays the model's
+        warm-up) before the rest runs (`estimate_pass`)."""
         import torch
 
         layout = pair_layout(self._tokenizer)

@@ -4,7 +4,7 @@ Reports what the models were asked for versus what they computed (each distinct 
 embedded once; each distinct NLI pair is classified once), the candidate pairs against the NLI
 pairs scored, the float64 re-checks, the stages' seconds and the NLI estimate against the pass, and
 three measures from one run with the caches off: the wall time of the build (target: under 10 minutes
-on 2 cores, issue 43), its peak RSS (under 4 GB), both printed against a bare `json.loads` of the same
+on 2 cores), its peak RSS (under 4 GB), both printed against a bare `json.loads` of the same
 file in a fresh process in the same run, and the share of the build's wall time spent outside model
 forward passes (at most 10%).
 
