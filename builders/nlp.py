@@ -73,12 +73,17 @@ def torch_device(name: str):
 
 
 class _ForwardTimer:
-    """Forward hooks that add up the wall time spent inside a torch module's forward."""
+    """Forward hooks that add up the wall time spent inside a torch module's forward. A deep copy of the
+    module (the float64 copies that settle near ties) keeps hooks bound to this same timer, so its
+    forward time counts in the same stats."""
 
     def __init__(self, module, stats: ModelStats):
         self.stats, self._start = stats, 0.0
         module.register_forward_pre_hook(self._pre)
         module.register_forward_hook(self._post)
+
+    def __deepcopy__(self, memo):
+        return self
 
     def _pre(self, *_):
         self._start = time.perf_counter()
