@@ -239,24 +239,47 @@ def cosine_join(vectors: np.ndarray, code: np.ndarray, threshold: float, max_blo
 def stable_mean_cosine(encoder: SentenceEncoder, first: list[str], second: list[str], decimals: int,
                        chunk: int = 1 << 16) -> float:
     """Mean cosine of the pairs (first_k, second_k) rounded to `decimals` places, the same on every
-    machine: float64 dot products of float32 embeddings (each distinct text embedded once), summed
-    exactly (math.fsum); when the mean lies within FLOAT32_SPREAD of a rounding boundary (a mean
-    moves no further than its values) it is recomputed from float64 embeddings of every text."""
+    machine (`stable_sample_mean_cosine` without a sample)."""
+    return stable_sample_mean_cosine(encoder, first, second, decimals, chunk=chunk)[0]
+
+
+def stable_sample_mean_cosine(encoder: SentenceEncoder, first: list[str], second: list[str], decimals: int,
+                              item: list | None = None, population: int = 0,
+                              chunk: int = 1 << 16) -> tuple[float, float]:
+    """Mean cosine of the pairs (first_k, second_k) and, when the pairs are those of a simple random
+    sample of `population` items (`item`: each pair's item, the same number of pairs per item), the
+    half-width of its 95% interval as an estimate of the population's mean: 1.96 * s / sqrt(n) *
+    sqrt(1 - n / N), with s the standard deviation of the n sampled items' mean cosines (an item's pairs
+    share its correct response, so the item is the unit sampled) and the finite-population correction
+    (Cochran, Sampling Techniques, 1977, §2.5); 0.0 without a sample or when every item is in it.
+
+    Both are rounded to `decimals` places, the same on every machine: float64 dot products of float32
+    embeddings (each distinct text embedded once), the mean summed exactly (math.fsum); when either lies
+    within FLOAT32_SPREAD of a rounding boundary (a mean moves no further than its values) both are
+    recomputed from float64 embeddings of every text."""
     import math
 
     if not first:
-        return 0.0
+        return 0.0, 0.0
     (a_code, a_texts), (b_code, b_texts) = factorize(first), factorize(second)
+    sampled = item is not None and 1 < len(set(item)) < population
+    item_code = factorize(item)[0] if sampled else None
 
-    def mean(a: np.ndarray, b: np.ndarray) -> float:
-        total = [math.fsum(np.einsum("nd,nd->n", a[a_code[s:s + chunk]], b[b_code[s:s + chunk]]).tolist())
-                 for s in range(0, len(a_code), chunk)]
-        return math.fsum(total) / len(a_code)
+    def estimate(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+        cosines = np.concatenate([np.einsum("nd,nd->n", a[a_code[s:s + chunk]], b[b_code[s:s + chunk]])
+                                  for s in range(0, len(a_code), chunk)])
+        mean = math.fsum(math.fsum(cosines[s:s + chunk].tolist()) for s in range(0, len(a_code), chunk))
+        mean /= len(a_code)
+        if not sampled:
+            return mean, 0.0
+        means = np.bincount(item_code, weights=cosines) / np.bincount(item_code)
+        n = len(means)
+        return mean, 1.96 * float(np.std(means, ddof=1)) / math.sqrt(n) * math.sqrt(1 - n / population)
 
-    value = mean(*(encoder.encode(texts).astype(np.float64) for texts in (a_texts, b_texts)))
-    if rounding_sensitive(np.array([value]), decimals)[0]:
-        value = mean(encoder.encode_exact(a_texts), encoder.encode_exact(b_texts))
-    return round(value, decimals)
+    values = estimate(*(encoder.encode(texts).astype(np.float64) for texts in (a_texts, b_texts)))
+    if rounding_sensitive(np.array(values), decimals).any():
+        values = estimate(encoder.encode_exact(a_texts), encoder.encode_exact(b_texts))
+    return round(values[0], decimals), round(values[1], decimals)
 
 
 def near_threshold(values: np.ndarray, threshold: float) -> np.ndarray:
@@ -317,6 +340,19 @@ def both_ways(nli: NLIClassifier, texts: list, a: np.ndarray, b: np.ndarray) -> 
     return labels[:len(a)], labels[len(a):]
 
 
+def responses_of(encoder: SentenceEncoder, texts: list, code: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Float32 embeddings (one row per text of `texts`) of the responses of the items in pairs (i, j), the
+    other rows zero: only a pair whose queries passed needs its responses' cosine (at VCR val's size, the
+    explanatory type's 26,534 rationales against the few thousand items in a query pair)."""
+    used = np.unique(code[np.concatenate([i, j])])
+    if not len(used):
+        return np.zeros((len(texts), 0), np.float32)
+    vectors = encoder.encode([texts[c] for c in used.tolist()])
+    out = np.zeros((len(texts), vectors.shape[1]), np.float32)
+    out[used] = vectors
+    return out
+
+
 def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder, nli: NLIClassifier | None,
                group_column: str) -> dict[str, pa.Table]:
     """Candidate pairs of items (row indices i < j): query cosine > t_q, response cosine < t_r (both
@@ -329,7 +365,7 @@ def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder,
     q_code, q_texts = factorize(items.column("query").to_pylist())
     r_code, r_texts = factorize(items.column("response").to_pylist())
     group, _ = factorize(items.column(group_column).to_pylist())
-    q_vectors, r_vectors = encoder.encode(q_texts), encoder.encode(r_texts)
+    q_vectors = encoder.encode(q_texts)
     i, j = cosine_join(q_vectors, q_code, params.query_threshold)
     keep = group[i] != group[j]
     i, j = i[keep], j[keep]
@@ -337,6 +373,7 @@ def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder,
     near = [("query", i, j, q_cos, q_cos > params.query_threshold, near_threshold(q_cos, params.query_threshold))]
     keep = q_cos > params.query_threshold
     i, j, q_cos = i[keep], j[keep], q_cos[keep]
+    r_vectors = responses_of(encoder, r_texts, r_code, i, j)
     r_cos = stable_cosines(encoder, r_texts, r_vectors, r_code[i], r_code[j], deciding=params.response_threshold)
     near.append(("response", i, j, r_cos, r_cos < params.response_threshold,
                  near_threshold(r_cos, params.response_threshold)))

@@ -37,8 +37,10 @@ def free_port() -> int:
 @contextmanager
 def serving(command: list[str], env: dict, log: Path, name: str, wait_s: float):
     """Start a server command in its own process group, wait (bounded) for its /health on the loopback
-    port given in the command, yield its /v1 URL, and kill the whole group on the way out (a server's
-    worker processes too), whatever happened."""
+    port given in the command, yield its /v1 URL, and stop the whole group on the way out (a server's
+    worker processes too), whatever happened: SIGTERM first, so the server frees what it holds (vLLM's
+    shared-memory queues: a SIGKILL left two 160-240 MB `/dev/shm/psm_*` segments per test session), then
+    SIGKILL for whatever is left after 30 s."""
     import signal
 
     port = command[command.index("--port") + 1]
@@ -60,11 +62,28 @@ def serving(command: list[str], env: dict, log: Path, name: str, wait_s: float):
             time.sleep(0.25)
         yield f"http://{LOOPBACK}:{port}/v1"
     finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(process.pid, signum)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + 30
+            while process.poll() is None or _group_alive(process.pid):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            else:
+                break
         process.wait(timeout=30)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether any process of the group is left (a server's workers outlive it briefly)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @contextmanager

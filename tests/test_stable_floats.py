@@ -185,3 +185,29 @@ def test_the_nli_pass_is_estimated_from_an_early_batch(tmp_path, monkeypatch, ca
     assert classifier.stats.estimated_seconds > 0
     line = capsys.readouterr().err.strip().splitlines()[0]
     assert line.startswith(f"NLI pairs: 20 pairs with {folder}, about ") and "from a batch of 4" in line
+
+
+def test_a_sampled_mean_cosine_has_the_interval_of_a_simple_random_sample():
+    """Golden by hand: 2 of a population of 4 items, 2 pairs each, cosines (0.5, 0.7) and (0.2, 0.4):
+    item means 0.6 and 0.3, mean 0.45, s = 0.212132, half-width 1.96 * s / sqrt(2) * sqrt(1 - 2/4) = 0.2079
+    (0.208 at 3 places). Every item sampled: no interval."""
+    from builders.pairing import stable_sample_mean_cosine
+
+    vectors = {"o": ORIGIN, **{f"c{c}": at_cosine(c / 10, 2) for c in (5, 7, 2, 4)}}
+    encoder = GeometryEncoder(vectors)
+    first, second, item = ["o"] * 4, ["c5", "c7", "c2", "c4"], [10, 10, 30, 30]
+    assert stable_sample_mean_cosine(encoder, first, second, 3, item=item, population=4) == (0.45, 0.208)
+    assert stable_sample_mean_cosine(encoder, first, second, 3, item=item, population=2) == (0.45, 0.0)
+    assert stable_sample_mean_cosine(encoder, first, second, 3) == (0.45, 0.0)
+    assert stable_mean_cosine(encoder, first, second, 3) == 0.45
+
+
+def test_the_similarity_sample_is_seeded_and_does_not_depend_on_the_order_of_the_items():
+    from builders.vcr_visor.card import similarity_sample
+
+    ids = [f"val-{k}" for k in range(500)]
+    picked = [ids[k] for k in similarity_sample(ids, 40, seed=0)]
+    shuffled = ids[::-1]
+    assert sorted(picked) == sorted(shuffled[k] for k in similarity_sample(shuffled, 40, seed=0))
+    assert len(set(picked)) == 40 and set(picked) != {ids[k] for k in similarity_sample(ids, 40, seed=1)}
+    assert similarity_sample(ids, -1, 0) == similarity_sample(ids, 500, 0) == list(range(500))

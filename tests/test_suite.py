@@ -797,6 +797,15 @@ def test_a_suite_stopped_midway_is_never_read_as_the_card_it_left(built, cli, tm
     assert code == 0, err
     code, _, err = cli("suite-compare", tmp_path / "other", tmp_path / "a", "--out", tmp_path / "site")
     assert code == 0, err
+    # a folder whose marker is gone or unreadable is refused for what it is, not as a stopped run
+    for text, needle in ((None, "no .vlbench-suite.json beside its card.json"), ("[1]", "not a suite marker"),
+                         ("{", "cannot be read (JSONDecodeError)")):
+        marker.unlink(missing_ok=True)
+        if text is not None:
+            marker.write_text(text)
+        code, _, err = cli("suite-compare", tmp_path / "other", tmp_path / "a", "--out", tmp_path / "site2")
+        assert_one_error_line(code, err, (needle,))
+        assert "stopped before writing its card" not in err
 
 
 def test_a_full_disk_leaves_the_previous_page_and_no_empty_file(vcr_card, cli, tmp_path, monkeypatch):

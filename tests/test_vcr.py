@@ -133,3 +133,41 @@ def test_an_annot_id_in_train_and_val_is_an_error(sample_sources, cli, tmp_path)
     code, _, err = cli("build", "vcr", "--source", src, "--out", tmp_path / "out")
     assert code == 2 and "annot id also in" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_the_val_size_generator_follows_adversarial_matching():
+    """generate_vcr_matched (the full-size benches' input): every record passes the release's invariants;
+    each distractor is the correct response of the record its `*_sources` entry names, re-tagged to this
+    record's people (Zellers et al., CVPR 2019, §4), of a question of the same form for answers; correct
+    responses are texts of their own; the reasoning types come in VCR val's proportions (the VCR-Visor
+    paper, Table 2: 9,848 causal and 1,548 temporal of 26,534, i.e. 37.1% and 5.8%)."""
+    import msgspec
+
+    from builders.sources.vcr import VCRRecord, check_record
+    from builders.sources.vcr_samples import generate_vcr_matched
+    from builders.text import reasoning_types, render_tokens
+
+    records = generate_vcr_matched(3000, seed=1)
+    decode = msgspec.json.Decoder(VCRRecord).decode
+    assert all(check_record(decode(msgspec.json.encode(r))) is None for r in records)
+    words = lambda tokens: [w if isinstance(w, str) else "P" for w in tokens]  # noqa: E731  (people as P)
+    for r in records[:300]:
+        for part in ("answer", "rationale"):
+            label = r[f"{part}_label"]
+            own = render_tokens(r[f"{part}_choices"][label], r["objects"])
+            for k, source in enumerate(r[f"{part}_sources"]):
+                if k == label:
+                    assert source == r["match_index"]
+                    continue
+                other = records[source]
+                theirs = other[f"{part}_choices"][other[f"{part}_label"]]
+                assert words(r[f"{part}_choices"][k]) == words(theirs)  # the same words, its people re-tagged
+                assert render_tokens(r[f"{part}_choices"][k], r["objects"]) != own
+            if part == "answer":
+                forms = {records[s]["question_orig"].split()[:2][0] for s in r["answer_sources"]}
+                assert len(forms) == 1  # the same question form (its first word) as the record's own
+    correct = [render_tokens(r["answer_choices"][r["answer_label"]], r["objects"]) for r in records]
+    assert len(set(correct)) > 0.95 * len(records)
+    kinds = [k for r in records for k in reasoning_types(render_tokens(r["question"], r["objects"]))]
+    assert abs(kinds.count("causal") / len(records) - 0.371) < 0.03
+    assert abs(kinds.count("temporal") / len(records) - 0.058) < 0.015

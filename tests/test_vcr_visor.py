@@ -74,6 +74,35 @@ def test_card_and_manifest_say_the_nli_filter_was_skipped(reference_build):
     assert sbert["requested"] > sbert["distinct"] >= sbert["computed"] > 0
 
 
+def test_the_source_similarity_is_estimated_on_a_seeded_sample(reference_build, tmp_path, cli):
+    """Table 2's VCR rows from 10 of the 50 real records' items: the card shows the estimate, its 95%
+    interval and the sample, and the value over every item (the reference build, where 50 < 2,000 items are
+    all measured) lies inside the interval; a sample of 0 items is refused."""
+    from conftest import REFERENCE
+
+    from pipelines.build import run_build
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(REFERENCE / "vcr" / "val_sample.jsonl", src / "val.jsonl")
+    manifest = run_build("vcr-visor", src, tmp_path / "out",
+                         assignments=[*offline_params("vcr-visor"), "source_similarity_items=10"])
+    full = json.loads((reference_build / "manifest.json").read_text())["statistics"]["vcr"]["explanatory"]
+    part = manifest["statistics"]["vcr"]["explanatory"]
+    assert full["similarity_items"] == 50 and full["similarity_half_width"] == 0.0
+    assert part["similarity_items"] == 10 and 0 < part["similarity_half_width"] < 0.2
+    assert abs(part["answer_distractor_similarity"] - full["answer_distractor_similarity"]) <= \
+        part["similarity_half_width"]
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert (f"| {part['answer_distractor_similarity']:.3f} ± {part['similarity_half_width']:.3f} (10 items) |"
+            in card)
+    assert "estimated on a seeded sample of 10 items per type" in card
+    assert "measured on every item, as Table 2 does" in (reference_build / "README.md").read_text()
+    code, _, err = cli("build", "vcr-visor", "--source", src, "--out", tmp_path / "o2",
+                       "--param", "source_similarity_items=0", "--param", "nli_model=none")
+    assert code == 2 and "source_similarity_items=0" in err and not (tmp_path / "o2").exists()
+
+
 def test_nli_labels_are_read_from_the_model_config(tmp_path):
     from builders.nlp import NLIClassifier
 

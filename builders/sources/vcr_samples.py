@@ -120,3 +120,140 @@ def write_vcr_samples(root: Path, scale: int = 1) -> list[Path]:
         images += [r["img_fn"] for r in records]
     # the release's image folder: vcr1images/<movie>/<clip>.jpg, beside the annotations folder
     return written + write_pictures(root / "vcr1images", images)
+
+
+# The val-size generator (generate_vcr_matched): words from which every record composes its own question,
+# answer and rationale, so that, as in VCR, almost every correct response is a text of its own and the
+# distractors are other records' correct responses (Zellers et al., CVPR 2019, §4: adversarial matching).
+_ING = ["smiling", "running", "crying", "shouting", "laughing", "frowning", "whispering", "hiding", "waiting",
+        "dancing", "staring", "pointing", "kneeling", "sweating", "shaking", "walking", "yelling", "sitting",
+        "leaning", "praying", "reading", "writing", "drinking", "eating", "singing", "knocking", "listening",
+        "holding", "turning", "nodding"]
+_BASE = ["open", "close", "grab", "drop", "read", "sign", "hide", "throw", "carry", "drink", "push", "pull",
+         "check", "steal", "return", "examine", "clean", "break", "fix", "buy", "sell", "show", "give", "take",
+         "find", "lose", "wrap", "pack", "light", "load"]
+_PAST = ["opened", "closed", "grabbed", "dropped", "read", "signed", "hid", "threw", "carried", "drank", "pushed",
+         "pulled", "checked", "stole", "returned", "examined", "cleaned", "broke", "fixed", "bought", "sold",
+         "showed", "gave", "took", "found", "lost", "wrapped", "packed", "lit", "loaded"]
+_OBJ = ["the letter", "a cup of coffee", "the gun", "the old map", "a bottle of wine", "the car keys", "his hat",
+        "her purse", "the envelope", "a bouquet of flowers", "the phone", "a newspaper", "the suitcase",
+        "the photograph", "a glass of water", "the knife", "the contract", "a cigarette", "the camera", "her coat",
+        "the money", "a small box", "the book", "his glasses", "the ring", "a candle", "the bag", "the tray",
+        "a piece of paper", "the umbrella", "the ticket", "a plate of food", "the badge", "the radio",
+        "the bottle", "the file", "a sandwich", "the lamp", "his jacket", "the door key"]
+_PLACE = ["in the kitchen", "at the party", "on the street", "in the office", "near the window", "at the bar",
+          "in the hallway", "on the train", "by the river", "in the courtroom", "at the table", "in the garden",
+          "at the station", "in the car", "on the stairs", "in the church", "at the hospital", "on the roof",
+          "in the classroom", "at the restaurant", "in the bedroom", "on the beach", "in the shop",
+          "at the airport", "in the alley"]
+_ADJ = ["angry", "worried", "nervous", "happy", "surprised", "confused", "tired", "scared", "embarrassed",
+        "relieved", "excited", "annoyed", "sad", "curious", "shocked", "proud", "bored", "suspicious", "calm",
+        "upset"]
+_MANNER = ["quietly", "slowly", "with a grin", "without looking back", "in a rush", "nervously", "calmly",
+           "with both hands", "for a long time", "again", "as usual", "in front of everyone"]
+
+
+def _pick(rng: random.Random, choices: list[tuple[float, str]]) -> str:
+    """One template of `choices` (weight, template) by weight."""
+    x, total = rng.random() * sum(w for w, _ in choices), 0.0
+    for weight, template in choices:
+        total += weight
+        if x < total:
+            return template
+    return choices[-1][1]
+
+
+def _fill(rng: random.Random, template: str) -> str:
+    """Each slot of `template` ({ing}, {base}, {past}, {obj}, {obj2}, {place}, {adj}, {manner}) drawn."""
+    return template.format(ing=rng.choice(_ING), base=rng.choice(_BASE), past=rng.choice(_PAST),
+                           obj=rng.choice(_OBJ), obj2=rng.choice(_OBJ), place=rng.choice(_PLACE),
+                           adj=rng.choice(_ADJ), manner=rng.choice(_MANNER))
+
+
+# Question templates by reasoning type, weighted in VCR val's proportions (the VCR-Visor paper, Table 2:
+# 9,848 causal and 1,548 temporal of 26,534 questions): short questions recur across movies, long ones
+# are specific to their image, so causal and temporal queries have many paraphrases and explanatory
+# ones (question + answer) few.
+_QUESTIONS = [
+    (0.20, "Why is X {ing} ?"), (0.06, "Why is X {ing} at Y ?"), (0.04, "How did X get so {adj} ?"),
+    (0.07, "Why is X {ing} {place} while Y holds {obj} ?"),
+    (0.04, "What will X do next ?"), (0.01, "What is X going to do next ?"),
+    (0.01, "What will X do after Y {past} {obj} ?"), (0.01, "What did X do before Y came {place} ?"),
+    (0.12, "What is X doing ?"), (0.10, "What is X thinking ?"), (0.08, "How is X feeling ?"),
+    (0.05, "Where is X going ?"), (0.06, "What does X want from Y ?"), (0.05, "Who is X ?"),
+    (0.11, "What is X doing with {obj} {place} ?"),
+]
+_ANSWERS = [
+    (0.3, "X is {ing} {obj} {place} ."), (0.2, "X wants to {base} {obj} {manner} ."),
+    (0.3, "X is {adj} because Y {past} {obj} ."), (0.2, "X will {base} {obj} {place} {manner} ."),
+]
+_RATIONALES = [
+    (0.4, "X is holding {obj} {place} and looks {adj} , while Y {past} {obj2} ."),
+    (0.3, "Y just {past} {obj} and X is {ing} {manner} ."),
+    (0.3, "X has {obj} in hand and keeps {ing} at Y {place} ."),
+]
+
+
+def _matched_record(k: int, rng: random.Random, own: dict, answers: list[str], rationales: list[str],
+                    n_movies: int, split: str) -> dict:
+    """Record k: its own question, answer and rationale (`own`, with X and Y for two of its people) among
+    three distractors each, the correct responses of records `answers` / `rationales` name (their X and Y
+    re-tagged to this record's people, as VCR's adversarial matching does)."""
+    objects = ["person"] * own["people"] + rng.sample(OTHERS, 2)
+    rng.shuffle(objects)
+    persons = [i for i, o in enumerate(objects) if o == "person"]
+    x, y = rng.sample(persons, 2)
+    people = {"X": x, "Y": y}
+    plain = lambda t: t.replace("X", str(x + 1)).replace("Y", str(y + 1))  # noqa: E731
+    record = {"movie": None, "objects": objects, "interesting_scores": [rng.randrange(-1, 3)],
+              "answer_likelihood": rng.choice(["likely", "possible"])}
+    movie = f"{rng.randrange(n_movies):04d}_MOVIE_{rng.randrange(n_movies)}"
+    clip = f"lsmdc_{movie}/{movie}_{k:05d}@0"
+    record.update({"movie": movie, "img_fn": f"{clip}.jpg", "metadata_fn": f"{clip}.json",
+                   "answer_orig": plain(own["answer"]), "question_orig": plain(own["question"]),
+                   "rationale_orig": plain(own["rationale"]), "question": _tokens(own["question"], people)})
+    for part, sources in (("answer", answers), ("rationale", rationales)):
+        label = rng.randrange(4)
+        order = [0] + rng.sample([1, 2, 3], 3)
+        texts = [t for t, _ in sources]
+        texts.insert(label, own[part])
+        indices = [i for _, i in sources]
+        indices.insert(label, k)
+        record.update({f"{part}_match_iter": order[4 - label:] + order[:4 - label], f"{part}_sources": indices,
+                       f"{part}_choices": [_tokens(t, people) for t in texts], f"{part}_label": label})
+    keys = ["movie", "objects", "interesting_scores", "answer_likelihood", "img_fn", "metadata_fn", "answer_orig",
+            "question_orig", "rationale_orig", "question", "answer_match_iter", "answer_sources", "answer_choices",
+            "answer_label", "rationale_choices", "rationale_sources", "rationale_match_iter", "rationale_label"]
+    return {**{key: record[key] for key in keys}, "img_id": f"{split}-{k // 3}", "question_number": k % 3,
+            "annot_id": f"{split}-{k}", "match_fold": f"{split}-0", "match_index": k}
+
+
+def generate_vcr_matched(n: int, seed: int = 0, split: str = "val") -> list[dict]:
+    """VCR records at the release's size and shape, for the full-size benches: each record composes its own
+    question (in VCR val's mix of reasoning types), answer and rationale from word pools, and its
+    distractors are three other records' correct answers (of a question of the same template, i.e.
+    relevant to it) and three other records' correct rationales, re-tagged. Unlike `generate_vcr`'s samples,
+    the responses of a val-size file are as distinct as VCR's, and the query paraphrases as frequent."""
+    rng = random.Random(seed)
+    own = []
+    for _ in range(n):
+        template = _pick(rng, _QUESTIONS)
+        own.append({"template": template, "question": _fill(rng, template), "answer": _fill(rng, _pick(rng, _ANSWERS)),
+                    "rationale": _fill(rng, _pick(rng, _RATIONALES)), "people": rng.randint(2, 6)})
+    by_template: dict[str, list[int]] = {}
+    for k, record in enumerate(own):
+        by_template.setdefault(record["template"], []).append(k)
+
+    def others(k: int, pool: list[int] | None, part: str) -> list[tuple[str, int]]:
+        """Three distinct records other than k (from `pool` when it has more than three, else any) whose
+        `part` differs from k's."""
+        picked: list[int] = []
+        while len(picked) < 3:
+            other = pool[rng.randrange(len(pool))] if pool and len(pool) > 3 else rng.randrange(n)
+            if other != k and other not in picked and own[other][part] != own[k][part]:
+                picked.append(other)
+        return [(own[o][part], o) for o in picked]
+
+    n_movies = max(6, n // 40)
+    return [_matched_record(k, rng, own[k], others(k, by_template[own[k]["template"]], "answer"),
+                            others(k, None, "rationale"), n_movies, split) for k in range(n)]

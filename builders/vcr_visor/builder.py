@@ -32,7 +32,7 @@ from builders.sources.vcr import read_vcr
 from builders.splits import locate_val_file
 from builders.text import reasoning_types, render_tokens
 from builders.vcr_visor import card as vcr_visor_card
-from core.errors import SourceError
+from core.errors import ParamsError, SourceError
 from core.params import param
 
 NAME = "vcr-visor"
@@ -47,11 +47,17 @@ class VCRVisorParams(PairingParams):
     temporal_pairs: int = param(2000, "temporal pairs sampled (-1: all)")
     explanatory_pairs: int = param(-1, "explanatory pairs sampled (-1: all)")
     skip_invalid: bool = param(False, "skip records that break VCR's invariants instead of failing")
+    source_similarity_items: int = param(
+        2000, "VCR items per reasoning type (a seeded sample) whose answer-distractor similarity the card's "
+              "VCR rows estimate, with a 95% interval (-1: every item, the exact Table 2 value)")
 
     def __post_init__(self):
         super().__post_init__()
         for name in ("causal_pairs", "temporal_pairs", "explanatory_pairs"):
             check_pair_target(name, getattr(self, name))
+        if self.source_similarity_items == 0 or self.source_similarity_items < -1:
+            raise ParamsError(f"source_similarity_items={self.source_similarity_items}: a number of items, or -1 "
+                              "for every item")
 
     def target(self, kind: str) -> int:
         return getattr(self, f"{kind}_pairs")

@@ -43,11 +43,11 @@ def _check_one_run(folder: Path, card: dict) -> None:
     """Refuse a card folder that mixes two runs: a `vlbench suite` run into it that stopped before writing its
     card (its marker says so), or a prediction file that is not the one a row's numbers were computed from."""
     from core.hashing import sha256_file
-    from evaluator.suite.run import run_finished
+    from evaluator.suite.run import unfinished_run
 
-    if not run_finished(folder):
-        raise ParamsError(f"{folder}: a `vlbench suite` run into it stopped before writing its card (its card and "
-                          "files are of two runs); run `vlbench suite` into it again to finish it")
+    problem = unfinished_run(folder)
+    if problem:
+        raise ParamsError(f"{folder}: {problem}")
     for bench, row in card["benchmarks"].items():
         if row["status"] != "scored" or "predictions_sha256" not in row:  # a card of an older vlbench: no record
             continue

@@ -45,13 +45,24 @@ def is_suite_folder(path: Path) -> bool:
     return (Path(path) / MARKER).is_file()
 
 
-def run_finished(folder: Path) -> bool:
-    """Whether the last `vlbench suite` run into FOLDER wrote its card (its marker says so; a marker of a
-    vlbench before the record counts as finished)."""
+def unfinished_run(folder: Path) -> str | None:
+    """Why FOLDER's card cannot be read as one run's, or None: the last `vlbench suite` run into it stopped
+    before writing its card (its marker says so; a marker of a vlbench before the record counts as
+    finished), or it has no readable marker to say (not written by `vlbench suite`, or copied without it)."""
+    path = Path(folder) / MARKER
     try:
-        return json.loads((Path(folder) / MARKER).read_text()).get("finished", True) is not False
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return False
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        return (f"no {MARKER} beside its card.json to say the card is one run's (copied without it?); run "
+                "`vlbench suite` into it again")
+    except (OSError, ValueError, RecursionError) as exc:
+        return f"{MARKER} cannot be read ({type(exc).__name__}); run `vlbench suite` into it again"
+    if not isinstance(record, dict):
+        return f"{MARKER} is not a suite marker (a JSON object); run `vlbench suite` into it again"
+    if record.get("finished", True) is False:
+        return ("a `vlbench suite` run into it stopped before writing its card (its card and files are of two "
+                "runs); run `vlbench suite` into it again to finish it")
+    return None
 
 
 def _files_state(out: Path) -> dict[Path, tuple[int, int, int]]:
@@ -61,9 +72,19 @@ def _files_state(out: Path) -> dict[Path, tuple[int, int, int]]:
             if p.name != MARKER and (st := p.lstat()) and not p.is_dir()}
 
 
+def _put_back(path: Path, data: bytes) -> bool:
+    """Whether the earlier marker could be written back (the environment that stopped the run may refuse it
+    too)."""
+    try:
+        write_atomically(path, data)
+    except OSError:
+        return False
+    return True
+
+
 @contextmanager
 def unfinished(out: Path, model: str, data: str):
-    """The block's run marks OUT unfinished in its marker until the card is written (`run_finished`): a run
+    """The block's run marks OUT unfinished in its marker until the card is written (`unfinished_run`): a run
     stopped midway (a signal, a kill, a full disk) leaves the previous card beside some of its own files, and
     suite-compare refuses such a folder. The one line of a stop says so. A run the environment stopped (a full
     disk, a read-only folder) before any file changed puts the marker back: OUT is as it was."""
@@ -79,12 +100,8 @@ def unfinished(out: Path, model: str, data: str):
     try:
         yield
     except WriteError as exc:
-        if marker is not None and _files_state(out) == before:
-            try:
-                write_atomically(out / MARKER, marker)
-                raise
-            except OSError:
-                pass
+        if marker is not None and _files_state(out) == before and _put_back(out / MARKER, marker):
+            raise  # no file of OUT changed and its marker is as it was: so is OUT
         raise WriteError(f"{exc}; {note}") from None
     except VlbenchError as exc:
         raise VlbenchError(f"{exc}; {note}") from None
