@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import measure, report, verdict
+from benchlib import measure, report, verdict, warm_timed_build
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO, TARGET_RSS_MB = 0.5, 700
@@ -55,15 +55,7 @@ def _child(mode: str, source: Path, out: Path) -> None:
             json.load(fh)
         seconds = time.perf_counter() - start
     else:
-        from pipelines.build import run_build
-        from pipelines.samples import write_samples
-
-        warm = out / "warm"
-        write_samples(warm / "src")
-        run_build("gqa-ood", warm / "src", warm / "out", splits=["val"], use_cache=False)
-        start = time.perf_counter()
-        run_build("gqa-ood", source, out / "val", splits=["val"], use_cache=False, legacy_json=mode == "legacy")
-        seconds = time.perf_counter() - start
+        seconds = warm_timed_build("gqa-ood", source, out, splits=["val"], legacy_json=mode == "legacy")
     report(seconds)
 
 
@@ -122,7 +114,7 @@ def main() -> int:
         ok &= verdict("peak RSS of the GQA-OOD val build", rss, TARGET_RSS_MB, " MB")
         legacy = [measure(__file__, "legacy", source, Path(tmp) / f"legacy{k}") for k in range(args.legacy_repeats)]
         t_legacy = statistics.median(r["seconds"] for r in legacy)
-        sizes = sum(p.stat().st_size for p in (Path(tmp) / "legacy0" / "val" / "legacy").rglob("*.json"))
+        sizes = sum(p.stat().st_size for p in (Path(tmp) / "legacy0" / "gqa-ood" / "legacy").rglob("*.json"))
         print(f"vlbench build --legacy-json (val): {t_legacy:6.2f} s  (median of {args.legacy_repeats}; the "
               f"published family: ood_val_{{all,head,tail}} and {len(PUBLISHED_ALPHAS)} alpha_tail files, "
               f"{sizes / 1e6:.0f} MB of JSON)")

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import measure, report, verdict
+from benchlib import measure, report, verdict, warm_timed_build
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO, TARGET_RSS_RATIO = 2.0, 1.5
@@ -41,15 +41,7 @@ def _child(mode: str, source: Path, out: Path) -> None:
             del records
         seconds = time.perf_counter() - start
     else:
-        from pipelines.build import run_build
-        from pipelines.samples import write_samples
-
-        warm = out / "warm"
-        write_samples(warm / "src")
-        run_build("vcr", warm / "src", warm / "out", use_cache=False)
-        start = time.perf_counter()
-        run_build("vcr", source, out / "vcr", use_cache=False)
-        seconds = time.perf_counter() - start
+        seconds = warm_timed_build("vcr", source, out)
     report(seconds)
 
 

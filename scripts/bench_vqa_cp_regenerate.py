@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import measure, report, verdict
+from benchlib import measure, report, verdict, warm_timed_build
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 5.0
@@ -40,15 +40,7 @@ def _child(mode: str, source: Path, out: Path) -> None:
                     json.load(fh)
         seconds = time.perf_counter() - start
     else:
-        from pipelines.build import run_build
-        from pipelines.samples import write_samples
-
-        warm = out / "warm"
-        write_samples(warm / "src")
-        run_build("vqa-cp", warm / "src", warm / "out", assignments=["mode=regenerate"], use_cache=False)
-        start = time.perf_counter()
-        run_build("vqa-cp", source, out / "vqa-cp", assignments=["mode=regenerate"], use_cache=False)
-        seconds = time.perf_counter() - start
+        seconds = warm_timed_build("vqa-cp", source, out, assignments=["mode=regenerate"])
     report(seconds)
 
 

@@ -72,6 +72,25 @@ def report(seconds: float) -> None:
     print(json.dumps({"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
+def warm_timed_build(bench: str, source: Path, out: Path, **build_args) -> float:
+    """Seconds of `run_build(bench, source, out, use_cache=False, **build_args)` in this process, after the
+    same build of the embedded sample sources under OUT/warm (imports and first-call costs are not the
+    build's)."""
+    import time
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from pipelines.build import run_build
+    from pipelines.samples import write_samples
+
+    warm = out / "warm"
+    write_samples(warm / "src")
+    run_build(bench, warm / "src", warm / "out", use_cache=False,
+              **{k: v for k, v in build_args.items() if k != "legacy_json"})
+    start = time.perf_counter()
+    run_build(bench, source, out / bench, use_cache=False, **build_args)
+    return time.perf_counter() - start
+
+
 def measure(script: str, mode: str, *args: Path) -> dict:
     """Run `script --child MODE ARGS...` in a fresh Python and return the dict it reported."""
     done = subprocess.run([sys.executable, script, "--child", mode, *map(str, args)],
