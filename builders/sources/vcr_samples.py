@@ -234,6 +234,8 @@ def generate_vcr_matched(n: int, seed: int = 0, split: str = "val") -> list[dict
     distractors are three other records' correct answers (of a question of the same template, i.e.
     relevant to it) and three other records' correct rationales, re-tagged. Unlike `generate_vcr`'s samples,
     the responses of a val-size file are as distinct as VCR's, and the query paraphrases as frequent."""
+    if n < 4:
+        raise ValueError(f"generate_vcr_matched: {n} records; a record's three distractors come from three others")
     rng = random.Random(seed)
     own = []
     for _ in range(n):
@@ -245,11 +247,13 @@ def generate_vcr_matched(n: int, seed: int = 0, split: str = "val") -> list[dict
         by_template.setdefault(record["template"], []).append(k)
 
     def others(k: int, pool: list[int] | None, part: str) -> list[tuple[str, int]]:
-        """Three distinct records other than k (from `pool` when it has more than three, else any) whose
-        `part` differs from k's."""
+        """Three distinct records other than k (from `pool` when it has more than three and a hundred draws
+        have not failed, else any) whose `part` differs from k's."""
         picked: list[int] = []
+        draws = 0
         while len(picked) < 3:
-            other = pool[rng.randrange(len(pool))] if pool and len(pool) > 3 else rng.randrange(n)
+            draws += 1
+            other = pool[rng.randrange(len(pool))] if pool and len(pool) > 3 and draws <= 100 else rng.randrange(n)
             if other != k and other not in picked and own[other][part] != own[k][part]:
                 picked.append(other)
         return [(own[o][part], o) for o in picked]

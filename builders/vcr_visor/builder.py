@@ -55,9 +55,9 @@ class VCRVisorParams(PairingParams):
         super().__post_init__()
         for name in ("causal_pairs", "temporal_pairs", "explanatory_pairs"):
             check_pair_target(name, getattr(self, name))
-        if self.source_similarity_items == 0 or self.source_similarity_items < -1:
-            raise ParamsError(f"source_similarity_items={self.source_similarity_items}: a number of items, or -1 "
-                              "for every item")
+        if self.source_similarity_items != -1 and self.source_similarity_items < 2:
+            raise ParamsError(f"source_similarity_items={self.source_similarity_items}: a sample of at least 2 items "
+                              "(its interval needs a spread), or -1 for every item")
 
     def target(self, kind: str) -> int:
         return getattr(self, f"{kind}_pairs")
