@@ -40,6 +40,26 @@ def describe_outputs(folder: Path, rows: dict[str, int]) -> list[dict]:
     return outputs
 
 
+def build_identity(folder: Path) -> str:
+    """What the build in FOLDER holds, as one SHA-256: its benchmark and every output file's path and
+    SHA-256 (its manifest's `outputs`). Two byte-identical builds (a rebuild, another machine, another day)
+    share it, where the manifest's own SHA-256 differs with its run record (timings, cache hits). A
+    manifest whose outputs are not such a list is a one-line error."""
+    import hashlib
+
+    from core.errors import VlbenchError
+
+    manifest = read_manifest(folder)
+    outputs = manifest.get("outputs")
+    if not isinstance(outputs, list) or not all(
+            isinstance(o, dict) and isinstance(o.get("path"), str) and isinstance(o.get("sha256"), str)
+            for o in outputs):
+        raise VlbenchError(f"{Path(folder) / MANIFEST}: outputs is not a list of files with path and sha256 "
+                           "(rebuild the folder)")
+    content = {"benchmark": manifest.get("benchmark"), "outputs": sorted((o["path"], o["sha256"]) for o in outputs)}
+    return hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def write_manifest(folder: Path, manifest: dict) -> None:
     (folder / MANIFEST).write_text(dumps(manifest, note_key="undefined", indent=2, sort_keys=True) + "\n")
 

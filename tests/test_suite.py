@@ -808,6 +808,44 @@ def test_a_suite_stopped_midway_is_never_read_as_the_card_it_left(built, cli, tm
         assert "stopped before writing its card" not in err
 
 
+def test_a_rebuild_of_the_same_data_is_the_same_build_to_the_suite(cli, built, sample_sources, tmp_path):
+    """VCR built again from the same sources: its data files are byte-identical, its manifest is not (the
+    run record's timings). The suite keeps the predictions made on the first build (their key names the
+    build's content), suite-compare pairs a card of one with a card of the other, and a manifest whose
+    outputs are not a list of files is that benchmark's one-line "not scored" row, not a traceback."""
+    from core.hashing import sha256_file
+    from core.manifest import build_identity
+    from pipelines.build import run_build
+
+    again = tmp_path / "again" / "vcr"
+    run_build("vcr", sample_sources, again)
+    assert sha256_file(again / "manifest.json") != sha256_file(built("vcr") / "manifest.json")
+    assert build_identity(again) == build_identity(built("vcr"))
+    datas = {}
+    for name, folder in (("first", built("vcr")), ("again", again)):
+        datas[name] = tmp_path / f"data-{name}"
+        datas[name].mkdir()
+        (datas[name] / "vcr").symlink_to(folder, target_is_directory=True)
+    args = ["suite", "--model", "baseline:random", "--bootstrap", "0", "--no-perceptual"]
+    code, _, err = cli(*args, "--data", datas["first"], "--out", tmp_path / "a")
+    assert code == 0, err
+    code, _, err = cli(*args, "--data", datas["again"], "--out", tmp_path / "a")
+    assert code == 0, err
+    assert json.loads((tmp_path / "a" / "card.json").read_text())["benchmarks"]["vcr"]["reused"] is True
+    code, _, err = cli(*args, "--seed", "1", "--data", datas["again"], "--out", tmp_path / "b")
+    assert code == 0, err
+    code, _, err = cli("suite-compare", tmp_path / "a", tmp_path / "b", "--out", tmp_path / "site")
+    assert code == 0, err
+    record = json.loads((tmp_path / "site" / "cards.json").read_text())
+    assert [c["benchmark"] for c in record["comparisons"]] == ["vcr"]
+    manifest = json.loads((again / "manifest.json").read_text())
+    (again / "manifest.json").write_text(json.dumps({**manifest, "outputs": [{"path": "README.md"}]}))
+    code, _, err = cli(*args, "--data", datas["again"], "--out", tmp_path / "c")
+    assert code == 0, err
+    row = json.loads((tmp_path / "c" / "card.json").read_text())["benchmarks"]["vcr"]
+    assert row["status"] == "not scored" and "outputs is not a list of files with path and sha256" in row["reason"]
+
+
 def test_a_full_disk_leaves_the_previous_page_and_no_empty_file(vcr_card, cli, tmp_path, monkeypatch):
     """suite-compare onto a disk that takes no file over 10 kB (its figures are larger), and the card's own
     writer failing at its third file: one line, exit 2, and the previous page, figures, site.js and card as they

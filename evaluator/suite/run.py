@@ -29,7 +29,7 @@ from builders.registry import benchmarks, get_task
 from core.errors import STOP_NOTES, ModelError, ParamsError, VlbenchError, WriteError
 from core.hashing import sha256_file
 from core.jsonout import dumps
-from core.manifest import MANIFEST, read_manifest
+from core.manifest import MANIFEST, build_identity, read_manifest
 from core.outdir import check_out, write_atomically
 from core.sanitise import sanitise
 from evaluator.models.ask import letter_choice
@@ -189,7 +189,7 @@ def prediction_key(model: str, folder: Path, options: ModelOptions) -> str:
     settings = {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(options).items()
                 if k not in ("data", "response_cache")}
     identity = {"model": model, "files": folder_identity(name) if kind in ("hf", "vllm") else None,
-                "dataset": sha256_file(folder / MANIFEST), "options": settings, "vlbench": vlbench_version()}
+                "dataset": build_identity(folder), "options": settings, "vlbench": vlbench_version()}
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -382,10 +382,10 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                                           else model_options.images,
                                           circular=model_options.circular and letter_choice(task.generative))
             predictions = out / "predictions" / f"{bench}.json"
-            key = prediction_key(model, folder, options)
             record = out / "predictions" / f"{bench}.key.json"
-            reused = submissions is None and _kept(record, predictions, key)
             try:
+                key = prediction_key(model, folder, options)  # a build whose manifest lists no outputs: its row
+                reused = submissions is None and _kept(record, predictions, key)
                 if submissions is not None:
                     predictions = _copy_submission(submission_of(submissions, bench), out)
                 elif not reused:
@@ -417,7 +417,7 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                            "predictions": predictions.relative_to(out).as_posix(),
                            **({"input": metrics["input"]} if "input" in metrics else {}),
                            "predictions_sha256": sha256_file(predictions),
-                           "build": sha256_file(folder / MANIFEST), **answers_read(metrics),
+                           "build": build_identity(folder), **answers_read(metrics),
                            **({"circular": metrics["circular"]} if metrics.get("circular", {}).get("prompts") else {}),
                            "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
                                                 **_value(metrics, h.key)} for h in task.headline}}
