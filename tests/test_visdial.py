@@ -127,3 +127,36 @@ def test_end_to_end_perfect_and_reversed_rankings(cli, source, tmp_path):
     sub.write_text(json.dumps(perfect[:-1]))
     code, _, err = cli("evaluate", "visdial", "--data", out, "--predictions", sub)
     assert code == 2 and "image_id/round_id" in err and "have no prediction" in err
+
+
+def test_the_options_invariant_on_arrow_agrees_with_the_literal_rule():
+    """check_invariants' options rule (100 options, options[gt_index] == answer) runs on Arrow buffers: on
+    hand-made tables (a sliced one too, whose offsets do not start at 0) it agrees with the rule written
+    over Python lists, and each kind of breakage fails it."""
+    import pyarrow as pa
+
+    from builders.visdial.builder import _options_hold_answers
+
+    def literal(t):
+        rows = t.to_pylist()
+        return all(len(r["options"]) == 100 and r["options"][r["gt_index"]] == r["answer"] for r in rows)
+
+    def table(rows):
+        return pa.table({"options": [r[0] for r in rows], "gt_index": pa.array([r[1] for r in rows], pa.int32()),
+                         "answer": [r[2] for r in rows]})
+
+    options = [[f"a{k}-{j}" for j in range(100)] for k in range(6)]
+    good = [(options[k], (7 * k) % 100, options[k][(7 * k) % 100]) for k in range(6)]
+    cases = {
+        "good": table(good),
+        "sliced": table([(["x"] * 100, 0, "y")] + good).slice(1),
+        "wrong answer": table(good[:3] + [(options[3], 4, "not it")] + good[4:]),
+        "99 options": table(good[:2] + [(options[2][:99], 0, options[2][0])] + good[3:]),
+        "gt out of range": table(good[:1] + [(options[1], 100, options[1][0])]),
+        "empty": table([]).cast(pa.schema([("options", pa.list_(pa.string())), ("gt_index", pa.int32()),
+                                          ("answer", pa.string())])),
+    }
+    got = {name: _options_hold_answers(t) for name, t in cases.items()}
+    assert got == {"good": True, "sliced": True, "wrong answer": False, "99 options": False,
+                   "gt out of range": False, "empty": True}
+    assert all(got[name] == literal(t) for name, t in cases.items() if name != "gt out of range")
