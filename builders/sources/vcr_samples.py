@@ -205,27 +205,26 @@ def _matched_record(k: int, rng: random.Random, own: dict, answers: list[str], r
     x, y = rng.sample(persons, 2)
     people = {"X": x, "Y": y}
     plain = lambda t: t.replace("X", str(x + 1)).replace("Y", str(y + 1))  # noqa: E731
-    record = {"movie": None, "objects": objects, "interesting_scores": [rng.randrange(-1, 3)],
-              "answer_likelihood": rng.choice(["likely", "possible"])}
+    scores, likelihood = [rng.randrange(-1, 3)], rng.choice(["likely", "possible"])
     movie = f"{rng.randrange(n_movies):04d}_MOVIE_{rng.randrange(n_movies)}"
     clip = f"lsmdc_{movie}/{movie}_{k:05d}@0"
-    record.update({"movie": movie, "img_fn": f"{clip}.jpg", "metadata_fn": f"{clip}.json",
-                   "answer_orig": plain(own["answer"]), "question_orig": plain(own["question"]),
-                   "rationale_orig": plain(own["rationale"]), "question": _tokens(own["question"], people)})
+    parts = {}
     for part, sources in (("answer", answers), ("rationale", rationales)):
         label = rng.randrange(4)
         order = [0] + rng.sample([1, 2, 3], 3)
-        texts = [t for t, _ in sources]
+        texts, indices = [t for t, _ in sources], [i for _, i in sources]
         texts.insert(label, own[part])
-        indices = [i for _, i in sources]
         indices.insert(label, k)
-        record.update({f"{part}_match_iter": order[4 - label:] + order[:4 - label], f"{part}_sources": indices,
-                       f"{part}_choices": [_tokens(t, people) for t in texts], f"{part}_label": label})
-    keys = ["movie", "objects", "interesting_scores", "answer_likelihood", "img_fn", "metadata_fn", "answer_orig",
-            "question_orig", "rationale_orig", "question", "answer_match_iter", "answer_sources", "answer_choices",
-            "answer_label", "rationale_choices", "rationale_sources", "rationale_match_iter", "rationale_label"]
-    return {**{key: record[key] for key in keys}, "img_id": f"{split}-{k // 3}", "question_number": k % 3,
-            "annot_id": f"{split}-{k}", "match_fold": f"{split}-0", "match_index": k}
+        parts[part] = (order[4 - label:] + order[:4 - label], indices, [_tokens(t, people) for t in texts], label)
+    (a_iter, a_sources, a_choices, a_label), (r_iter, r_sources, r_choices, r_label) = parts.values()
+    return {"movie": movie, "objects": objects, "interesting_scores": scores, "answer_likelihood": likelihood,
+            "img_fn": f"{clip}.jpg", "metadata_fn": f"{clip}.json", "answer_orig": plain(own["answer"]),
+            "question_orig": plain(own["question"]), "rationale_orig": plain(own["rationale"]),
+            "question": _tokens(own["question"], people), "answer_match_iter": a_iter, "answer_sources": a_sources,
+            "answer_choices": a_choices, "answer_label": a_label, "rationale_choices": r_choices,
+            "rationale_sources": r_sources, "rationale_match_iter": r_iter, "rationale_label": r_label,
+            "img_id": f"{split}-{k // 3}", "question_number": k % 3, "annot_id": f"{split}-{k}",
+            "match_fold": f"{split}-0", "match_index": k}
 
 
 def generate_vcr_matched(n: int, seed: int = 0, split: str = "val") -> list[dict]:
