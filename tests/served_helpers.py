@@ -67,23 +67,79 @@ def serving(command: list[str], env: dict, log: Path, name: str, wait_s: float):
                 os.killpg(process.pid, signum)
             except ProcessLookupError:
                 break
-            deadline = time.monotonic() + 30
-            while process.poll() is None or _group_alive(process.pid):
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
-            else:
+            if group_gone(process, 30):
                 break
         process.wait(timeout=30)
 
 
+def group_gone(process: subprocess.Popen, seconds: float) -> bool:
+    """Wait up to `seconds` for the process and every other process of its group (a server's workers
+    outlive it briefly); whether they are all gone."""
+    deadline = time.monotonic() + seconds
+    while process.poll() is None or _group_alive(process.pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def _group_alive(pgid: int) -> bool:
-    """Whether any process of the group is left (a server's workers outlive it briefly)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     return True
+
+
+@contextmanager
+def shm_swept():
+    """Remove the `/dev/shm/psm_*` segments of this user that appeared while the block ran and that no
+    process holds (open or mapped) when it ends. A vLLM run killed with SIGKILL, as a test of recovery
+    from a crash does on purpose, cannot free its shared-memory queues (two 160-240 MB segments), and
+    nothing else would."""
+    shm = Path("/dev/shm")
+    before = set(shm.glob("psm_*"))
+    try:
+        yield
+    finally:
+        for segment in sorted(set(shm.glob("psm_*")) - before):
+            try:
+                if segment.stat().st_uid == os.getuid() and not _held(segment):
+                    segment.unlink()
+            except FileNotFoundError:
+                pass
+
+
+def _held(path: Path) -> bool:
+    """Whether a process this user can see has `path` open (/proc/PID/fd) or mapped (/proc/PID/maps);
+    a process it cannot read cannot open a segment this user made (mode 0600)."""
+    target = str(path)
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and (target in _links(proc / "fd") or target in _read(proc / "maps")):
+            return True
+    return False
+
+
+def _links(folder: Path) -> set[str]:
+    """Where a process's open descriptors point; those closed meanwhile (the listing's own among them),
+    or a process gone or of another user, give nothing."""
+    out = set()
+    try:
+        for fd in folder.iterdir():
+            try:
+                out.add(os.readlink(fd))
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 @contextmanager

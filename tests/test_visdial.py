@@ -66,23 +66,90 @@ def source(tmp_path):
     return tmp_path / "src"
 
 
-@pytest.mark.parametrize("breakage, needles", [
-    (lambda d: d["data"]["dialogs"][2]["dialog"][3].update(
-        gt_index=(d["data"]["dialogs"][2]["dialog"][3]["gt_index"] + 1) % 100),
+def _round(d, r, **fields):
+    """Edit round r (0-based) of dialog d."""
+    def edit(data):
+        data["data"]["dialogs"][d]["dialog"][r].update(fields)
+    return edit
+
+
+def _option(d, r, k, value=None, copy_of=None):
+    """Set option k of round r of dialog d to `value`, or to the same index as option `copy_of`."""
+    def edit(data):
+        options = data["data"]["dialogs"][d]["dialog"][r]["answer_options"]
+        options[k] = options[copy_of] if copy_of is not None else value
+    return edit
+
+
+def _both(*edits):
+    def edit(data):
+        for e in edits:
+            e(data)
+    return edit
+
+
+@pytest.mark.parametrize("block", [8192, 7])  # the option lists are decoded this many rounds at a time
+@pytest.mark.parametrize("dialog, breakage, needles", [
+    (2, lambda d: _round(2, 3, gt_index=(d["data"]["dialogs"][2]["dialog"][3]["gt_index"] + 1) % 100)(d),
      ["round 4", "gt_index"]),
-    (lambda d: d["data"]["dialogs"][1]["dialog"][0]["answer_options"].pop(), ["round 1", "answer_options"]),
-    (lambda d: d["data"]["dialogs"][0]["dialog"][5].update(question=10 ** 6), ["round 6", "question index"]),
-    (lambda d: d["data"]["dialogs"][3].pop("caption"), ["caption", "record"]),
+    (1, lambda d: d["data"]["dialogs"][1]["dialog"][0]["answer_options"].pop(), ["round 1", "answer_options", "100"]),
+    (0, _round(0, 5, question=10 ** 6), ["round 6", "question index"]),
+    (3, lambda d: d["data"]["dialogs"][3].pop("caption"), ["caption", "record"]),
+    (4, _option(4, 2, 7, "seven"), ["round 3", "answer_options", "Expected `int`, got `str`"]),
+    (4, _option(4, 2, 7, 2.5), ["round 3", "answer_options", "Expected `int`, got `float`"]),
+    (5, _option(5, 9, 7, -1), ["round 10", "answer_options", "outside the answer pool"]),
+    (5, _option(5, 9, 7, 2 ** 40), ["round 10", "answer_options", "outside the answer pool"]),
+    (3, _option(3, 1, 7, copy_of=8), ["round 2", "answer_options", "distinct"]),
+    # two problems in one dialog: the first round in the file's order is named, with its first broken rule
+    (3, _both(_option(3, 6, 7, copy_of=8), _round(3, 2, answer=10 ** 6), _round(3, 2, question=10 ** 6)),
+     ["round 3", "question index"]),
 ])
-def test_malformed_dialogs_name_image_round_and_field(source, breakage, needles):
+def test_malformed_dialogs_name_image_round_and_field(source, block, dialog, breakage, needles, monkeypatch):
+    monkeypatch.setattr(visdial, "_OPTION_BLOCK", block)
     path = source / "visdial_1.0_val.json"
     data = json.loads(path.read_text())
     breakage(data)
     path.write_text(json.dumps(data))
     with pytest.raises(SourceError) as err:
         visdial.read_dialogs(path)
+    assert str(data["data"]["dialogs"][dialog]["image_id"]) in str(err.value)
     for needle in needles:
         assert needle in str(err.value)
+
+
+def test_rows_equal_the_literal_flattening(source, monkeypatch):
+    """rows() builds its columns from pool indices with Arrow; on a file whose dialogs are out of image
+    order, with the options column cut into chunks of 7 rows, it gives the rows of the rule written over
+    the JSON as Python lists: dialogs by image id, round r's history the "question? answer" of rounds
+    before it, options the pool's strings, relevance where the dense file has it."""
+    import random
+
+    from builders.visdial import builder
+
+    monkeypatch.setattr(builder, "_OPTION_ROWS", 7)
+    path = source / "visdial_1.0_val.json"
+    data = json.loads(path.read_text())
+    random.Random(1).shuffle(data["data"]["dialogs"])
+    path.write_text(json.dumps(data))
+    dense = visdial.read_dense(source / "visdial_1.0_val_dense_annotations.json")
+    table = builder.rows(visdial.read_dialogs(path), dense)
+    assert table.column("options").num_chunks == 9  # 60 rows in chunks of 7
+    qs, ans = data["data"]["questions"], data["data"]["answers"]
+    relevance = {key: [float(np.float32(v)) for v in values] for key, values in dense.items()}  # stored as float32
+    expected = []
+    for d in sorted(data["data"]["dialogs"], key=lambda d: d["image_id"]):
+        history = []
+        for r, rnd in enumerate(d["dialog"], start=1):
+            q, a = qs[rnd["question"]], ans[rnd["answer"]]
+            expected.append({"id": f"{d['image_id']}_{r}", "image_id": d["image_id"], "round_id": r,
+                             "caption": d["caption"], "history": list(history), "question": q, "answer": a,
+                             "options": [ans[o] for o in rnd["answer_options"]], "gt_index": rnd["gt_index"],
+                             "relevance": relevance.get((d["image_id"], r))})
+            history.append(f"{q}? {a}")
+    got = table.to_pylist()
+    assert [row["id"] for row in got] == [row["id"] for row in expected]
+    assert got == expected
+    assert sum(row["relevance"] is not None for row in got) == 6
 
 
 def test_dense_annotation_errors(cli, source, tmp_path):
@@ -147,8 +214,13 @@ def test_the_options_invariant_on_arrow_agrees_with_the_literal_rule():
 
     options = [[f"a{k}-{j}" for j in range(100)] for k in range(6)]
     good = [(options[k], (7 * k) % 100, options[k][(7 * k) % 100]) for k in range(6)]
+    chunked = pa.table({"options": pa.chunked_array([pa.array([r[0] for r in good[:2]]),
+                                                     pa.array([r[0] for r in good[2:]])]),
+                        "gt_index": pa.array([r[1] for r in good], pa.int32()), "answer": [r[2] for r in good]})
     cases = {
         "good": table(good),
+        "chunked": chunked,
+        "chunked, wrong answer": chunked.set_column(2, "answer", pa.array([r[2] for r in good[:5]] + ["not it"])),
         "sliced": table([(["x"] * 100, 0, "y")] + good).slice(1),
         "wrong answer": table(good[:3] + [(options[3], 4, "not it")] + good[4:]),
         "99 options": table(good[:2] + [(options[2][:99], 0, options[2][0])] + good[3:]),
@@ -157,6 +229,6 @@ def test_the_options_invariant_on_arrow_agrees_with_the_literal_rule():
                                           ("answer", pa.string())])),
     }
     got = {name: _options_hold_answers(t) for name, t in cases.items()}
-    assert got == {"good": True, "sliced": True, "wrong answer": False, "99 options": False,
+    assert got == {"good": True, "chunked": True, "chunked, wrong answer": False, "sliced": True, "wrong answer": False, "99 options": False,
                    "gt out of range": False, "empty": True}
     assert all(got[name] == literal(t) for name, t in cases.items() if name != "gt out of range")

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import assert_one_error_line, response_cache_rows, tiny_vl_bias, write_row_images
-from served_helpers import vllm_env, vllm_serve
+from served_helpers import group_gone, shm_swept, vllm_env, vllm_serve
 
 VLLM_PYTHON = os.environ.get("VLBENCH_VLLM_PYTHON")
 needs_vllm = pytest.mark.skipif(not VLLM_PYTHON, reason="no vLLM venv: `make test` builds it (scripts/vllm_venv.sh) "
@@ -255,20 +255,21 @@ def test_a_killed_vllm_run_resumes(runs, tiny_models, built, sample_sources, tmp
             "--max-new-tokens", "4", "--model", f"vllm:{tiny_models['llava']}", "--resume", "--batch-size", "1",
             "--out", tmp_path / "p.json"]
     env = {**vllm_env(), "VLBENCH_CACHE": str(cache)}
-    process = subprocess.Popen([VLLM_PYTHON, "-m", "pipelines.cli", *map(str, args)], env=env, cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    stored, deadline = 0, time.monotonic() + 400
-    try:
-        while process.poll() is None and time.monotonic() < deadline:
-            stored = response_cache_rows(cache / "responses.sqlite3")
-            if stored >= 5:
+    with shm_swept():  # what the SIGKILL keeps vLLM from freeing
+        process = subprocess.Popen([VLLM_PYTHON, "-m", "pipelines.cli", *map(str, args)], env=env, cwd=ROOT,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        stored, deadline = 0, time.monotonic() + 400
+        try:
+            while process.poll() is None and time.monotonic() < deadline:
+                stored = response_cache_rows(cache / "responses.sqlite3")
+                if stored >= 5:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    break
+                time.sleep(0.05)
+        finally:
+            if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
-                break
-            time.sleep(0.05)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
+            assert group_gone(process, 60)
     assert process.returncode == -signal.SIGKILL and 5 <= stored < 40, (process.returncode, stored)
     kept = response_cache_rows(cache / "responses.sqlite3")
     assert not (tmp_path / "p.json").exists()

@@ -38,46 +38,71 @@ def features():
     })
 
 
-def rows(dialogs: visdial.DialogFile, dense: dict[tuple[int, int], list[float]]) -> pa.Table:
-    """Flatten dialogs: history of round r = the caption's dialog so far, "question? answer" per round."""
-    questions, answers = dialogs.data.questions, dialogs.data.answers
-    cols: dict[str, list] = {name: [] for name in features()}
-    for dialog in sorted(dialogs.data.dialogs, key=lambda d: d.image_id):
-        history: list[str] = []
-        for r, rnd in enumerate(dialog.dialog, start=1):
-            q, a = questions[rnd.question], answers[rnd.answer]
-            cols["id"].append(f"{dialog.image_id}_{r}")
-            cols["image_id"].append(dialog.image_id)
-            cols["round_id"].append(r)
-            cols["caption"].append(dialog.caption)
-            cols["history"].append(list(history))
-            cols["question"].append(q)
-            cols["answer"].append(a)
-            cols["options"].append([answers[o] for o in rnd.answer_options])
-            cols["gt_index"].append(rnd.gt_index)
-            cols["relevance"].append(dense.get((dialog.image_id, r)))
-            history.append(f"{q}? {a}")
-    return pa.table(cols, schema=features().arrow_schema)
+_OPTION_ROWS = 65_536  # rows per chunk of the options column: 6.5 million strings, far below Arrow's 2 GB offsets
+
+
+def rows(dialogs: visdial.Dialogs, dense: dict[tuple[int, int], list[float]]) -> pa.Table:
+    """Flatten dialogs, by image id then round: the history of round r is the caption's dialog so far,
+    "question? answer" per round. Built from the pool indices with Arrow's `take` (VisDial train's 123
+    million option strings are never Python objects)."""
+    import pyarrow.compute as pc
+
+    order = np.argsort(dialogs.image_id, kind="stable")
+    first = np.concatenate([[0], np.cumsum(dialogs.rounds)[:-1]])  # each dialog's first round, file order
+    counts = dialogs.rounds[order]
+    row_first = np.repeat(np.concatenate([[0], np.cumsum(counts)[:-1]]), counts)  # the row's dialog's first row
+    round_id = (np.arange(int(counts.sum())) - row_first + 1).astype(np.int32)
+    source = np.repeat(first[order], counts) + round_id - 1  # each row's round in the file
+    image_id = pa.array(np.repeat(dialogs.image_id[order], counts))
+    questions = pc.take(pa.array(dialogs.questions, pa.string()), dialogs.question[source])
+    answers_pool = pa.array(dialogs.answers, pa.string())
+    answers = pc.take(answers_pool, dialogs.answer[source])
+    history_lengths = round_id.astype(np.int64) - 1
+    history_offsets = np.concatenate([[0], np.cumsum(history_lengths)]).astype(np.int32)
+    history_values = np.repeat(row_first, history_lengths) + (np.arange(int(history_offsets[-1])) -
+                                                             np.repeat(history_offsets[:-1], history_lengths))
+    said = pc.binary_join_element_wise(questions, answers, "? ")
+    options = dialogs.options[source]
+    chunks = []
+    for start in range(0, len(options), _OPTION_ROWS):
+        block = options[start:start + _OPTION_ROWS]
+        offsets = pa.array(np.arange(0, block.size + 1, visdial.OPTIONS, dtype=np.int32))
+        chunks.append(pa.ListArray.from_arrays(offsets, pc.take(answers_pool, block.reshape(-1))))
+    relevance = pa.array([dense.get((int(image), int(r))) for image, r in zip(image_id.to_numpy(), round_id)]
+                         if dense else [None] * len(round_id), pa.list_(pa.float32()))
+    columns = {
+        "id": pc.binary_join_element_wise(pc.cast(image_id, pa.string()), pc.cast(pa.array(round_id), pa.string()),
+                                          "_"),
+        "image_id": image_id, "round_id": pa.array(round_id),
+        "caption": pc.take(pa.array(dialogs.caption, pa.string()), np.repeat(order, counts)),
+        "history": pa.ListArray.from_arrays(pa.array(history_offsets), pc.take(said, history_values)),
+        "question": questions, "answer": answers,
+        "options": pa.chunked_array(chunks, pa.list_(pa.string())) if chunks else pa.array([], pa.list_(pa.string())),
+        "gt_index": pa.array(dialogs.gt_index[source]),
+        "relevance": relevance,
+    }
+    return pa.table(columns, schema=features().arrow_schema)
 
 
 def _options_hold_answers(t: pa.Table) -> bool:
-    """Every row has OPTIONS options and options[gt_index] is its answer: on Arrow's buffers (the options
-    of VisDial train are 123 million strings; as Python objects they took 7 GB)."""
+    """Every row has OPTIONS options and options[gt_index] is its answer: on Arrow's buffers, a record
+    batch at a time (VisDial train's options are 123 million strings, more than one Arrow array holds)."""
     import pyarrow.compute as pc
 
-    options = t.column("options").combine_chunks()
-    lengths = pc.list_value_length(options)
-    if t.num_rows == 0:
-        return True
-    if pc.any(pc.not_equal(lengths, visdial.OPTIONS)).as_py() or options.null_count:
-        return False
-    gt = t.column("gt_index").combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64)
-    if gt.min() < 0 or gt.max() >= visdial.OPTIONS:
-        return False
-    starts = options.offsets.to_numpy()[:-1].astype(np.int64)
-    chosen = pc.take(options.values, pa.array(starts + gt))
-    same = pc.equal(chosen, t.column("answer").combine_chunks())
-    return same.null_count == 0 and bool(pc.all(same).as_py())
+    for batch in t.select(["options", "gt_index", "answer"]).to_batches():
+        options, gt, answer = batch.columns
+        if batch.num_rows == 0:
+            continue
+        if options.null_count or pc.any(pc.not_equal(pc.list_value_length(options), visdial.OPTIONS)).as_py():
+            return False
+        gt = gt.to_numpy(zero_copy_only=False).astype(np.int64)
+        if gt.min() < 0 or gt.max() >= visdial.OPTIONS:
+            return False
+        starts = options.offsets.to_numpy()[:-1].astype(np.int64)
+        same = pc.equal(pc.take(options.values, pa.array(starts + gt)), answer)
+        if same.null_count or not pc.all(same).as_py():
+            return False
+    return True
 
 
 class VisDialBuilder(Builder):
@@ -126,7 +151,7 @@ class VisDialBuilder(Builder):
             def compute(files=files):
                 dense = visdial.read_dense(files[1]) if len(files) > 1 else {}
                 dialogs = visdial.read_dialogs(files[0])
-                images = {d.image_id: len(d.dialog) for d in dialogs.data.dialogs}
+                images = dict(zip(dialogs.image_id.tolist(), dialogs.rounds.tolist()))
                 for image, r in dense:
                     if r > images.get(image, 0):
                         raise SourceError(files[1], "dense annotation for a round the dialogs do not have",

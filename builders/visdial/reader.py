@@ -9,9 +9,11 @@ is `[{image_id, round_id (1-based), gt_relevance: [100 floats]}]`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
+import numpy as np
 
 from builders.sources.files import read_bytes
 from builders.sources.jsonio import Id, decode_typed
@@ -22,10 +24,10 @@ ROUNDS = 10
 
 
 class Round(msgspec.Struct, gc=False):
-    question: int
-    answer: int
-    answer_options: list[int]
-    gt_index: int
+    question: Id
+    answer: Id
+    answer_options: msgspec.Raw  # decoded block by block into one integer matrix (`_option_matrix`)
+    gt_index: Id
 
 
 class Dialog(msgspec.Struct, gc=False):
@@ -52,12 +54,33 @@ class Dense(msgspec.Struct, gc=False):
     gt_relevance: list[float]
 
 
-def read_dialogs(path: Path) -> DialogFile:
-    """Decode and check: pool indices in range, 100 distinct options, gt among them, unique images."""
-    content = decode_typed(path, read_bytes(path), DialogFile, record_key="image_id")
-    nq, na = len(content.data.questions), len(content.data.answers)
+@dataclass(frozen=True)
+class Dialogs:
+    """A dialog file as columns, in the file's order: one entry per dialog (`image_id`, `caption`,
+    `rounds`), one per round, dialog after dialog (`question`, `answer`, `gt_index`, the pool indices of
+    the `options`, shape (rounds, 100)), and the two pools. VisDial train's 123 million option indices as
+    Python integers took several GB; as int32 they take 0.5 GB."""
+    image_id: np.ndarray
+    caption: list[str]
+    rounds: np.ndarray
+    question: np.ndarray
+    answer: np.ndarray
+    gt_index: np.ndarray
+    options: np.ndarray
+    questions: list[str]
+    answers: list[str]
+
+
+_OPTION_BLOCK = 8192  # rounds decoded at once: their Python integers (0.8 million) live only for one block
+_OPTION_LISTS = msgspec.json.Decoder(list[list[Id]])
+
+
+def read_dialogs(path: Path) -> Dialogs:
+    """Decode and check: unique images, 1..10 rounds, pool indices in range, 100 distinct options, gt
+    among them. A problem names the first failing round in the file's order and its field."""
+    data = decode_typed(path, read_bytes(path), DialogFile, record_key="image_id").data
     seen = set()
-    for dialog in content.data.dialogs:
+    for dialog in data.dialogs:
         image = dialog.image_id
         if image in seen:
             raise SourceError(path, "duplicate dialog", record=f"image {image}", field="image_id")
@@ -65,21 +88,78 @@ def read_dialogs(path: Path) -> DialogFile:
         if not 1 <= len(dialog.dialog) <= ROUNDS:
             raise SourceError(path, f"{len(dialog.dialog)} rounds, expected 1..{ROUNDS}", record=f"image {image}",
                               field="dialog")
-        for r, rnd in enumerate(dialog.dialog, start=1):
-            where = f"image {image} round {r}"
-            if not 0 <= rnd.question < nq:
-                raise SourceError(path, f"question index {rnd.question} outside the pool (0..{nq - 1})", where,
-                                  "question")
-            if not 0 <= rnd.answer < na:
-                raise SourceError(path, f"answer index {rnd.answer} outside the pool (0..{na - 1})", where, "answer")
-            if len(rnd.answer_options) != OPTIONS or len(set(rnd.answer_options)) != OPTIONS:
-                raise SourceError(path, f"expected {OPTIONS} distinct answer options", where, "answer_options")
-            if any(not 0 <= o < na for o in rnd.answer_options):
-                raise SourceError(path, "answer option outside the answer pool", where, "answer_options")
-            if not 0 <= rnd.gt_index < OPTIONS or rnd.answer_options[rnd.gt_index] != rnd.answer:
-                raise SourceError(path, f"gt_index {rnd.gt_index} does not point at the round's answer", where,
-                                  "gt_index")
-    return content
+    n = len(data.dialogs)
+    image_id = np.fromiter((d.image_id for d in data.dialogs), np.int64, n)
+    rounds = np.fromiter((len(d.dialog) for d in data.dialogs), np.int64, n)
+    flat = [rnd for d in data.dialogs for rnd in d.dialog]
+    column = {name: np.fromiter((getattr(r, name) for r in flat), np.int64, len(flat))
+              for name in ("question", "answer", "gt_index")}
+
+    def where(k: int) -> str:
+        d = int(np.searchsorted(np.cumsum(rounds), k, side="right"))
+        return f"image {image_id[d]} round {k - int(rounds[:d].sum()) + 1}"
+
+    options, not_distinct, negative_or_huge = _option_matrix(path, flat, where)
+    del flat
+    _check_rounds(path, column, options, not_distinct, negative_or_huge, len(data.questions), len(data.answers),
+                  where)
+    return Dialogs(image_id=image_id, caption=[d.caption for d in data.dialogs], rounds=rounds,
+                   question=column["question"].astype(np.int32), answer=column["answer"].astype(np.int32),
+                   gt_index=column["gt_index"].astype(np.int32), options=options, questions=data.questions,
+                   answers=data.answers)
+
+
+def _option_matrix(path: Path, flat: list[Round], where) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every round's `answer_options` as one int32 matrix (rounds, 100), decoded a block at a time, with
+    two masks: rounds whose options are not 100 distinct integers, and rounds holding a negative one or
+    one past int32 (no pool is that large). A masked round's row holds -1."""
+    matrix = np.full((len(flat), OPTIONS), -1, np.int32)
+    not_distinct = np.zeros(len(flat), bool)
+    negative_or_huge = np.zeros(len(flat), bool)
+    for start in range(0, len(flat), _OPTION_BLOCK):
+        block = flat[start:start + _OPTION_BLOCK]
+        try:
+            lists = _OPTION_LISTS.decode(b"[" + b",".join(r.answer_options for r in block) + b"]")
+        except msgspec.ValidationError as exc:
+            message, _, at = str(exc).partition(" - at `$[")
+            raise SourceError(path, message, where(start + int(at.split("]")[0] or 0)), "answer_options") from None
+        full = np.fromiter(map(len, lists), np.int64, len(lists)) == OPTIONS
+        rows = np.flatnonzero(full)
+        values = np.array(lists if full.all() else [lists[k] for k in rows], np.int64).reshape(-1, OPTIONS)
+        del lists
+        ordered = np.sort(values, axis=1)
+        distinct = ~(ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
+        in_range = (ordered[:, 0] >= 0) & (ordered[:, -1] <= np.iinfo(np.int32).max)
+        not_distinct[start:start + len(block)] = True
+        not_distinct[rows + start] = ~distinct
+        negative_or_huge[rows + start] = ~in_range
+        good = distinct & in_range
+        matrix[rows[good] + start] = values[good]
+    return matrix, not_distinct, negative_or_huge
+
+
+def _check_rounds(path: Path, column: dict, options: np.ndarray, not_distinct: np.ndarray,
+                  negative_or_huge: np.ndarray, nq: int, na: int, where) -> None:
+    """The release's rules for each round, checked on the columns; the first round that breaks one (in
+    the file's order) is reported with its first broken rule."""
+    question, answer, gt = column["question"], column["answer"], column["gt_index"]
+    in_range = (gt >= 0) & (gt < OPTIONS)
+    chosen = options[np.arange(len(gt)), np.where(in_range, gt, 0)]
+    rules = [
+        ((question < 0) | (question >= nq), "question",
+         lambda k: f"question index {question[k]} outside the pool (0..{nq - 1})"),
+        ((answer < 0) | (answer >= na), "answer", lambda k: f"answer index {answer[k]} outside the pool (0..{na - 1})"),
+        (not_distinct, "answer_options", lambda k: f"expected {OPTIONS} distinct answer options"),
+        (negative_or_huge | (options >= na).any(axis=1), "answer_options",
+         lambda k: "answer option outside the answer pool"),
+        (~in_range | (chosen != answer), "gt_index",
+         lambda k: f"gt_index {gt[k]} does not point at the round's answer"),
+    ]
+    broken = np.logical_or.reduce([mask for mask, _, _ in rules])
+    if broken.any():
+        k = int(np.argmax(broken))
+        _, field, message = next(rule for rule in rules if rule[0][k])
+        raise SourceError(path, message(k), where(k), field)
 
 
 def read_dense(path: Path) -> dict[tuple[int, int], list[float]]:

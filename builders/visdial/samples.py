@@ -1,5 +1,11 @@
 """Synthetic VisDial v1.0 files in the release format: dialogs with pooled questions and answers,
-100 answer options per round, and dense relevance for one round per val image."""
+100 answer options per round, and dense relevance for one round per val image.
+
+The pools grow as the release's do: most VisDial answers are free-form phrases said once, so a split's
+answer pool holds hundreds of thousands of strings and the option indices run to six digits. A round's
+100 options follow Das et al., CVPR 2017, §4 in shape: the ground truth, 30 popular answers and the
+rest drawn from the answers of other rounds.
+"""
 
 from __future__ import annotations
 
@@ -20,17 +26,38 @@ ANSWERS = (["yes", "no", "yes it is", "no it is not", "i think so", "i can't tel
            + [f"it is {c}" for c in COLORS] + [c for c in COLORS]
            + [f"{c} and {d}" for c in COLORS for d in COLORS if c < d]
            + [f"there is a {n}" for n in NOUNS] + [f"no {n}s" for n in NOUNS])
+YES_NO = set(ANSWERS[:9])
+PLACES = ["on the left", "near the window", "in the back", "by the road", "on the grass", "under the tree",
+          "next to the table", "in the water", "behind the fence", "in the corner", "on the street", "far away"]
+SIZES = ["big", "small", "old", "young", "tall", "short", "little", "large", "tiny", "huge"]
+LEADS = ["i think", "it looks like", "maybe", "i see", "there is", "probably", "it seems", "looks like", "just"]
+POPULAR, FREE_FORM = 30, 0.3  # popular options per round; share of rounds whose answer is a phrase of its own
+
+
+def _free_question(rng: random.Random) -> str:
+    return (f"{rng.choice(['is the', 'what is the', 'where is the', 'does the', 'can you see the'])} "
+            f"{rng.choice(SIZES)} {rng.choice(COLORS)} {rng.choice(NOUNS)} {rng.choice(PLACES)}")
+
+
+def _free_answer(rng: random.Random) -> str:
+    return f"{rng.choice(LEADS)} a {rng.choice(COLORS)} {rng.choice(NOUNS)} {rng.choice(PLACES)} {rng.randrange(100)}"
 
 
 def _dialog(rng: random.Random, image_id: int, questions: dict, answers: dict) -> dict:
     noun, color = rng.choice(NOUNS), rng.choice(COLORS)
+    popular = [answers.setdefault(x, len(answers)) for x in ANSWERS]
     rounds = []
     for _ in range(10):
-        q = rng.choice(QUESTIONS)
-        a = rng.choice(ANSWERS[:9]) if q.startswith(("is", "are", "can")) else rng.choice(ANSWERS[9:])
+        q = rng.choice(QUESTIONS) if rng.random() < 0.3 else _free_question(rng)
+        if rng.random() < FREE_FORM:
+            a = _free_answer(rng)
+        else:
+            a = rng.choice(ANSWERS[:9]) if q.startswith(("is", "are", "can", "does")) else rng.choice(ANSWERS[9:])
         qi, ai = questions.setdefault(q, len(questions)), answers.setdefault(a, len(answers))
-        others = rng.sample([x for x in ANSWERS if x != a], 99)
-        options = [answers.setdefault(x, len(answers)) for x in others] + [ai]
+        options = {ai, *rng.sample(popular, POPULAR)}
+        while len(options) < 100:
+            options.add(rng.randrange(len(answers)))
+        options = sorted(options)
         rng.shuffle(options)
         rounds.append({"question": qi, "answer": ai, "answer_options": options, "gt_index": options.index(ai)})
     return {"image_id": image_id, "caption": f"a {color} {noun} in a busy street", "dialog": rounds}
@@ -40,10 +67,10 @@ def _dense(rng: random.Random, dialog: dict, answer_text: list[str]) -> dict:
     """One round's relevance: the ground truth and answers of the same kind score, the rest 0."""
     r = rng.randint(1, 10)
     rnd = dialog["dialog"][r - 1]
-    gt_yes_no = answer_text[rnd["answer"]] in ANSWERS[:9]
+    gt_yes_no = answer_text[rnd["answer"]] in YES_NO
     relevance = []
     for k, option in enumerate(rnd["answer_options"]):
-        same_kind = (answer_text[option] in ANSWERS[:9]) == gt_yes_no
+        same_kind = (answer_text[option] in YES_NO) == gt_yes_no
         relevance.append(1.0 if k == rnd["gt_index"] else rng.choice([0.0, 0.2, 0.4, 0.6]) if same_kind and
                          rng.random() < 0.3 else 0.0)
     return {"image_id": dialog["image_id"], "round_id": r, "gt_relevance": relevance}
