@@ -93,19 +93,19 @@ def _group_alive(pgid: int) -> bool:
 
 @contextmanager
 def shm_swept():
-    """Remove the `/dev/shm/psm_*` segments of this user that appeared while the block ran and that no
-    process holds (open or mapped) when it ends. A vLLM run killed with SIGKILL, as a test of recovery
-    from a crash does on purpose, cannot free its shared-memory queues (two 160-240 MB segments), and
-    nothing else would."""
+    """Remove the files of this user that appeared in /dev/shm while the block ran and that no process
+    holds (open or mapped) when it ends. A vLLM run killed with SIGKILL, as a test of recovery from a
+    crash does on purpose, cannot free its shared-memory queues (two 160-240 MB `psm_*` segments) nor
+    joblib's named semaphore (`sem.loky-*`), and nothing else would."""
     shm = Path("/dev/shm")
-    before = set(shm.glob("psm_*"))
+    before = set(shm.iterdir())
     try:
         yield
     finally:
-        for segment in sorted(set(shm.glob("psm_*")) - before):
+        for entry in sorted(set(shm.iterdir()) - before):
             try:
-                if segment.stat().st_uid == os.getuid() and not _held(segment):
-                    segment.unlink()
+                if entry.is_file() and entry.stat().st_uid == os.getuid() and not _held(entry):
+                    entry.unlink()
             except FileNotFoundError:
                 pass
 

@@ -1,6 +1,6 @@
-"""The tests' sweep of shared-memory segments a killed vLLM run leaves (served_helpers.shm_swept): a
-segment that appeared during the block and that no process holds is removed; one held open or mapped,
-or one that was there before, is kept."""
+"""The tests' sweep of what a killed vLLM run leaves in /dev/shm (served_helpers.shm_swept): a segment
+that appeared during the block and that no process holds is removed; one held open or mapped, or one
+that was there before, is kept."""
 
 from __future__ import annotations
 

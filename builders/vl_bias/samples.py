@@ -37,15 +37,18 @@ def _scene(rng: random.Random, target: str, gender: str) -> bytes:
     return buf.getvalue()
 
 
-def write_vl_bias(folder: Path, per_gender: int, seed: int = 0) -> list[Path]:
+def write_vl_bias(folder: Path, per_gender: int | dict[str, int], seed: int = 0,
+                  targets: dict[str, tuple[str, ...]] = TARGETS) -> list[Path]:
+    """`per_gender` images of each target (of each target type, when a dict) and gender word."""
     rng = random.Random(seed)
     written = []
-    for target_type, targets in TARGETS.items():
-        for target in targets:
+    for target_type, names in targets.items():
+        count = per_gender[target_type] if isinstance(per_gender, dict) else per_gender
+        for target in names:
             for gender in GENDERS:
                 out = folder / target_type / target / gender
                 out.mkdir(parents=True, exist_ok=True)
-                for n in range(per_gender):
+                for n in range(count):
                     path = out / f"{target}_{gender}_{n:02d}.jpg"
                     path.write_bytes(_scene(rng, target, gender))
                     written.append(path)
