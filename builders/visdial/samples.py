@@ -3,8 +3,9 @@
 
 The pools grow as the release's do: most VisDial answers are free-form phrases said once, so a split's
 answer pool holds hundreds of thousands of strings and the option indices run to six digits. A round's
-100 options follow Das et al., CVPR 2017, §4 in shape: the ground truth, 30 popular answers and the
-rest drawn from the answers of other rounds.
+100 options have the shape of the release's candidates (Das et al., CVPR 2017, the task's evaluation
+protocol): the ground truth, 30 popular answers and 69 answers of other rounds (the release takes 50 of
+those from the rounds of similar questions and 19 at random; here all are drawn at random).
 """
 
 from __future__ import annotations
