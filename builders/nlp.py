@@ -438,9 +438,3 @@ class NLIClassifier:
         self.stats.computed += int(todo.sum())
         self.stats.total_seconds += time.perf_counter() - start
         return labels[inverse.reshape(-1)]
-
-    def classify(self, pairs: list[tuple[str, str]]) -> list[str]:
-        """Label of each (premise, hypothesis) pair given as strings."""
-        texts = list(dict.fromkeys(t for pair in pairs for t in pair))
-        code = {t: k for k, t in enumerate(texts)}
-        return self.classify_codes(texts, [code[p] for p, _ in pairs], [code[h] for _, h in pairs]).tolist()

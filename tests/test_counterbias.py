@@ -11,13 +11,14 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from helpers import assert_one_error_line, counterbias_reports, disk_full_at, tiny_vl_bias
+from tiny_checkpoints import write_tiny_bert_mlm
 
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias import counterbias as cb
 from evaluator.vl_bias.attack import PGD, pgd_attack
 from evaluator.vl_bias.families import load_probe
 from evaluator.vl_bias.probe import pad_images
-from pipelines.tiny_models import write_tiny_bert_mlm, write_tiny_vilt_mlm
+from pipelines.tiny_models import write_tiny_vilt_mlm
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 from helpers import counterbias_reports, tiny_vl_bias
+from tiny_checkpoints import write_tiny_siglip
 
 from evaluator.models.generative import Turn
 from evaluator.models.options import ModelOptions
@@ -25,7 +26,6 @@ from pipelines.tiny_models import (
     write_tiny_llava,
     write_tiny_llava_next,
     write_tiny_qwen2_vl,
-    write_tiny_siglip,
 )
 
 GENERATIVE = ("llava", "qwen2_vl")

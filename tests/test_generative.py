@@ -171,7 +171,7 @@ def test_bad_prompt_field_is_one_line_before_loading(cli, tiny, built, tmp_path)
 
 
 def test_a_checkpoint_that_is_not_a_vlm_is_one_line(cli, tiny, built, tmp_path):
-    from pipelines.tiny_models import write_tiny_bert_mlm
+    from tiny_checkpoints import write_tiny_bert_mlm
 
     bert = write_tiny_bert_mlm(tmp_path / "bert")
     code, _, err = cli("predict", "socialiq", "--data", built("socialiq"), "--model", f"hf:{bert}",

@@ -12,7 +12,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_error_line
+from helpers import assert_one_error_line, nli_labels
 
 from builders.model_files import allow_pickle_weights, load_kwargs
 from builders.nlp import PACKAGED_MINILM, NLIClassifier, resolve_model_path
@@ -96,7 +96,7 @@ def test_a_hostile_folder_is_refused_before_its_weights_are_read(kind, safe_mode
 
 def test_the_safe_model_loads_with_safetensors(safe_model):
     assert load_kwargs(str(safe_model), "x") == {"use_safetensors": True}
-    assert NLIClassifier(str(safe_model)).classify([("A man runs.", "A person runs.")]) == ["entailment"]
+    assert nli_labels(NLIClassifier(str(safe_model)), [("A man runs.", "A person runs.")]) == ["entailment"]
 
 
 def test_pickle_weights_load_only_when_the_user_allows_them(safe_model, tmp_path):
@@ -105,7 +105,7 @@ def test_pickle_weights_load_only_when_the_user_allows_them(safe_model, tmp_path
         allow_pickle_weights(True)
         assert load_kwargs(str(folder), "x") == {"use_safetensors": False}
         # the same weights, so the same answer as the safetensors copy
-        assert NLIClassifier(str(folder)).classify([("A man runs.", "A person runs.")]) == ["entailment"]
+        assert nli_labels(NLIClassifier(str(folder)), [("A man runs.", "A person runs.")]) == ["entailment"]
     finally:
         allow_pickle_weights(False)
     with pytest.raises(ModelError):

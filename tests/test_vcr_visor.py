@@ -10,7 +10,7 @@ import zlib
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from helpers import offline_flags, offline_params
+from helpers import nli_labels, offline_flags, offline_params
 
 from builders.nlp import PACKAGED_MINILM
 from evaluator import paired as m
@@ -113,8 +113,8 @@ def test_nli_labels_are_read_from_the_model_config(tmp_path):
     mnli = write_tiny_sequence_classifier(tmp_path / "b", {0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
                                           favour=0)
     pairs = [("A man runs.", "A person runs."), ("It rains.", "It is sunny.")]
-    assert NLIClassifier(str(shuffled)).classify(pairs) == ["entailment", "entailment"]
-    assert NLIClassifier(str(mnli)).classify(pairs) == ["contradiction", "contradiction"]
+    assert nli_labels(NLIClassifier(str(shuffled)), pairs) == ["entailment", "entailment"]
+    assert nli_labels(NLIClassifier(str(mnli)), pairs) == ["contradiction", "contradiction"]
 
 
 def test_nli_filter_in_a_build(sample_sources, tmp_path, cli):

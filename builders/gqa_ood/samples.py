@@ -40,7 +40,6 @@ CATEGORIES = {
     "clothing": "shirt jacket hat glove coat pants dress shorts".split(),
     "food": "pizza cake donut banana sandwich apple bread salad".split(),
 }
-_STRUCT = {"verify": "verify", "choose": "choose", "logical": "logical", "compare": "compare"}
 
 
 @dataclass(frozen=True)
