@@ -10,10 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from builders.registry import get_task
-from core.data import load_table, pick_split, resolve_data
 from core.errors import ModelError, ParamsError, write_error
 from core.outdir import write_together
-from core.params import apply_overrides
 from evaluator.interop import load_submission
 from evaluator.models.options import ModelOptions
 from evaluator.models.prediction_record import (
@@ -32,24 +30,10 @@ from evaluator.publish.report import (
     write_report,
 )
 from evaluator.request import ScoringRequest
+from evaluator.splits import column_groups, open_split, task_options, with_column
 from evaluator.stats.bootstrap import intervals
 from evaluator.stats.circular import circular_markdown, circular_report, read_rotations, rotations_file
 from evaluator.submission import match_ids
-
-
-def _open(task, data: str, split: str | None):
-    folder = resolve_data(data)
-    split = pick_split(folder, task.config, split, task.default_split)
-    return folder, split, load_table(folder, task.config, split)
-
-
-def task_options(task, assignments: list[str]):
-    """The task's scoring options with `--option KEY=VALUE` applied (tasks without options take none)."""
-    if task.options_class is None:
-        if assignments:
-            raise ParamsError(f"--option: {task.name} has no scoring options")
-        return None
-    return apply_overrides(task.options_class(), assignments, option="--option")
 
 
 def _gathered(world, values: list, shard, n: int) -> list:
@@ -84,7 +68,7 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--log-samples"),
                          (rotations_path(out), "--circular")):
         check_output_file(path, option)
-    folder, split, table = _open(task, data, split)
+    folder, split, table = open_split(task, data, split)
     rows_chosen = limit is not None or offset != 0
     if rows_chosen:
         if offset < 0 or offset >= table.num_rows or (limit is not None and limit < 1):
@@ -154,7 +138,7 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
     from evaluator.publish.hub_results import check_source
 
     check_source(hub_source, hub_results)
-    folder, split, table = _open(task, data, request.split)
+    folder, split, table = open_split(task, data, request.split)
     if by is not None:
         table = with_column(task, folder, split, table, by)
     preds, converted = load_submission(task, predictions, request.fmt, task.ids(table), request.harness_data,
@@ -197,57 +181,6 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
     return metrics
 
 
-def _training_table(task, folder: Path, options: ModelOptions):
-    """The rows Eq. 4's majority vote is fitted on: the task's own source, else the train split."""
-    from core.data import available_splits
-
-    if not task.has_majority:
-        return None
-    own = task.training_table(options)
-    if own is not None:
-        return own
-    return load_table(folder, task.config, "train") if "train" in available_splits(folder, task.config) else None
-
-
-def with_column(task, folder: Path, split: str, table: pa.Table, column: str) -> pa.Table:
-    """The table, with `column` joined in by id from the folder's `shortcuts` config (written by
-    `vlbench shortcuts`) when the task's own table does not have it."""
-    if column in table.column_names:
-        return table
-    from core.data import available_splits
-    from evaluator.shortcuts.run import CONFIG
-
-    if split not in available_splits(folder, CONFIG):
-        raise ParamsError(f"--by {column}: no such column in {folder}'s {task.config}/{split} table, and the folder "
-                          f"has no {CONFIG} labels for {split} (vlbench shortcuts writes them)")
-    labels = load_table(folder, CONFIG, split)
-    if column not in labels.column_names:
-        known = ", ".join(c for c in labels.column_names if c.startswith("shortcut_") and not c.endswith("_right"))
-        raise ParamsError(f"--by {column}: no such column (table columns, or labels: {known})")
-    id_columns = task.id_field if isinstance(task.id_field, tuple) else (task.id_field,)
-    keys = list(zip(*(labels.column(c).to_pylist() for c in id_columns)))
-    value = dict(zip(keys, labels.column(column).to_pylist()))
-    ids = [i if isinstance(i, tuple) else (i,) for i in task.ids(table)]
-    missing = [i for i in ids if i not in value]
-    if missing:
-        raise ParamsError(f"--by {column}: {len(missing):,} rows have no label (first: {missing[0]}); "
-                          "the labels were written for another version of the split")
-    return table.append_column(column, pa.array([value[i] for i in ids]))
-
-
-def column_groups(table: pa.Table, column: str):
-    """(value, row mask, rows) for each value of `column`, in sorted order: the groups of `--by`."""
-    import pyarrow.compute as pc
-
-    values = table.column(column)
-    if pa.types.is_nested(values.type):
-        raise ParamsError(f"--by {column}: a column of {values.type} values; --by groups rows by a column of single "
-                          "values (a label, a type, a count)")
-    for value in sorted(set(values.to_pylist()), key=str):
-        mask = pc.equal(values, pa.scalar(value, values.type))
-        yield value, mask, table.filter(mask)
-
-
 def _by_group(task, table: pa.Table, predictions: dict, column: str, options, bootstrap: int = 0,
               seed: int = 0) -> dict:
     """The task's metrics on the rows of each value of `column` (a group whose metric is undefined,
@@ -288,85 +221,3 @@ def _by_markdown(by: dict) -> str:
     note = "In brackets: the group's 95% confidence interval." if any("intervals" in g for g in by["groups"].values()) \
         else ""
     return "\n".join([f"## By {by['column']}", "", report_table([by["column"], *keys], rows), "", note, ""])
-
-
-def _where(table, condition: str | None):
-    """`--where COLUMN=VALUE`: evaluate on the matching rows only (e.g. one DISCO image quality)."""
-    if condition is None:
-        return table
-    import pyarrow.compute as pc
-
-    column, sep, value = condition.partition("=")
-    if not sep or column not in table.column_names:
-        raise ParamsError(f"--where {condition}: expected COLUMN=VALUE with a column of the table")
-    values = table.column(column)
-    try:
-        target = pa.scalar(value).cast(values.type) if not pa.types.is_string(values.type) else value
-        return table.filter(pc.equal(values, target))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        raise ParamsError(f"--where {condition}: '{value}' is not a value of column '{column}' ({values.type})") \
-            from None
-
-
-def _model_notes(model: str, adapter) -> list[str]:
-    """What a generative model was not shown (a blind Social-IQ model, DISCO without audio), for the report."""
-    from evaluator.models.ask import GenerativeAdapter
-
-    note = adapter.note() if isinstance(adapter, GenerativeAdapter) else None
-    return [f"{model}: {note}"] if note else []
-
-
-def perceptual_score(request: ScoringRequest, model: str, options, *, model_options: ModelOptions = ModelOptions(),
-                     report: Path | None = None, where: str | None = None, progress=None) -> dict | None:
-    """`vlbench perceptual`: the perceptual score of a model on a built split (Gat et al., NeurIPS 2021, Eq. 1-5);
-    `options` (evaluator.perceptual.score.PerceptualOptions) are the method's, the request's resamples and
-    seed give the intervals.
-    Under a distributed launch every rank computes its rows; rank 0 returns the metrics and writes
-    the report, the other ranks return None."""
-    from evaluator.models.distributed import world_from_env
-    from evaluator.perceptual import report as r
-    from evaluator.perceptual import score as p
-
-    bench, data = request.bench, request.data
-    task = get_task(bench)
-    score_options = task_options(task, list(request.options))
-    if report is not None:
-        check_report_folder(report, {"--data": data, "--images": model_options.images,
-                                     "--videos": model_options.videos})
-    folder, split, table = _open(task, data, request.split)
-    table = _where(table, where)
-    if options.by is not None:
-        table = with_column(task, folder, split, table, options.by)
-    p.resolve_modalities(task, table, options.modalities)  # bad usage fails before a model is loaded
-    if table.num_rows == 0:
-        raise ParamsError(f"{bench} {split}: no rows to score" + (f" where {where}" if where else ""))
-    model_options = dataclasses.replace(model_options, data=folder)
-    world = world_from_env()
-    adapter = task.make_model(model, model_options)
-    train = _training_table(task, folder, model_options)
-    result = p.perceptual(task, adapter, table, options, score_options, train, world, progress)
-    world.close()
-    if not world.is_main:
-        return None
-    metrics = {"benchmark": bench, "split": split, "model": model, "rows": table.num_rows, "where": where,
-               "options": dataclasses.asdict(options), "world_size": world.size,
-               "modalities": {m: list(c) for m, c in result.modalities.items()},
-               "all": p.summarise(result), "notes": result.notes + _model_notes(model, adapter)}
-    clusters = task.clusters(table) if request.resamples else None
-    if clusters is not None:
-        metrics["intervals"] = intervals(p.resampling(result, *clusters), request.resamples, request.seed)
-    if options.by is not None:
-        metrics["by"] = {"column": options.by, "groups": p.decompose(result, table.column(options.by).to_pylist())}
-    metrics.update(task.perceptual_extras(table, train, result))  # benchmark-specific analyses (VQA: Table 2)
-    if report is not None:
-        labels = task.metric_labels
-        first = next(iter(labels))
-        plot = r.bar_plot(f"{model} on {bench}: perceptual score", metrics["all"], first, labels[first])
-        markdown, plots = r.render(metrics, labels, task.layout), [plot]
-        if "intervals" in metrics:
-            markdown = markdown.rstrip("\n") + "\n\n" + intervals_markdown(metrics)
-            plots.append(intervals_figure(metrics, f"{model} on {bench}"))
-        ids = ["/".join(map(str, i)) if isinstance(i, tuple) else str(i) for i in task.ids(table)]
-        write_report(report, metrics, markdown, plots,
-                     {"per_sample.parquet": r.sample_scores_parquet(ids, table, options.by, result)})
-    return metrics

@@ -339,9 +339,9 @@ def compare(
     reasoning_tags: list[str] = REASONING_TAGS_OPTION,
 ):
     """Paired comparison of submissions on the same rows: differences, intervals and p-values."""
+    from evaluator.compare import compare_predictions
     from evaluator.models.reasoning import parse_reasoning_tags
     from evaluator.request import ScoringRequest
-    from evaluator.stats.compare import compare_predictions
 
     request = ScoringRequest(bench, data, split, allow_partial=allow_partial, allow_extra=allow_extra,
                              options=tuple(assignments), fmt=fmt, harness_data=harness_data, resamples=bootstrap,
@@ -373,7 +373,7 @@ def leaderboard(
     harness_data: Optional[str] = HARNESS_DATA_OPTION,
 ):
     """Score every submission in a folder (a bad one is listed, never stops the others) into a static site."""
-    from evaluator.publish.leaderboard import run_leaderboard
+    from evaluator.leaderboard import run_leaderboard
     from evaluator.request import ScoringRequest
 
     request = ScoringRequest(bench, data, split, options=tuple(assignments), harness_data=harness_data,
@@ -417,9 +417,9 @@ def perceptual(
 ):
     """Perceptual score of a model towards each modality (Gat et al., NeurIPS 2021, Eq. 1-5), with normalisations."""
     from core.progress import progress
+    from evaluator.perceptual.run import perceptual_score
     from evaluator.perceptual.score import PerceptualOptions
     from evaluator.request import ScoringRequest
-    from evaluator.run import perceptual_score
 
     options = PerceptualOptions(modalities=tuple(modalities), permutations=permutations, repeats=repeats, seed=seed,
                                 sampling=sampling, by=by, encoder_cache=not no_encoder_cache)

@@ -7,9 +7,10 @@ from pathlib import Path
 
 from builders.registry import benchmarks
 from evaluator.models.options import ModelOptions
+from evaluator.perceptual.run import perceptual_score
 from evaluator.perceptual.score import PerceptualOptions
 from evaluator.request import ScoringRequest
-from evaluator.run import evaluate, perceptual_score, predict
+from evaluator.run import evaluate, predict
 from pipelines.build import run_build
 from pipelines.samples import write_samples
 from pipelines.verify import verify

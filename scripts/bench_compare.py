@@ -33,9 +33,9 @@ def main() -> int:
     import msgspec
 
     from builders.gqa_ood.samples import generate_split
+    from evaluator.compare import compare_predictions
     from evaluator.request import ScoringRequest
     from evaluator.run import evaluate
-    from evaluator.stats.compare import compare_predictions
     from pipelines.build import run_build
     from pipelines.samples import write_samples
 

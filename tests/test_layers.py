@@ -106,3 +106,23 @@ def test_no_circle_between_modules():
     finally:
         sys.setrecursionlimit(limit)
     assert circles == []
+
+
+# Inside evaluator/: engines below, commands above. A command module implements a vlbench command; an engine
+# (everything else: the tasks, models, statistics, reports, the split helpers) never imports one, so that
+# a command can be moved, split or dropped without touching what it runs on. The suite is a command made
+# of commands.
+COMMANDS = ("evaluator.run", "evaluator.compare", "evaluator.leaderboard", "evaluator.perceptual.run",
+            "evaluator.shortcuts.run", "evaluator.vl_bias.run", "evaluator.harness.export", "evaluator.suite")
+
+
+def _is_command(module: str) -> bool:
+    return any(module == c or module.startswith(c + ".") for c in COMMANDS)
+
+
+def test_no_engine_of_evaluator_imports_a_command():
+    graph = _graph()
+    assert all(c in graph for c in COMMANDS), sorted(c for c in COMMANDS if c not in graph)
+    upward = sorted(f"{m} -> {t}" for m, targets in graph.items() if _layer(m) == "evaluator" and not _is_command(m)
+                    for t in targets if _is_command(t))
+    assert upward == []

@@ -22,6 +22,7 @@ from builders.model_files import load_part, load_pretrained
 from core.errors import ParamsError
 from core.progress import progress
 
+CONFIG = "shortcuts"  # the config of a built folder that holds its shortcut labels
 LABELS = ("Biased", "Non-Biased", "Neutral")  # Table 6's column order
 SCORE_BATCH = 64  # examples per scoring batch (at least the training batch size)
 LEVELS = ("word", "sentence")

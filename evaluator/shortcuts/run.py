@@ -17,9 +17,7 @@ import pyarrow.parquet as pq
 from builders.registry import get_task
 from core.data import load_table, pick_split, resolve_data
 from core.errors import ParamsError
-from evaluator.shortcuts.labels import LABELS, LEVELS, ShortcutOptions, label_shares, shortcut_labels
-
-CONFIG = "shortcuts"
+from evaluator.shortcuts.labels import CONFIG, LABELS, LEVELS, ShortcutOptions, label_shares, shortcut_labels
 
 
 def _questions(task, table, what: str):

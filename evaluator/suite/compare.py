@@ -2,7 +2,7 @@
 (SITE/index.html: a row per model, a column per headline metric, intervals shown, sortable), and the
 paired comparisons of each model with the first wherever both scored the same build of a benchmark:
 the difference B − A of each headline metric on the same rows, its paired cluster-bootstrap interval
-and the permutation test's p-value (evaluator.stats.compare, as `vlbench compare`); a figure per
+and the permutation test's p-value (evaluator.compare, as `vlbench compare`); a figure per
 benchmark family draws the models' headline metrics side by side (evaluator.suite.figures). SITE carries the
 marker `.vlbench-cards.json`; another non-empty folder is refused without --overwrite."""
 
@@ -118,7 +118,7 @@ def _predictions(folder: Path, bench: str, row: dict) -> Path:
 
 def compare_cards(folders: list[Path], out: Path, *, resamples: int = 1000, seed: int = 0,
                   overwrite: bool = False) -> dict:
-    from evaluator.stats.compare import compare_predictions
+    from evaluator.compare import compare_predictions
 
     if len(folders) < 2:
         raise ParamsError("give at least two report cards (`vlbench suite` OUT folders)")

@@ -247,8 +247,8 @@ def _perceptual(bench: str, model: str, folder: Path, out: Path, key: str, optio
                 seed: int) -> dict:
     """The perceptual score (Gat et al., NeurIPS 2021) of the model on a benchmark whose modalities it
     reads two or more of, kept under OUT/perceptual/<bench> with its key like the predictions; else why not."""
+    from evaluator.perceptual.run import perceptual_score
     from evaluator.perceptual.score import PerceptualOptions
-    from evaluator.run import perceptual_score
 
     task = get_task(bench)
     if not task.modalities:
@@ -297,7 +297,7 @@ def _counterbias(model: str, folder: Path | None, out: Path, options: ModelOptio
 def shortcut_columns(folder: Path, split: str) -> list[str]:
     """The language-shortcut label columns (`vlbench shortcuts`) a build carries for a split, if any."""
     from core.data import available_splits, load_table
-    from evaluator.shortcuts.run import CONFIG
+    from evaluator.shortcuts.labels import CONFIG
 
     if split not in available_splits(folder, CONFIG):
         return []

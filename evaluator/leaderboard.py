@@ -249,7 +249,7 @@ def run_leaderboard(request: ScoringRequest, submissions: Path, out: Path, *, ov
     """Score every submission (cached by file hash and dataset manifest) and write the site. Every
     submission is scored whole: the request's allow_partial / allow_extra rules apply as `evaluate`'s."""
     from core.outdir import atomic_folder
-    from evaluator.run import task_options
+    from evaluator.splits import task_options
 
     bench, data, split = request.bench, request.data, request.split
     benchmark = get_benchmark(bench)

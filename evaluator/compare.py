@@ -14,7 +14,7 @@ from core.markdown import report_table
 from evaluator.interop import load_submission
 from evaluator.publish.report import ForestPlot, check_report_folder, write_report
 from evaluator.request import ScoringRequest
-from evaluator.run import _open, column_groups, task_options, with_column
+from evaluator.splits import column_groups, open_split, task_options, with_column
 from evaluator.stats import bootstrap
 from evaluator.submission import Coverage, match_ids
 
@@ -36,7 +36,7 @@ def compare_predictions(request: ScoringRequest, predictions: list[Path], *, rep
     options = task_options(task, list(request.options))
     if report is not None:
         check_report_folder(report)
-    folder, split, table = _open(task, request.data, request.split)
+    folder, split, table = open_split(task, request.data, request.split)
     if by is not None:
         table = with_column(task, folder, split, table, by)
     ids = task.ids(table)

@@ -1,0 +1,68 @@
+"""The split a command scores: the built folder and table of `--data` / `--split`, the task's scoring options
+(`--option`), and the columns `--by` groups rows by (the table's own, or the shortcut labels joined in by id).
+What `predict`, `evaluate`, `compare`, `perceptual` and the leaderboard share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from core.data import load_table, pick_split, resolve_data
+from core.errors import ParamsError
+from core.params import apply_overrides
+
+
+def open_split(task, data: str, split: str | None):
+    """(folder, split, table) of `--data` and `--split` (the task's default split when None)."""
+    folder = resolve_data(data)
+    split = pick_split(folder, task.config, split, task.default_split)
+    return folder, split, load_table(folder, task.config, split)
+
+
+def task_options(task, assignments: list[str]):
+    """The task's scoring options with `--option KEY=VALUE` applied (tasks without options take none)."""
+    if task.options_class is None:
+        if assignments:
+            raise ParamsError(f"--option: {task.name} has no scoring options")
+        return None
+    return apply_overrides(task.options_class(), assignments, option="--option")
+
+
+def with_column(task, folder: Path, split: str, table: pa.Table, column: str) -> pa.Table:
+    """The table, with `column` joined in by id from the folder's `shortcuts` config (written by
+    `vlbench shortcuts`) when the task's own table does not have it."""
+    if column in table.column_names:
+        return table
+    from core.data import available_splits
+    from evaluator.shortcuts.labels import CONFIG
+
+    if split not in available_splits(folder, CONFIG):
+        raise ParamsError(f"--by {column}: no such column in {folder}'s {task.config}/{split} table, and the folder "
+                          f"has no {CONFIG} labels for {split} (vlbench shortcuts writes them)")
+    labels = load_table(folder, CONFIG, split)
+    if column not in labels.column_names:
+        known = ", ".join(c for c in labels.column_names if c.startswith("shortcut_") and not c.endswith("_right"))
+        raise ParamsError(f"--by {column}: no such column (table columns, or labels: {known})")
+    id_columns = task.id_field if isinstance(task.id_field, tuple) else (task.id_field,)
+    keys = list(zip(*(labels.column(c).to_pylist() for c in id_columns)))
+    value = dict(zip(keys, labels.column(column).to_pylist()))
+    ids = [i if isinstance(i, tuple) else (i,) for i in task.ids(table)]
+    missing = [i for i in ids if i not in value]
+    if missing:
+        raise ParamsError(f"--by {column}: {len(missing):,} rows have no label (first: {missing[0]}); "
+                          "the labels were written for another version of the split")
+    return table.append_column(column, pa.array([value[i] for i in ids]))
+
+
+def column_groups(table: pa.Table, column: str):
+    """(value, row mask, rows) for each value of `column`, in sorted order: the groups of `--by`."""
+    import pyarrow.compute as pc
+
+    values = table.column(column)
+    if pa.types.is_nested(values.type):
+        raise ParamsError(f"--by {column}: a column of {values.type} values; --by groups rows by a column of single "
+                          "values (a label, a type, a count)")
+    for value in sorted(set(values.to_pylist()), key=str):
+        mask = pc.equal(values, pa.scalar(value, values.type))
+        yield value, mask, table.filter(mask)
