@@ -6,8 +6,8 @@ reports, predictions), to prove that a refactoring changes no output.
 
 Manifests are compared without what legitimately differs between runs, machines and code edits: the
 "run" section (timings, cache hits), "versions" (library versions) and "code_version" (the hash of
-the builders' source, which any edit changes by design). Every other file must be
-byte-identical. `compare` exits 1 and lists the differing, missing and extra files.
+the builders' source, which any edit changes by design); the suite's `*.key.json` records without their
+reuse key (it covers the tiny models' file times). Every other file must be byte-identical. `compare` exits 1 and lists the differing, missing and extra files.
 
 Parquet files and PNG plots carry the writing library's version, and reports name the demo folder's
 absolute path: record and compare with the same libraries and the same DEMO_OUT path (the record
@@ -33,6 +33,10 @@ def file_digest(path: Path) -> str:
         for key in VOLATILE_MANIFEST_KEYS:
             manifest.pop(key, None)
         data = json.dumps(manifest, sort_keys=True).encode()
+    elif path.name.endswith(".key.json"):
+        # a suite's record of what it kept: the SHA-256 of the kept file counts; the reuse key does not (it
+        # covers the model folder's file times, which the demo writes anew each run)
+        data = json.dumps({k: v for k, v in json.loads(data).items() if k != "key"}, sort_keys=True).encode()
     return hashlib.sha256(data).hexdigest()
 
 

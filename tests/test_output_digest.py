@@ -33,3 +33,19 @@ def test_record_then_compare(tmp_path):
     done = _run("compare", out, tmp_path / "d.json")
     assert done.returncode == 1
     assert "differs: bench/manifest.json" in done.stdout and "extra: bench/extra.md" in done.stdout
+
+
+def test_a_suite_key_record_counts_its_file_digest_not_its_reuse_key(tmp_path):
+    """A `*.key.json` (the suite's record of a kept file) whose reuse key changed, as it does when the demo
+    writes its tiny model again (the key covers the folder's file times), compares equal; a changed SHA-256
+    of the kept file does not."""
+    out = tmp_path / "demo"
+    (out / "card" / "predictions").mkdir(parents=True)
+    key = out / "card" / "predictions" / "vqa-v2.key.json"
+    key.write_text(json.dumps({"key": "a" * 64, "sha256": "b" * 64}))
+    (tmp_path / "d.json").write_text(_run("record", out).stdout)
+    key.write_text(json.dumps({"key": "c" * 64, "sha256": "b" * 64}))
+    assert _run("compare", out, tmp_path / "d.json").returncode == 0
+    key.write_text(json.dumps({"key": "c" * 64, "sha256": "d" * 64}))
+    done = _run("compare", out, tmp_path / "d.json")
+    assert done.returncode == 1 and "differs: card/predictions/vqa-v2.key.json" in done.stdout
