@@ -7,7 +7,8 @@ reports, predictions), to prove that a refactoring changes no output.
 Manifests are compared without what legitimately differs between runs, machines and code edits: the
 "run" section (timings, cache hits), "versions" (library versions) and "code_version" (the hash of
 the builders' source, which any edit changes by design); the suite's `*.key.json` records without their
-reuse key (it covers the tiny models' file times). Every other file must be byte-identical. `compare` exits 1 and lists the differing, missing and extra files.
+reuse key (it covers the tiny models' file times). Every other file must be byte-identical. `compare`
+exits 1 and lists the differing, missing and extra files.
 
 Parquet files and PNG plots carry the writing library's version, and reports name the demo folder's
 absolute path: record and compare with the same libraries and the same DEMO_OUT path (the record
