@@ -21,16 +21,22 @@ The params every pairing benchmark shares are `PairingParams`; a benchmark's par
 from __future__ import annotations
 
 import random
+from abc import abstractmethod
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
 
+from builders.base import Builder
 from builders.model_files import load_kwargs
 from builders.nlp import NLI_TIE_MARGIN, NLIClassifier, SentenceEncoder, resolve_model_path
+from builders.result import BuildResult, RunStage, run_uncached
+from builders.splits import locate_val_file
 from builders.text import person_tags
-from core.errors import ParamsError
+from core.errors import ParamsError, SourceError
 from core.params import param
 from core.progress import progress
 
@@ -516,3 +522,105 @@ def paired_rows(items: pa.Table, pairs: pa.Table, *, prefix: str, id_column: str
         rows += [{**item_columns(a), **sub_question(pair_id, 1, a, b, pair, params.seed, choices)},
                  {**item_columns(b), **sub_question(pair_id, 2, b, a, pair, params.seed, choices)}]
     return rows, len(chosen)
+
+
+def item_schema(own: tuple[str, ...]) -> pa.Schema:
+    """The item table of a paired benchmark: its own string columns, then `ITEM_COLUMNS`."""
+    return pa.schema([(c, pa.string()) for c in own] + [("query", pa.string()), ("response", pa.string()),
+                                                         ("distractors", pa.list_(pa.string()))])
+
+
+class PairedBuilder(Builder):
+    """The build of every paired benchmark, written once: the items stage (`read_items`), one mining stage
+    per kind of pair (`kinds`: Sentence-BERT join, group filter, NLI filter), the sampled sub-questions
+    (`paired_rows`), the card (`card`) and the invariants (`check_pairs`). A paired benchmark declares its
+    source file, its id, group and image columns, a sub-question's own columns (`row_columns`, all strings,
+    in the published order), its choices per sub-question and its card."""
+
+    configs = ("default",)
+    default_config = "default"
+    splits = ("val",)
+    floats = FLOATS
+    source_file: ClassVar[str]  # the validation file under the source folder
+    source_release: ClassVar[str]  # its release's name, in errors
+    id_column: ClassVar[str]
+    group_column: ClassVar[str]  # the two items of a pair come from different groups (movies, images)
+    image_column: ClassVar[str] = "img_fn"  # sampling spreads pairs over its values
+    row_columns: ClassVar[tuple[str, ...]]
+    choices: ClassVar[int] = 4  # its correct response, the other item's, and its own distractors to fill
+    items_stage: ClassVar[str] = "items"
+
+    def locate_sources(self, source: Path, splits: list[str], params=None) -> dict[str, Path]:
+        return locate_val_file(self.name, source, splits, self.source_file, self.source_release)
+
+    def features(self, with_images: bool = False):
+        """`pair_features` over the sub-question's own columns."""
+        from datasets import Value
+
+        return pair_features({c: Value("string") for c in self.row_columns})
+
+    @abstractmethod
+    def read_items(self, path: Path, params) -> dict[str, pa.Table]:
+        """The items stage: {"items": the item table (`item_schema`), and what the card reads besides}."""
+
+    def items_key(self, params) -> dict:
+        """What the items stage depends on besides its file."""
+        return {}
+
+    def kinds(self, items: pa.Table, params) -> list[tuple[str, str, pa.Table, int]]:
+        """(mining stage, pair id prefix, items, pairs to sample) of each kind of pair."""
+        raise NotImplementedError
+
+    def pairs_key(self, params) -> dict:
+        """What a mining stage depends on besides its file."""
+        return params.mining_key()
+
+    @abstractmethod
+    def card(self, read: dict, parts: dict[str, pa.Table], table: pa.Table, counts: dict[str, dict], encoder,
+             params) -> tuple[dict, dict, list]:
+        """(statistics, card fields, figures) of a build: `parts` and `counts` by pair id prefix."""
+
+    def build(self, sources: dict[str, Path], params, run_stage: RunStage = run_uncached,
+              images: Path | None = None) -> BuildResult:
+        path = sources["val"]
+        read = run_stage(self.items_stage, self.items_key(params), [path], lambda: self.read_items(path, params))
+        encoder, nli = params.models(run_stage.text_cache)
+        rows, parts, counts = [], {}, {}
+        for stage, prefix, part, target in self.kinds(read["items"], params):
+            mined = run_stage(stage, self.pairs_key(params), [path],
+                              lambda p=part: mine_pairs(p, params, encoder, nli, group_column=self.group_column))
+            kind_rows, sampled = paired_rows(part, mined["pairs"], prefix=prefix, id_column=self.id_column,
+                                             image_column=self.image_column, target=target, params=params,
+                                             choices=self.choices, item_columns=self._own, encoder=encoder)
+            rows += kind_rows
+            parts[prefix], counts[prefix] = part, mining_record(part, mined, self.id_column, sampled)
+        rows.sort(key=lambda r: r["id"])
+        if images is not None:
+            self._embed_images(rows, images)
+        feats = self.features(with_images=images is not None)
+        table = pa.Table.from_pylist(rows, schema=feats.arrow_schema)
+        stats, card_fields, figures = self.card(read, parts, table, counts, encoder, params)
+        return BuildResult(tables={"default": {"val": table}}, features=feats, statistics=stats,
+                           card_fields=card_fields, figures=figures, run_info=model_record(encoder, nli))
+
+    def _own(self, item: dict) -> dict:
+        return {k: item[k] for k in self.row_columns}
+
+    def _embed_images(self, rows: list[dict], images: Path) -> None:
+        """Each row's image (its `image_column` path under --images, which it must stay inside), decoded once."""
+        from builders.sources.files import decode_image, inside, read_bytes
+
+        for row in rows:
+            record = row[self.id_column]
+            path = inside(images, row[self.image_column], images, record=record, field=self.image_column)
+            if not path.is_file():
+                raise SourceError(path, f"image not found (--images must be the folder that holds "
+                                        f"{self.source_release}'s {self.image_column} paths)", record=record)
+            data = read_bytes(path)
+            decode_image(path, data, record=record)
+            row["image"] = {"bytes": data, "path": row[self.image_column]}
+
+    def check_invariants(self, tables, params: dict) -> list[str]:
+        """`check_pairs`: two sub-questions per pair from different groups, distinct choices, each one's
+        correct response among the other's choices (up to re-tagging), cosines on the right side."""
+        return check_pairs(tables["default"]["val"], params, self.group_column, self.choices)

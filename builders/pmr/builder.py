@@ -13,41 +13,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from builders.base import Builder
-from builders.pairing import (
-    FLOATS,
-    AllPairsParams,
-    check_pairs,
-    distinct_choices,
-    mine_pairs,
-    mining_record,
-    model_record,
-    pair_features,
-    paired_rows,
-)
+from builders.pairing import AllPairsParams, PairedBuilder, distinct_choices, item_schema
 from builders.pairing_card import counts_table, funnel_figure, funnel_table, nli_note
 from builders.pmr.reader import read_pmr
-from builders.result import BuildResult, RunStage, run_uncached
-from builders.splits import locate_val_file
 from builders.text import render_tokens
 
 NAME = "pmr-p"
 SOURCE_FILE = "val-ori.jsonl"
-CHOICES = 4  # per sub-question: its correct action, the paired sample's, two of its own distractors
 TABLE_7 = {"source": 1538, "built": 3502}
 
 
-def features():
-    from datasets import Value
-
-    string = Value("string")
-    return pair_features({"total_id": string, "movie": string, "img_fn": string, "metadata_fn": string,
-                          "category": string, "premise": string})
-
-
-_ITEM_SCHEMA = pa.schema([("total_id", pa.string()), ("movie", pa.string()), ("img_fn", pa.string()),
-                          ("metadata_fn", pa.string()), ("category", pa.string()), ("premise", pa.string()),
-                          ("query", pa.string()), ("response", pa.string()), ("distractors", pa.list_(pa.string()))])
+_OWN = ("total_id", "movie", "img_fn", "metadata_fn", "category", "premise")  # in the published order
 
 
 def pmr_items(path: Path) -> dict[str, pa.Table]:
@@ -65,12 +41,8 @@ def pmr_items(path: Path) -> dict[str, pa.Table]:
                      "metadata_fn": rec.metadata_fn, "category": rec.category, "premise": premise, "query": premise,
                      "response": actions[rec.answer_label],
                      "distractors": [a for k, a in enumerate(actions) if k != rec.answer_label]})
-    return {"items": pa.Table.from_pylist(rows, schema=_ITEM_SCHEMA),
+    return {"items": pa.Table.from_pylist(rows, schema=item_schema(_OWN)),
             "excluded": pa.table({"total_id": pa.array(excluded, pa.string())})}
-
-
-def _item_columns(item: dict) -> dict:
-    return {k: item[k] for k in ("total_id", "movie", "img_fn", "metadata_fn", "category", "premise")}
 
 
 def statistics(items: pa.Table, excluded: pa.Table, table: pa.Table, counts: dict, params) -> dict:
@@ -106,41 +78,27 @@ def card_fields(stats: dict, params) -> dict[str, str]:
     }
 
 
-class PMRPairsBuilder(Builder):
+class PMRPairsBuilder(PairedBuilder):
+    """Four choices per sub-question: its correct action, the paired sample's, two of its own distractors."""
+
     name = NAME
     params_class = AllPairsParams
-    configs = ("default",)
-    default_config = "default"
-    splits = ("val",)
     source_dir = "pmr"
+    source_file, source_release = SOURCE_FILE, "PMR"
     card_template = "pmr_p.md"
-    floats = FLOATS
     description = "PMR-P: PMR val pairs with equivalent premises, different movies and actions (APQ, HPQ)"
     sources_help = f"PMR {SOURCE_FILE} (the original validation samples, JSON lines)"
+    id_column = "total_id"
+    group_column = "movie"  # the two samples come from different movies
+    row_columns = _OWN
+    items_stage = "samples"
 
-    def locate_sources(self, source: Path, splits: list[str], params=None) -> dict[str, Path]:
-        return locate_val_file(self.name, source, splits, SOURCE_FILE, "PMR")
+    def read_items(self, path: Path, params) -> dict[str, pa.Table]:
+        return pmr_items(path)
 
-    def build(self, sources: dict[str, Path], params: AllPairsParams,
-              run_stage: RunStage = run_uncached) -> BuildResult:
-        path = sources["val"]
-        read = run_stage("samples", {}, [path], lambda: pmr_items(path))
-        items = read["items"]
-        encoder, nli = params.models(run_stage.text_cache)
-        mined = run_stage("pairs", params.mining_key(), [path],
-                          lambda: mine_pairs(items, params, encoder, nli, group_column="movie"))
-        rows, sampled = paired_rows(items, mined["pairs"], prefix="premise", id_column="total_id",
-                                    image_column="img_fn", target=params.pairs, params=params, choices=CHOICES,
-                                    item_columns=_item_columns, encoder=encoder)
-        rows.sort(key=lambda r: r["id"])
-        feats = features()
-        table = pa.Table.from_pylist(rows, schema=feats.arrow_schema)
-        stats = statistics(items, read["excluded"], table, mining_record(items, mined, "total_id", sampled), params)
-        return BuildResult(tables={"default": {"val": table}}, features=feats, statistics=stats,
-                           card_fields=card_fields(stats, params), figures=[funnel_figure(stats["mining"], "premise")],
-                           run_info=model_record(encoder, nli))
+    def kinds(self, items: pa.Table, params) -> list[tuple[str, str, pa.Table, int]]:
+        return [("pairs", "premise", items, params.pairs)]
 
-    def check_invariants(self, tables, params: dict) -> list[str]:
-        """The paired-benchmark invariants (builders.pairing.check_pairs), the two samples from
-        different movies."""
-        return check_pairs(tables["default"]["val"], params, "movie", CHOICES)
+    def card(self, read, parts, table, counts, encoder, params) -> tuple[dict, dict, list]:
+        stats = statistics(read["items"], read["excluded"], table, counts["premise"], params)
+        return stats, card_fields(stats, params), [funnel_figure(stats["mining"], "premise")]

@@ -14,25 +14,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from builders.base import Builder
-from builders.pairing import (
-    FLOATS,
-    PairingParams,
-    check_pair_target,
-    check_pairs,
-    mine_pairs,
-    mining_record,
-    model_record,
-    pair_features,
-    paired_rows,
-)
-from builders.result import BuildResult, RunStage, run_uncached
-from builders.sources.files import decode_image, inside, read_bytes
+from builders.pairing import PairedBuilder, PairingParams, check_pair_target, item_schema, pair_features
 from builders.sources.vcr import read_vcr
-from builders.splits import locate_val_file
 from builders.text import reasoning_types, render_tokens
 from builders.vcr_visor import card as vcr_visor_card
-from core.errors import ParamsError, SourceError
+from core.errors import ParamsError
 from core.params import param
 
 NAME = "vcr-visor"
@@ -63,12 +49,8 @@ class VCRVisorParams(PairingParams):
         return getattr(self, f"{kind}_pairs")
 
 
-def features(with_images: bool = False):
-    from datasets import Image, Value
-
-    string = Value("string")
-    return pair_features({"reasoning_type": string, "annot_id": string, "img_fn": string, "metadata_fn": string,
-                          "movie": string, **({"image": Image()} if with_images else {}), "query": string})
+_ITEM_OWN = ("annot_id", "img_fn", "metadata_fn", "movie", "reasoning_type")  # the items stage's table
+_ROW_OWN = ("reasoning_type", "annot_id", "img_fn", "metadata_fn", "movie", "query")  # a sub-question's, published
 
 
 def vcr_items(path: Path, skip_invalid: bool) -> dict[str, pa.Table]:
@@ -89,78 +71,46 @@ def vcr_items(path: Path, skip_invalid: bool) -> dict[str, pa.Table]:
                      "distractors": [r for k, r in enumerate(rationales) if k != rec.rationale_label]})
     skipped = pa.table({"annot_id": list(source.skipped), "check": list(source.skipped.values())},
                        schema=pa.schema([("annot_id", pa.string()), ("check", pa.string())]))
-    return {"items": pa.Table.from_pylist(rows, schema=_ITEM_SCHEMA), "skipped": skipped}
+    return {"items": pa.Table.from_pylist(rows, schema=item_schema(_ITEM_OWN)), "skipped": skipped}
 
 
-_ITEM_SCHEMA = pa.schema([("annot_id", pa.string()), ("img_fn", pa.string()), ("metadata_fn", pa.string()),
-                          ("movie", pa.string()), ("reasoning_type", pa.string()), ("query", pa.string()),
-                          ("response", pa.string()), ("distractors", pa.list_(pa.string()))])
+class VCRVisorBuilder(PairedBuilder):
+    """Two choices per sub-question (its correct response and the paired item's), one kind of pair per
+    reasoning type."""
 
-
-def _item_columns(item: dict) -> dict:
-    """A sub-question's own columns: its VCR item and query."""
-    return {k: item[k] for k in ("reasoning_type", "annot_id", "img_fn", "metadata_fn", "movie", "query")}
-
-
-def _embed_images(rows: list[dict], images: Path) -> None:
-    """Each row's `img_fn` from the --images folder (the path must stay inside it), decoded once."""
-    for row in rows:
-        path = inside(images, row["img_fn"], images, record=row["annot_id"], field="img_fn")
-        if not path.is_file():
-            raise SourceError(path, "image not found (--images must be the folder that holds VCR's img_fn paths)",
-                              record=row["annot_id"])
-        data = read_bytes(path)
-        decode_image(path, data, record=row["annot_id"])
-        row["image"] = {"bytes": data, "path": row["img_fn"]}
-
-
-class VCRVisorBuilder(Builder):
     name = NAME
     params_class = VCRVisorParams
-    configs = ("default",)
-    default_config = "default"
-    splits = ("val",)
     source_dir = "vcr"
+    source_file, source_release = "val.jsonl", "VCR"
     card_template = "vcr_visor.md"
-    floats = FLOATS
     supports_images = True
     description = "VCR-Visor: paired VCR val items that a text-only model cannot both answer (APQ, HPQ)"
     sources_help = "VCR v1.0 val.jsonl (23 fields per line)"
+    id_column = "annot_id"
+    group_column = "movie"  # the two items come from different movies
+    row_columns = _ROW_OWN
+    choices = 2
 
-    def locate_sources(self, source: Path, splits: list[str], params=None) -> dict[str, Path]:
-        return locate_val_file(self.name, source, splits, "val.jsonl", "VCR")
+    def features(self, with_images: bool = False):
+        """The sub-question's own columns, the image (with --images) before its query."""
+        from datasets import Image, Value
 
-    def build(self, sources: dict[str, Path], params: VCRVisorParams, run_stage: RunStage = run_uncached,
-              images: Path | None = None) -> BuildResult:
-        path = sources["val"]
-        read = run_stage("items", {"skip_invalid": params.skip_invalid}, [path],
-                         lambda: vcr_items(path, params.skip_invalid))
-        items = read["items"]
-        encoder, nli = params.models(run_stage.text_cache)
-        key = {**params.mining_key(), "skip_invalid": params.skip_invalid}
-        by_type, rows, counts = {}, [], {}
-        for kind in TYPES:
-            part = items.filter(pc.equal(items.column("reasoning_type"), kind))
-            by_type[kind] = part
-            mined = run_stage(f"pairs-{kind}", key, [path],
-                              lambda p=part: mine_pairs(p, params, encoder, nli, group_column="movie"))
-            kind_rows, sampled = paired_rows(part, mined["pairs"], prefix=kind, id_column="annot_id",
-                                             image_column="img_fn", target=params.target(kind), params=params,
-                                             choices=2, item_columns=_item_columns, encoder=encoder)
-            rows += kind_rows
-            counts[kind] = mining_record(part, mined, "annot_id", sampled)
-        rows.sort(key=lambda r: r["id"])
-        if images is not None:
-            _embed_images(rows, images)
-        feats = features(with_images=images is not None)
-        table = pa.Table.from_pylist(rows, schema=feats.arrow_schema)
-        stats = vcr_visor_card.statistics(by_type, table, counts, encoder, read["skipped"], params)
-        return BuildResult(tables={"default": {"val": table}}, features=feats, statistics=stats,
-                           card_fields=vcr_visor_card.card_fields(stats, params),
-                           figures=vcr_visor_card.figures(stats), run_info=model_record(encoder, nli))
+        own = {c: Value("string") for c in self.row_columns if c != "query"}
+        return pair_features({**own, **({"image": Image()} if with_images else {}), "query": Value("string")})
 
-    def check_invariants(self, tables, params: dict) -> list[str]:
-        """The paired-benchmark invariants (`pairing.check_pairs`): two sub-questions per pair from
-        different movies, two distinct choices each, each one's correct response among the other's
-        choices (up to re-tagging), cosines on the right side of the thresholds."""
-        return check_pairs(tables["default"]["val"], params, "movie", choices=2)
+    def read_items(self, path: Path, params: VCRVisorParams) -> dict[str, pa.Table]:
+        return vcr_items(path, params.skip_invalid)
+
+    def items_key(self, params: VCRVisorParams) -> dict:
+        return {"skip_invalid": params.skip_invalid}
+
+    def pairs_key(self, params: VCRVisorParams) -> dict:
+        return {**params.mining_key(), "skip_invalid": params.skip_invalid}
+
+    def kinds(self, items: pa.Table, params: VCRVisorParams) -> list[tuple[str, str, pa.Table, int]]:
+        return [(f"pairs-{kind}", kind, items.filter(pc.equal(items.column("reasoning_type"), kind)),
+                 params.target(kind)) for kind in TYPES]
+
+    def card(self, read, parts, table, counts, encoder, params) -> tuple[dict, dict, list]:
+        stats = vcr_visor_card.statistics(parts, table, counts, encoder, read["skipped"], params)
+        return stats, vcr_visor_card.card_fields(stats, params), vcr_visor_card.figures(stats)
