@@ -526,8 +526,8 @@ def paired_rows(items: pa.Table, pairs: pa.Table, *, prefix: str, id_column: str
 
 def item_schema(own: tuple[str, ...]) -> pa.Schema:
     """The item table of a paired benchmark: its own string columns, then `ITEM_COLUMNS`."""
-    return pa.schema([(c, pa.string()) for c in own] + [("query", pa.string()), ("response", pa.string()),
-                                                         ("distractors", pa.list_(pa.string()))])
+    return pa.schema([(c, pa.string()) for c in own] +
+                     [(c, pa.list_(pa.string()) if c == "distractors" else pa.string()) for c in ITEM_COLUMNS])
 
 
 class PairedBuilder(Builder):
@@ -567,9 +567,9 @@ class PairedBuilder(Builder):
         """What the items stage depends on besides its file."""
         return {}
 
+    @abstractmethod
     def kinds(self, items: pa.Table, params) -> list[tuple[str, str, pa.Table, int]]:
         """(mining stage, pair id prefix, items, pairs to sample) of each kind of pair."""
-        raise NotImplementedError
 
     def pairs_key(self, params) -> dict:
         """What a mining stage depends on besides its file."""
