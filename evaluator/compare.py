@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from builders.registry import get_task
 from core.errors import ParamsError
 from core.markdown import report_table
 from evaluator.interop import load_submission
@@ -17,6 +16,7 @@ from evaluator.request import ScoringRequest
 from evaluator.splits import column_groups, open_split, task_options, with_column
 from evaluator.stats import bootstrap
 from evaluator.submission import Coverage, match_ids
+from evaluator.tasks import get_task
 
 
 def compare_predictions(request: ScoringRequest, predictions: list[Path], *, report: Path | None = None,

@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.registry import get_benchmark, get_task
+from builders.registry import get_benchmark
 from core.data import resolve_data
 from core.errors import ParamsError, VlbenchError
 from core.hashing import sha256_file
@@ -39,6 +39,7 @@ from evaluator.models.prediction_record import metadata_path
 from evaluator.publish.site import write_site
 from evaluator.request import ScoringRequest
 from evaluator.stats.bootstrap import value_at
+from evaluator.tasks import get_task
 
 RECORD = "leaderboard.json"
 SITE_MARKER = ".vlbench-site.json"

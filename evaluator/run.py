@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from builders.registry import get_task
 from core.errors import ModelError, ParamsError, write_error
 from core.outdir import write_together
 from evaluator.interop import load_submission
@@ -34,6 +33,7 @@ from evaluator.splits import column_groups, open_split, task_options, with_colum
 from evaluator.stats.bootstrap import intervals
 from evaluator.stats.circular import circular_markdown, circular_report, read_rotations, rotations_file
 from evaluator.submission import match_ids
+from evaluator.tasks import get_task
 
 
 def _gathered(world, values: list, shard, n: int) -> list:
@@ -159,12 +159,11 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
     if by is not None:
         metrics["by"] = {"column": by, "groups": _by_group(task, table, preds, by, options, bootstrap, seed)}
     if hub_results is not None:
-        from builders.registry import get_benchmark
         from evaluator.publish.hub_results import write_eval_results
 
         # a dataset fetched from the Hub lies in its snapshot folder, named by the commit
         revision = folder.name if hub_dataset == data and re.fullmatch(r"[0-9a-f]{40}", folder.name) else None
-        metrics["hub_results"] = str(write_eval_results(hub_results, get_benchmark(bench), folder, metrics,
+        metrics["hub_results"] = str(write_eval_results(hub_results, bench, folder, metrics,
                                                         hub_dataset, revision, source=hub_source))
     if report is not None:
         markdown, plots = task.report(metrics, Path(predictions).stem)

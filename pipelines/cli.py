@@ -71,11 +71,12 @@ def list_benchmarks(
 @app.command("params")
 def params_command(bench: str = typer.Argument(..., help="Benchmark name (see `vlbench list`).")):
     """A benchmark's `build --param` parameters and `evaluate --option` scoring options: type, default, meaning."""
-    from builders.registry import get_benchmark, get_builder, get_task
+    from builders.registry import get_builder
     from core.params import describe
+    from evaluator.tasks import get_task, has_task
 
     sections = [(f"build parameters (vlbench build {bench} --param KEY=VALUE)", get_builder(bench).params_class)]
-    if get_benchmark(bench).task is not None:
+    if has_task(bench):
         options = get_task(bench).options_class
         sections.append((f"scoring options (vlbench evaluate/perceptual {bench} --option KEY=VALUE)", options))
     for title, params_class in sections:

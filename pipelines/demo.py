@@ -11,6 +11,7 @@ from evaluator.perceptual.run import perceptual_score
 from evaluator.perceptual.score import PerceptualOptions
 from evaluator.request import ScoringRequest
 from evaluator.run import evaluate, predict
+from evaluator.tasks import get_task, has_task
 from pipelines.build import run_build
 from pipelines.samples import write_samples
 from pipelines.verify import verify
@@ -23,15 +24,14 @@ def run_demo(out: Path, echo=print) -> dict:
     echo(f"sample sources: {sources}")
     results: dict = {}
     for benchmark in benchmarks():
-        bench, models = benchmark.name, benchmark.demo_models
-        headline = benchmark.load(benchmark.task)().headline if benchmark.task else ()
+        bench, demo = benchmark.name, benchmark.demo
+        headline = get_task(bench).headline if has_task(bench) else ()
         dataset = out / bench
-        train_file = None if benchmark.demo_train_file is None else sources / benchmark.demo_train_file
-        options = ModelOptions(train_file=train_file)
-        run_build(bench, sources, dataset, assignments=benchmark.demo_params, legacy_json=benchmark.legacy_json)
+        options = ModelOptions(train_file=None if demo.train_file is None else sources / demo.train_file)
+        run_build(bench, sources, dataset, assignments=benchmark.demo_params, legacy_json=demo.legacy_json)
         problems = verify(dataset).problems
         echo(f"{bench:10s} {dataset} (card: README.md; verify: {'ok' if not problems else problems[0]})")
-        for spec in models:
+        for spec in demo.models:
             name = spec.split(":", 1)[1]
             predictions = out / "predictions" / f"{bench}-{name}.json"
             split, _ = predict(bench, str(dataset), spec, predictions, options=options)
@@ -42,7 +42,7 @@ def run_demo(out: Path, echo=print) -> dict:
             echo(f"  {spec:26s} {split:10s} {shown}   report: {report / 'report.md'}")
     # Perceptual scores of blind baselines (Gat et al., NeurIPS 2021): each reads one modality, so only
     # that one scores.
-    for bench, spec, by in [(b.name, spec, by) for b in benchmarks() for spec, by in b.demo_perceptual]:
+    for bench, spec, by in [(b.name, spec, by) for b in benchmarks() for spec, by in b.demo.perceptual]:
         report = out / "reports" / f"perceptual-{bench}-{spec.split(':', 1)[1]}"
         metrics = perceptual_score(ScoringRequest(bench, str(out / bench)), spec, PerceptualOptions(by=by),
                                    report=report)

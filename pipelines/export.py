@@ -9,7 +9,6 @@ from typing import Callable
 
 import pyarrow.parquet as pq
 
-from builders.registry import get_benchmark
 from builders.result import BuildResult
 from core.figures import FigureSpec
 from core.manifest import describe_outputs, write_manifest
@@ -77,7 +76,7 @@ def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json:
         if check is not None:
             check()
         # eval.yaml names built configs and splits only: it is made while the shards are written
-        hub = eval_yaml(get_benchmark(builder.name), {config: list(tables) for config, tables in result.tables.items()})
+        hub = eval_yaml(builder.name, {config: list(tables) for config, tables in result.tables.items()})
         if legacy_json:
             for rel, produce in sorted(result.legacy_files.items()):
                 (folder / rel).parent.mkdir(parents=True, exist_ok=True)

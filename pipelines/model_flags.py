@@ -100,7 +100,7 @@ class ModelMenuCommand(TyperCommand):
 
     def format_epilog(self, ctx, formatter) -> None:
         super().format_epilog(ctx, formatter)
-        from builders.registry import benchmarks, get_task
+        from evaluator.tasks import get_task, task_names
 
         with formatter.section("Models per benchmark (--model)"):
-            formatter.write_dl([(b.name, get_task(b.name).models_help()) for b in benchmarks() if b.task is not None])
+            formatter.write_dl([(name, get_task(name).models_help()) for name in task_names()])

@@ -75,14 +75,14 @@ def main() -> int:
 
 
 def _split(bench: str) -> str:
-    from builders.registry import get_task
+    from evaluator.tasks import get_task
 
     return get_task(bench).default_split
 
 
 def _images(tmp: Path, bench: str) -> Path:
     """The sample sources' picture folder of the benchmark (the release's own layout)."""
-    from builders.registry import get_task
+    from evaluator.tasks import get_task
 
     folder = get_task(bench).images_folder
     return tmp / "sources" / folder

@@ -132,9 +132,9 @@ def against_a_plain_loop(tmp: Path, model: str, rounds: int, batch: int = 16) ->
     import torch
     from PIL import Image
 
-    from builders.registry import get_task
     from core.data import load_table
     from evaluator.models.options import ModelOptions
+    from evaluator.tasks import get_task
     from pipelines.build import run_build
     from pipelines.samples import write_samples
 

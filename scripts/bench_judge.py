@@ -29,9 +29,10 @@ TARGET_PER_ANSWER = 2.0
 
 def main() -> int:
     sys.path.insert(0, str(ROOT))
-    from builders.registry import get_benchmark, get_task
+    from builders.registry import get_benchmark
     from evaluator.models.options import ModelOptions
     from evaluator.run import predict
+    from evaluator.tasks import get_task
     from pipelines.build import run_build
     from pipelines.samples import write_samples
     from pipelines.tiny_models import write_tiny_llava, write_tiny_llava_answering

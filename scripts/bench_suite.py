@@ -34,6 +34,7 @@ def main() -> int:
     from builders.registry import benchmarks
     from evaluator.models.options import ModelOptions
     from evaluator.suite.run import run_suite
+    from evaluator.tasks import has_task
     from pipelines.build import run_build
     from pipelines.samples import write_samples
     from pipelines.tiny_models import write_tiny_llava
@@ -53,7 +54,7 @@ def main() -> int:
         write_samples(tmp / "sources")
         builds = {}
         for entry in benchmarks():
-            if entry.task is not None:
+            if has_task(entry.name):
                 run_build(entry.name, tmp / "sources", tmp / "data" / entry.name, assignments=entry.demo_params)
                 builds[entry.name] = tmp / "data" / entry.name
         model = write_tiny_llava(tmp / "llava", hidden=args.hidden, layers=2, image_size=args.image_size)

@@ -59,11 +59,12 @@ def _cell(text) -> str:
 
 def params_tables(bench: str) -> str:
     """The benchmark's build parameters and scoring options as Markdown tables."""
-    from builders.registry import get_benchmark, get_builder, get_task
+    from builders.registry import get_builder
     from core.params import describe
+    from evaluator.tasks import get_task, has_task
 
     sections = [(f"Build parameters (`vlbench build {bench} --param KEY=VALUE`)", get_builder(bench).params_class)]
-    if get_benchmark(bench).task is not None:
+    if has_task(bench):
         sections.append((f"Scoring options (`vlbench evaluate {bench} --option KEY=VALUE`)",
                          get_task(bench).options_class))
     out = []

@@ -20,7 +20,7 @@ def main(sources: Path, out: Path, nli_model: str, threads: int) -> None:
     torch.set_num_threads(threads)
     for benchmark in benchmarks():
         run_build(benchmark.name, sources, out / benchmark.name, assignments=benchmark.demo_params,
-                  legacy_json=benchmark.legacy_json, use_cache=False)
+                  legacy_json=benchmark.demo.legacy_json, use_cache=False)
     run_build("cosim-q", sources, out / "cosim-q-nli", use_cache=False,
               assignments=[a for a in benchmarks_demo_params("cosim-q") if not a.startswith("nli_model=")]
               + [f"nli_model={nli_model}"])

@@ -69,7 +69,7 @@ def built(sample_sources, tmp_path_factory):
         if bench not in done:
             entry = get_benchmark(bench)
             run_build(bench, sample_sources, root / bench, assignments=entry.demo_params,
-                      legacy_json=entry.legacy_json)
+                      legacy_json=entry.demo.legacy_json)
             done[bench] = root / bench
         return done[bench]
 

@@ -115,8 +115,8 @@ def write_row_images(bench: str, data: Path, folder: Path) -> Path:
     import numpy as np
     from PIL import Image
 
-    from builders.registry import get_task
     from core.data import load_table, pick_split
+    from evaluator.tasks import get_task
 
     task = get_task(bench)
     table = load_table(data, task.config, pick_split(data, task.config, None, task.default_split))
@@ -174,9 +174,9 @@ def evaluate_json(cli, bench, data, predictions, *args):
 
 def read_submission(bench, data, path):
     """({id: prediction}, how it was read) of a prediction file or a harness log, against the built split."""
-    from builders.registry import get_task
     from core.data import load_table
     from evaluator.interop import load_submission
+    from evaluator.tasks import get_task
 
     task = get_task(bench)
     table = load_table(data, task.config, task.default_split)

@@ -544,9 +544,9 @@ def test_bad_source(case: SourceCase, cli, source_copy, tmp_path):
 # Submissions: every registered task's format
 
 def _tasks() -> dict:
-    from builders.registry import benchmarks, get_task
+    from evaluator.tasks import get_task, task_names
 
-    return {b.name: get_task(b.name) for b in benchmarks() if b.task is not None}
+    return {name: get_task(name) for name in task_names()}
 
 
 def _fields(field) -> tuple[str, ...]:
@@ -575,9 +575,9 @@ class _Scored(dict):
         from evaluator.run import predict
 
         entry, folder = get_benchmark(bench), self.built(bench)
-        train = None if entry.demo_train_file is None else self.sources / entry.demo_train_file
+        train = None if entry.demo.train_file is None else self.sources / entry.demo.train_file
         predictions = self.root / f"{bench}.json"
-        predict(bench, str(folder), entry.demo_models[0], predictions, options=ModelOptions(train_file=train))
+        predict(bench, str(folder), entry.demo.models[0], predictions, options=ModelOptions(train_file=train))
         self[bench] = (folder, json.loads(predictions.read_text()))
         return self[bench]
 

@@ -187,7 +187,7 @@ def test_sample_sources_prints_a_summary(tmp_path, cli):
 def test_has_majority_reads_the_tasks_declaration():
     """Gat et al.'s majority vote (Eq. 4) exists where a task defines `majority`; a task that declares
     `majority = None` (the paired benchmarks: built from a validation split, no training split) has none."""
-    from builders.registry import get_task
+    from evaluator.tasks import get_task
 
     assert get_task("gqa-ood").has_majority and get_task("disco").has_majority
     assert not any(get_task(b).has_majority for b in ("vcr-visor", "cosim-q", "cosim-c", "pmr-p"))

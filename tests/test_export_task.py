@@ -11,12 +11,13 @@ import pytest
 import yaml
 from helpers import assert_one_error_line, write_row_images
 
-from builders.registry import benchmarks, get_task
+from builders.registry import benchmarks
 from core.data import load_table
 from evaluator.harness.docs import id_text
 from evaluator.models.ask import LETTER_INSTRUCTION, letter_prompt
+from evaluator.tasks import get_task, task_names
 
-EXPORTABLE = [b.name for b in benchmarks() if b.task is not None and get_task(b.name).generative is not None]
+EXPORTABLE = [name for name in task_names() if get_task(name).generative is not None]
 
 
 class _Loader(yaml.SafeLoader):

@@ -200,9 +200,9 @@ def test_a_benchmark_without_a_way_to_ask_is_one_line(tiny):
 
 def _askable() -> list[str]:
     """The registered benchmarks a generative VLM can be asked (their Task declares an `Ask`)."""
-    from builders.registry import benchmarks, get_task
+    from evaluator.tasks import get_task, task_names
 
-    return [b.name for b in benchmarks() if b.task is not None and get_task(b.name).generative is not None]
+    return [name for name in task_names() if get_task(name).generative is not None]
 
 
 @pytest.fixture(scope="module")
@@ -210,9 +210,9 @@ def vlm_run(tiny, built, tmp_path_factory):
     """vlm_run(bench): the tiny LLaVA's predictions, samples and split table on a benchmark, made once:
     every image key of the rows gets a small image (a path-like key as is, any other as <key>.png, which
     `--images` finds by stem)."""
-    from builders.registry import get_task
     from core.data import load_table, pick_split
     from evaluator.run import predict
+    from evaluator.tasks import get_task
 
     runs = {}
 

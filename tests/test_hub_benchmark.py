@@ -48,9 +48,9 @@ def test_a_pushed_repo_is_a_hub_benchmark_inspect_reads(bench, built, exported, 
     import datasets
     import pyarrow.parquet as pq
 
-    from builders.registry import get_benchmark, get_task
     from core.data import load_table
     from evaluator.publish.hub_results import hub_tasks
+    from evaluator.tasks import get_task
     from pipelines.verify import verify
 
     task_dir, images = exported(bench)
@@ -61,7 +61,7 @@ def test_a_pushed_repo_is_a_hub_benchmark_inspect_reads(bench, built, exported, 
     assert spec["evaluation_framework"] == "inspect-ai" and set(spec) == {"name", "description",
                                                                          "evaluation_framework", "tasks"}
     meta = json.loads((task_dir / "vlbench_task.json").read_text())
-    assert [t["id"] for t in spec["tasks"]] == [tid for tid, _, _ in hub_tasks(get_benchmark(bench))]
+    assert [t["id"] for t in spec["tasks"]] == [tid for tid, _, _ in hub_tasks(bench)]
     for t in spec["tasks"]:
         assert set(t) <= HF_TASK_KEYS and set(t["field_spec"]) <= FIELD_SPEC_KEYS
         assert {s["name"] for s in t["solvers"]} <= HF_SOLVERS and {s["name"] for s in t["scorers"]} <= HF_SCORERS

@@ -126,3 +126,33 @@ def test_no_engine_of_evaluator_imports_a_command():
     upward = sorted(f"{m} -> {t}" for m, targets in graph.items() if _layer(m) == "evaluator" and not _is_command(m)
                     for t in targets if _is_command(t))
     assert upward == []
+
+
+def _named_modules(path: Path, known: set[str]) -> set[str]:
+    """The project modules a file's code names in a string (an "a.b:attribute" reference imported by name):
+    a dependency `importlib` would hide from the import graph. Docstrings describe, they load nothing."""
+    import re
+
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            for dotted in re.findall(r"\b[a-z_]+(?:\.[a-z_][a-z0-9_]*)+", node.value):
+                while dotted and dotted not in known:
+                    dotted = dotted.rpartition(".")[0]
+                if "." in dotted or dotted in LAYERS:
+                    found.add(dotted)
+    return found
+
+
+def test_no_layer_names_a_layer_above_it_in_a_string():
+    """builders/ never names evaluator/ (the registry's task half lives in evaluator/tasks.py), nor any layer
+    one above it, even as a string to import later."""
+    modules = _modules()
+    known = set(modules)
+    upward = sorted(f"{m} -> {t}" for m, path in modules.items() for t in _named_modules(path, known)
+                    if RANK[_layer(t)] > RANK[_layer(m)])
+    assert upward == []

@@ -19,7 +19,7 @@ import pytest
 from helpers import assert_one_error_line, offline_flags
 
 from builders.base import Builder
-from builders.registry import Benchmark, benchmarks, get_benchmark, get_builder, get_task, register
+from builders.registry import Benchmark, Demo, benchmarks, get_benchmark, get_builder, register
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.jsonio import read_jsonl
 from core.params import describe, param
@@ -27,6 +27,7 @@ from evaluator.base import Headline, Task
 from evaluator.models.menu import Baseline
 from evaluator.models.model import Model
 from evaluator.submission import Coverage, is_finite_number
+from evaluator.tasks import TaskEntry, get_task, get_task_entry, has_task, register_task
 
 
 def tree_digest(root: Path) -> dict[str, bytes]:
@@ -40,12 +41,13 @@ def check_declarations(entry: Benchmark) -> Builder:
     assert isinstance(builder, Builder) and builder.name == entry.name
     assert builder.default_config in builder.configs and callable(entry.load(entry.samples))
     assert all(row["help"] for row in describe(builder.params_class)), "every build parameter says what it means"
-    if entry.task is None:
-        assert entry.no_task_reason and not entry.demo_models
+    scoring = get_task_entry(entry.name)  # every benchmark has the evaluator's half of its entry
+    if scoring.task is None:
+        assert scoring.no_task_reason and not entry.demo.models
         return builder
     task = get_task(entry.name)
     assert isinstance(task, Task) and task.name == entry.name and task.config in builder.configs
-    assert task.default_split in builder.splits and task.headline and entry.demo_models
+    assert task.default_split in builder.splits and task.headline and entry.demo.models
     assert all(f"baseline:{b.name}" in task.models_help() for b in task.baselines)
     return builder
 
@@ -76,13 +78,13 @@ def check_benchmark(cli, entry: Benchmark, sources: Path, data: Path, tmp_path: 
     assert_one_error_line(code, err, (first.name,))
     assert not out.exists() and tree_digest(copy) == before
 
-    if entry.task is None:
+    if not has_task(entry.name):
         return
     task = get_task(entry.name)
 
     predictions = tmp_path / "p.json"
-    train = () if entry.demo_train_file is None else ("--train-file", sources / entry.demo_train_file)
-    code, _, err = cli("predict", entry.name, "--data", data, "--model", entry.demo_models[0], "--out", predictions,
+    train = () if entry.demo.train_file is None else ("--train-file", sources / entry.demo.train_file)
+    code, _, err = cli("predict", entry.name, "--data", data, "--model", entry.demo.models[0], "--out", predictions,
                        *train)
     assert code == 0, err
     from core.data import load_table, pick_split
@@ -231,12 +233,16 @@ def write_tiny_samples(root: Path, scale: int = 1) -> list[Path]:
 def tiny_registered(monkeypatch):
     """The throwaway benchmark in the registry for one test (the built-in entries as they were after)."""
     import builders.registry as registry
+    import evaluator.tasks as tasks
 
     monkeypatch.setattr(registry, "BENCHMARKS", registry.BENCHMARKS)
     monkeypatch.setattr(registry, "_BY_NAME", dict(registry._BY_NAME))
+    monkeypatch.setattr(tasks, "TASKS", tasks.TASKS)
+    monkeypatch.setattr(tasks, "_BY_NAME", dict(tasks._BY_NAME))
     entry = Benchmark("tiny-count", f"{__name__}:TinyBuilder", f"{__name__}:write_tiny_samples",
-                      task=f"{__name__}:TinyTask", demo_models=("baseline:zero",))
+                      demo=Demo(models=("baseline:zero",)))
     register(entry)
+    register_task(TaskEntry("tiny-count", f"{__name__}:TinyTask"))
     return entry
 
 
@@ -260,3 +266,15 @@ def test_registering_a_name_twice_is_refused(tiny_registered):
 
     with pytest.raises(ParamsError, match="registered already"):
         register(tiny_registered)
+    with pytest.raises(ParamsError, match="has a task entry already"):
+        register_task(TaskEntry("tiny-count", f"{__name__}:TinyTask"))
+
+
+def test_a_second_counterbias_benchmark_is_refused(tiny_registered):
+    """The suite's card holds one CounterBias row: the registry names the benchmark it measures once."""
+    from core.errors import ParamsError
+    from evaluator.tasks import counterbias_benchmarks, task_entries
+
+    assert counterbias_benchmarks() == [t.benchmark for t in task_entries() if t.counterbias] == ["vl-bias"]
+    with pytest.raises(ParamsError, match="CounterBias row measures one benchmark, vl-bias, already"):
+        register_task(TaskEntry("tiny-bias", counterbias=True))

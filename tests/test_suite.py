@@ -554,13 +554,14 @@ def test_the_sample_sources_hold_an_image_for_every_row_of_every_benchmark_that_
     """`vlbench suite --images-root SOURCES` serves every benchmark whose rows name images: the sample
     writers lay small pictures out as the releases do (COCO, GQA images/, vcr1images/, CoSIm and PMR
     by img_fn, VisDial's VisualDialog_val2018/)."""
-    from builders.registry import benchmarks, get_task
+    from builders.registry import benchmarks
     from core.data import load_table, pick_split
     from evaluator.models.images import ImageFolder
+    from evaluator.tasks import get_task, has_task
 
     served = []
     for entry in benchmarks():
-        task = None if entry.task is None else get_task(entry.name)
+        task = get_task(entry.name) if has_task(entry.name) else None
         if task is None or task.images_folder is None or task.generative is None:
             continue
         column = task.generative.image_column

@@ -145,8 +145,8 @@ def test_videos_where_a_benchmark_has_none_or_a_model_reads_none_is_one_line(cli
                        "--out", tmp_path / "p.json", "--videos", tmp_path / "absent")
     assert code == 2 and err.strip() == f"error: --videos {tmp_path / 'absent'}: not a folder"
     assert not (tmp_path / "p.json").exists()
-    from builders.registry import get_task
     from evaluator.models.options import ModelOptions
+    from evaluator.tasks import get_task
 
     with pytest.raises(ModelError, match=r"^--videos: disco rows have no videos to show a model$"):
         get_task("disco").make_model(f"hf:{socialiq['model']}", ModelOptions(videos=socialiq["videos"]))

@@ -89,7 +89,6 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
                 choice_mode: str, images: Path | None, videos: Path | None, frames: int,
                 max_new_tokens: int | None, overwrite: bool = False) -> Path:
     """Write the task folder OUT; returns it."""
-    from builders.registry import get_task
     from core.data import load_table, pick_split, resolve_data
     from core.outdir import atomic_folder, check_out
     from evaluator.harness import inspect_task, lmms_eval
@@ -98,6 +97,7 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
     from evaluator.models.generation import Generation
     from evaluator.models.options import ModelOptions
     from evaluator.models.response_cache import vlbench_version
+    from evaluator.tasks import get_task
 
     if harness not in HARNESSES:
         raise ParamsError(f"--harness {harness}: expected one of {', '.join(HARNESSES)}")

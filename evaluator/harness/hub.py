@@ -92,25 +92,25 @@ def hub_table(task, table, docs: list[dict], meta: dict):
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def inspect_eval_yaml(benchmark, meta: dict, repo_id: str) -> dict:
+def inspect_eval_yaml(benchmark: str, meta: dict, repo_id: str) -> dict:
     """eval.yaml for the inspect-ai framework: one task per leaderboard over the `inspect` config."""
     from evaluator.publish.hub_results import hub_tasks
 
     tasks = hub_tasks(benchmark)
     if not tasks:
-        raise ParamsError(f"{benchmark.name}: no leaderboard metric (higher is better) to make a Hub task of")
+        raise ParamsError(f"{benchmark}: no leaderboard metric (higher is better) to make a Hub task of")
     labels = ", ".join(label for _, _, label in tasks)
     first = tasks[0][0]
     field_spec = {"input": "input", "target": "target", "id": "id", "metadata": ["vlbench"],
                   **({"input_image": "image"} if meta["images"] else {})}
     solver = {"name": "generate", "args": {"temperature": 0.0, "max_tokens": meta["generation"]["max_new_tokens"]}}
     return {
-        "name": benchmark.name,
-        "description": (f"{benchmark.name}, built from its raw sources by vlbench, asked in vlbench's words "
+        "name": benchmark,
+        "description": (f"{benchmark}, built from its raw sources by vlbench, asked in vlbench's words "
                         f"(`inspect eval hf/{repo_id}/{first}` runs it). The per-sample score Inspect prints is a "
                         f"proxy (`{SCORERS[meta['form']]['name']}` against the reference answer); the "
                         f"leaderboards ({labels}, in %, higher is better, on the {meta['split']} split) hold "
-                        f"vlbench's values: `vlbench evaluate {benchmark.name} --data {repo_id} --predictions "
+                        f"vlbench's values: `vlbench evaluate {benchmark} --data {repo_id} --predictions "
                         "LOG.eval` scores the run's log by the paper's rules."),
         "evaluation_framework": "inspect-ai",
         "tasks": [copy.deepcopy({"id": tid, "config": CONFIG, "split": meta["split"], "field_spec": field_spec,
@@ -143,9 +143,9 @@ def write_layer(build: Path, task_dir: Path, repo_id: str, staging: Path) -> lis
     import pyarrow.parquet as pq
     import yaml
 
-    from builders.registry import get_benchmark, get_task
     from core.data import load_table, read_parquet
     from evaluator.publish.hub_results import EVAL_YAML
+    from evaluator.tasks import get_task
 
     build, task_dir = Path(build), Path(task_dir)
     meta, docs_path = _exported(build, task_dir)
@@ -153,7 +153,7 @@ def write_layer(build: Path, task_dir: Path, repo_id: str, staging: Path) -> lis
     docs = read_parquet(docs_path).to_pylist()
     rows = hub_table(task, load_table(build, meta["config"], meta["split"]), docs, meta)
     meta = {**meta, "images": any(rows.column("image").to_pylist())}
-    spec = inspect_eval_yaml(get_benchmark(meta["benchmark"]), meta, repo_id)
+    spec = inspect_eval_yaml(meta["benchmark"], meta, repo_id)
     data = f"{CONFIG}/{meta['split']}-00000-of-00001.parquet"
     (staging / CONFIG).mkdir(parents=True)
     pq.write_table(rows, staging / data)

@@ -43,9 +43,9 @@ class ExportedRun:
     def metrics(self, records: list[dict]) -> dict:
         """The benchmark's metrics of a run's records (partial runs, a harness's --limit, on the rows they
         cover), computed once per run."""
-        from builders.registry import get_task
         from core.data import load_table
         from evaluator.harness.outputs import PromptOutput, predictions_of, prompt_choices, score
+        from evaluator.tasks import get_task
 
         digest = hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()
         if digest not in _SCORED:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from builders.registry import get_task
 from core.data import load_table
 from core.errors import ParamsError
 from evaluator.models.options import ModelOptions
@@ -16,6 +15,7 @@ from evaluator.publish.report import check_report_folder, intervals_figure, inte
 from evaluator.request import ScoringRequest
 from evaluator.splits import open_split, task_options, with_column
 from evaluator.stats.bootstrap import intervals
+from evaluator.tasks import get_task
 
 
 def _training_table(task, folder: Path, options: ModelOptions):

@@ -33,11 +33,13 @@ def task_id(key: str) -> str:
     return re.sub(r"[^a-z0-9_]+", "_", key.lower()).strip("_")
 
 
-def hub_tasks(benchmark) -> list[tuple[str, str, str]]:
+def hub_tasks(benchmark: str) -> list[tuple[str, str, str]]:
     """(task id, metrics key, label) of each leaderboard of a benchmark."""
-    if benchmark.task is None:
+    from evaluator.tasks import get_task, has_task
+
+    if not has_task(benchmark):
         return []
-    headline = benchmark.load(benchmark.task)().headline
+    headline = get_task(benchmark).headline
     return [(task_id(h.key), h.key, h.label) for h in headline if h.higher_is_better]
 
 
@@ -47,22 +49,24 @@ def _dump(data) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
-def eval_yaml(benchmark, splits: dict[str, list[str]]) -> str | None:
+def eval_yaml(benchmark: str, splits: dict[str, list[str]]) -> str | None:
     """eval.yaml of a built folder whose configs hold `splits` (None: the benchmark has no task, or
     the task's config was not built)."""
-    if benchmark.task is None or not hub_tasks(benchmark):
+    from evaluator.tasks import get_task
+
+    if not hub_tasks(benchmark):
         return None
-    task = benchmark.load(benchmark.task)()
+    task = get_task(benchmark)
     built = sorted(splits.get(task.config, []))
     if not built:
         return None
     split = task.default_split if task.default_split in built else built[0]
     labels = ", ".join(label for _, _, label in hub_tasks(benchmark))
     return _dump({
-        "name": benchmark.name,
-        "description": (f"{benchmark.name}, built from its raw sources by vlbench. Leaderboards: {labels}, in % "
+        "name": benchmark,
+        "description": (f"{benchmark}, built from its raw sources by vlbench. Leaderboards: {labels}, in % "
                         f"(higher is better) on the {split} split of config {task.config}, as scored by "
-                        f"`vlbench evaluate {benchmark.name}`."),
+                        f"`vlbench evaluate {benchmark}`."),
         "tasks": [{"id": tid, "config": task.config, "split": split} for tid, _, _ in hub_tasks(benchmark)],
     })
 
@@ -98,7 +102,7 @@ def check_source(url: str | None, hub_results) -> None:
         raise ParamsError(f"--hub-source {url[:80]!r}: expected an https URL (the pushed report or samples)")
 
 
-def write_eval_results(out: Path, benchmark, folder: Path, metrics: dict, dataset_id: str,
+def write_eval_results(out: Path, benchmark: str, folder: Path, metrics: dict, dataset_id: str,
                        revision: str | None = None, date: str | None = None, source: str | None = None) -> Path:
     """DIR/.eval_results/<benchmark>.yaml of one evaluation (see the module docstring)."""
     from evaluator.stats.bootstrap import value_at
@@ -128,10 +132,10 @@ def write_eval_results(out: Path, benchmark, folder: Path, metrics: dict, datase
                         **({"source": {"url": source, "name": "vlbench evaluate"}} if source else {}),
                         "notes": "; ".join(notes)})
     if not entries:
-        raise ParamsError(f"--hub-results: no leaderboard metric of {benchmark.name} was computed")
+        raise ParamsError(f"--hub-results: no leaderboard metric of {benchmark} was computed")
     from core.outdir import write_atomically
 
-    target = Path(out) / RESULTS_FOLDER / f"{task_id(benchmark.name)}.yaml"
+    target = Path(out) / RESULTS_FOLDER / f"{task_id(benchmark)}.yaml"
     for path in (target.parent, target):  # a link would carry the write into another folder
         if path.is_symlink():
             raise ParamsError(f"--hub-results {out}: {path} is a symbolic link; vlbench writes only into a real "

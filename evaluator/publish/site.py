@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from builders.registry import get_task
+from evaluator.tasks import get_task
 
 TEMPLATES = Path(__file__).resolve().parent / "site_templates"
 ASSETS = ("site.css", "site.js")

@@ -14,10 +14,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from builders.registry import get_task
 from core.data import load_table, pick_split, resolve_data
 from core.errors import ParamsError
 from evaluator.shortcuts.labels import CONFIG, LABELS, LEVELS, ShortcutOptions, label_shares, shortcut_labels
+from evaluator.tasks import get_task
 
 
 def _questions(task, table, what: str):

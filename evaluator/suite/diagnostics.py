@@ -148,7 +148,7 @@ def shortcuts(bench: str, headline: list[str], groups_by_column: dict[str, dict]
     return out
 
 
-def counterbias(metrics: dict) -> dict:
+def counterbias(metrics: dict, benchmark: str) -> dict:
     """Table 2's "Avg." cells in % (Eq. 13's in log-probability units) with their intervals; the reading
     names the largest cell and, for the main measure, the most B0- and B1-leaning targets."""
     from evaluator.vl_bias.counterbias import MEASURES
@@ -175,7 +175,7 @@ def counterbias(metrics: dict) -> dict:
         scale = 1.0 if main == "l_log" else 100.0
         reading += (f"; by {MEASURES[main][0]}, the most {b0}-leaning target is {most} ({scale * leaning[most]:+.2f}) "
                     f"and the most {b1}-leaning {least} ({scale * leaning[least]:+.2f})")
-    return {"name": f"VL-Bias: CounterBias ({b0} vs {b1})", "benchmarks": ["vl-bias"], "values": values,
+    return {"name": f"VL-Bias: CounterBias ({b0} vs {b1})", "benchmarks": [benchmark], "values": values,
             "reading": reading}
 
 
@@ -209,7 +209,7 @@ def diagnostics(metrics: dict[str, dict], perceptual_scores: dict[str, dict] | N
         missing.append("language shortcuts: no scored build carries shortcut labels (vlbench shortcuts BENCH --data "
                        "DIR --out DIR-labelled, then build the suite's DATA from the labelled folder)")
     if bias is not None and "metrics" in bias:
-        found.append(counterbias(bias["metrics"]))
+        found.append(counterbias(bias["metrics"], bias["benchmark"]))
     elif bias is not None:
         missing.append(f"CounterBias: {bias['skipped']}")
     return found, missing

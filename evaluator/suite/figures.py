@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from builders.registry import benchmarks
 from core.figures import FigureSpec, draw_bars
+from evaluator.tasks import task_entries
 
 FOLDER = "figures"
 
@@ -55,8 +55,8 @@ def family_figures(cards: list[tuple[str, dict]]) -> list[FigureSpec]:
     card): a card alone, or several side by side."""
     specs = []
     families: dict[str, list[str]] = {}
-    for entry in benchmarks():
-        families.setdefault(entry.family, []).append(entry.name)
+    for entry in task_entries():
+        families.setdefault(entry.family, []).append(entry.benchmark)
     for family, names in families.items():
         columns = [(bench, key, f"{bench} {h['label']}") for bench in names
                    for key, h in next((c["benchmarks"][bench].get("headline") or {} for _, c in cards

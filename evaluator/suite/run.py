@@ -22,10 +22,11 @@ import dataclasses
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from builders.registry import benchmarks, get_task
+from builders.registry import benchmarks
 from core.errors import STOP_NOTES, ModelError, ParamsError, VlbenchError, WriteError
 from core.hashing import sha256_file
 from core.jsonout import dumps
@@ -36,6 +37,7 @@ from evaluator.models.ask import letter_choice
 from evaluator.models.options import ModelOptions
 from evaluator.models.response_cache import folder_identity, vlbench_version
 from evaluator.request import ScoringRequest
+from evaluator.tasks import counterbias_benchmarks, get_task, task_names
 
 MARKER = ".vlbench-suite.json"
 COMPLETE_RUNS = "a card scores complete runs only: run the model on the whole split"
@@ -267,15 +269,15 @@ def _perceptual(bench: str, model: str, folder: Path, out: Path, key: str, optio
     return {"metrics": metrics, "reused": False}
 
 
-def _counterbias(model: str, folder: Path | None, out: Path, options: ModelOptions, resamples: int,
+def _counterbias(bench: str, model: str, folder: Path | None, out: Path, options: ModelOptions, resamples: int,
                  seed: int, cache: Path | None) -> dict:
-    """CounterBias (Zhang, Wang, Sang, ACM MM 2022) of the model on the VL-Bias build, kept under
+    """CounterBias (Zhang, Wang, Sang, ACM MM 2022) of the model on the VL-Bias build (of `bench`), kept under
     OUT/counterbias with its key like the predictions; else why not."""
     from core.errors import ModelError
     from evaluator.vl_bias.run import CounterBiasOptions, run_counterbias
 
     if folder is None:
-        return {"skipped": "no VL-Bias build under --data (vlbench build vl-bias --source SOURCES --out DATA/vl-bias)"}
+        return {"skipped": f"no VL-Bias build under --data (vlbench build {bench} --source SOURCES --out DATA/{bench})"}
     if model.partition(":")[0] not in ("hf", "py"):
         return {"skipped": f"CounterBias reads a model's probabilities at a [MASK] (an hf: masked LM, generative VLM, "
                            f"CLIP or SigLIP, or a py: BiasProbe); {model} is not one"}
@@ -313,6 +315,28 @@ def _by_shortcuts(bench: str, folder: Path, predictions: Path, split: str, resam
                              by=column)["by"]["groups"] for column in shortcut_columns(folder, split)}
 
 
+@dataclasses.dataclass
+class SuiteRun:
+    """One `vlbench suite` run: what every step reads, and the card's parts as the steps find them."""
+
+    model: str
+    data: Path
+    out: Path
+    model_options: ModelOptions
+    resamples: int
+    seed: int
+    images_root: Path | None
+    submissions: Path | None
+    hub_results: Path | None
+    hub_org: str | None
+    hub_source: str | None
+    echo: Callable[[str], None]
+    rows: dict[str, dict] = dataclasses.field(default_factory=dict)  # the card's row of each benchmark
+    scored: dict[str, dict] = dataclasses.field(default_factory=dict)  # evaluate's metrics
+    perceptual: dict[str, dict] = dataclasses.field(default_factory=dict)  # perceptual scores
+    shortcut_groups: dict[str, dict] = dataclasses.field(default_factory=dict)  # metrics by shortcut labels
+
+
 def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions = ModelOptions(),
               only: list[str] | None = None, images_root: Path | None = None, resamples: int = 1000, seed: int = 0,
               perceptual: bool = True, counterbias: bool = True, counterbias_cache: Path | None = None,
@@ -325,30 +349,12 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     `hub_results`: also the Hub's evaluation results of every scored benchmark, naming each one's
     dataset repo `<hub_org>/<benchmark>` and, with `hub_source`, the URL of the card. `submissions`: score each
     benchmark's file in that folder instead of running MODEL (which then names the model the files came from)."""
-    from evaluator.run import evaluate, predict
+    from core.progress import progress
     from evaluator.suite.card import write_card
-    from evaluator.suite.diagnostics import diagnostics
 
-    on_hub = is_hub_org(str(data))
-    if on_hub:
-        check_hub_org(str(data), "--data")
-    hub_org = check_hub_org(hub_org, "--hub-org") if hub_org is not None else str(data) if on_hub else None
-    if hub_results is not None and hub_org is None:
-        raise ParamsError("--hub-results: pass --hub-org ORG, the Hub organisation whose ORG/<benchmark> dataset "
-                          "repos hold the builds")
-    from evaluator.publish.hub_results import check_source
-
-    check_source(hub_source, hub_results)
-    absent: dict[str, str] = {}
-    if on_hub:
-        builds, broken, absent = find_hub_builds(str(data))
-    else:
-        builds, broken = find_builds(Path(data))
-    registered = [b.name for b in benchmarks() if b.task is not None]
-    unknown = sorted(set(only or ()) - set(registered) - {"vl-bias"})
-    if unknown:
-        raise ParamsError(f"--benchmarks {unknown[0]}: not a benchmark with a task, nor vl-bias (known: "
-                          f"{', '.join(registered)}, vl-bias)")
+    hub_org = _hub_org(data, hub_org, hub_results, hub_source)
+    builds, broken, absent = _builds(data)
+    todo, measured = _benchmarks_asked(only)
     if images_root is not None and not Path(images_root).is_dir():
         raise ParamsError(f"--images-root {images_root}: no such folder")
     if submissions is not None and not Path(submissions).is_dir():
@@ -358,103 +364,177 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                                                             else {})},
               overwrite, owned=is_suite_folder, writer="`vlbench suite`")
     (out / "predictions").mkdir(parents=True, exist_ok=True)
+    run = SuiteRun(model, data, out, model_options, resamples, seed, images_root, submissions, hub_results, hub_org,
+                   hub_source, echo)
     with unfinished(out, model, str(data)):
-        rows: dict[str, dict] = {}
-        scored: dict[str, dict] = {}
-        perceptual_scores: dict[str, dict] = {}
-        shortcut_groups: dict[str, dict] = {}
-        from core.progress import progress
-
-        todo = [b for b in registered if only is None or b in only]
         for bench in progress(todo, desc="benchmarks", unit="benchmark", leave=True):  # one bar over the benchmarks
             folder = builds.get(bench)
             if folder is None:
-                rows[bench] = {"status": "not built", "reason": f"no {data}/{bench} dataset repo ({absent[bench]})"
-                               if bench in absent else f"no build of {bench} under {data} (vlbench build {bench} "
-                                                       f"--source SOURCES --out {Path(data) / bench})"}
+                run.rows[bench] = {"status": "not built", "reason": f"no {data}/{bench} dataset repo ({absent[bench]})"
+                                   if bench in absent else f"no build of {bench} under {data} (vlbench build "
+                                                           f"{bench} --source SOURCES --out {Path(data) / bench})"}
                 echo(f"{bench:10s} not built")
-                continue
-            task = get_task(bench)
-            images = (None if images_root is None or task.images_folder is None
-                      else Path(images_root) / task.images_folder)
-            # --circular applies to the benchmarks asked by letter; the others are asked as they are
-            options = dataclasses.replace(model_options, images=images if images is not None and images.is_dir()
-                                          else model_options.images,
-                                          circular=model_options.circular and letter_choice(task.generative))
-            predictions = out / "predictions" / f"{bench}.json"
-            record = out / "predictions" / f"{bench}.key.json"
-            try:
-                key = prediction_key(model, folder, options)  # a build whose manifest lists no outputs: its row
-                reused = submissions is None and _kept(record, predictions, key)
-                if submissions is not None:
-                    predictions = _copy_submission(submission_of(submissions, bench), out)
-                elif not reused:
-                    try:
-                        predict(bench, str(folder), model, predictions, options=options)
-                    except (VlbenchError, OSError, MemoryError, KeyboardInterrupt):
-                        raise
-                    except Exception as exc:  # noqa: BLE001 -- the model's own failure on this benchmark: its row
-                        first = (str(exc).strip().splitlines() or [""])[0]
-                        raise ModelError(f"{model} failed on {bench} ({type(exc).__name__}: {sanitise(first, (), 200)})"
-                                         ) from None
-                    _keep(record, predictions, key)
-                metrics = evaluate(ScoringRequest(bench, str(folder), None, resamples=resamples, seed=seed,
-                                                  partial_hint=COMPLETE_RUNS),
-                                   predictions, report=out / "reports" / bench, hub_results=hub_results,
-                                   hub_dataset=None if hub_org is None else f"{hub_org}/{bench}",
-                                   hub_source=hub_source)
-            except WriteError:
-                raise  # the environment (a full disk, a read-only OUT): the run stops, the card is not rewritten
-            except VlbenchError as exc:
-                reason = str(exc)
-                if "--images" in reason and task.images_folder is not None:
-                    reason += f" (the suite takes them from --images-root DIR/{task.images_folder}/)"
-                rows[bench] = {"status": "not scored", "reason": reason}
-                echo(f"{bench:10s} not scored: {reason}")
-                continue
-            scored[bench] = metrics
-            rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused, "folder": str(folder),
-                           "predictions": predictions.relative_to(out).as_posix(),
-                           **({"input": metrics["input"]} if "input" in metrics else {}),
-                           "predictions_sha256": sha256_file(predictions),
-                           "build": build_identity(folder), **answers_read(metrics),
-                           **({"circular": metrics["circular"]} if metrics.get("circular", {}).get("prompts") else {}),
-                           "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
-                                                **_value(metrics, h.key)} for h in task.headline}}
-            groups = _by_shortcuts(bench, folder, predictions, metrics["split"], resamples, seed)
-            if groups:
-                shortcut_groups[bench] = {"headline": [h.key for h in task.headline], "groups": groups}
-            if perceptual and submissions is not None:
-                rows[bench]["perceptual"] = "scored from --predictions: the perceptual score runs the model itself"
-            elif perceptual:
-                try:
-                    found = _perceptual(bench, model, folder, out, key, options, resamples, seed)
-                except WriteError:
-                    raise
-                except VlbenchError as exc:
-                    found = {"skipped": str(exc)}
-                if "metrics" in found:
-                    perceptual_scores[bench] = found["metrics"]
-                rows[bench]["perceptual"] = found.get("skipped", "scored")
-            shown = "  ".join(f"{h.label} {_fmt(_value(metrics, h.key)['value'])}" for h in task.headline)
-            echo(f"{bench:10s} {metrics['split']:10s} {shown}{'  (kept predictions)' if reused else ''}")
+            else:
+                _score_benchmark(run, bench, folder, perceptual)
         for name, reason in broken.items():
-            rows[f"{name}/"] = {"status": "damaged build", "reason": reason}
-        bias = (_counterbias(model, builds.get("vl-bias"), out, model_options, resamples, seed, counterbias_cache)
-                if counterbias and submissions is None and (only is None or "vl-bias" in only) else
-                {"skipped": "--no-counterbias" if not counterbias else "scored from --predictions: CounterBias attacks "
-                 "the model itself" if submissions is not None else "vl-bias is not among --benchmarks"})
-        if "metrics" in bias:
-            avg = bias["metrics"]["measures"][next(iter(bias["metrics"]["measures"]))]["avg"]
-            echo(f"{'vl-bias':10s} CounterBias mean |bias| " + "  ".join(f"{k} {_fmt(v if v is None else 100 * v)}%"
-                                                                        for k, v in avg.items())
-                 + ("  (kept)" if bias["reused"] else ""))
-        found, missing = diagnostics(scored, perceptual_scores, shortcut_groups, bias)
-        card = {"model": model, "data": str(data), **({"predictions": str(submissions)} if submissions else {}),
-                "benchmarks": rows, "diagnostics": found, "missing_diagnostics": missing,
-                "resamples": resamples, "seed": seed, "vlbench": vlbench_version()}
+            run.rows[f"{name}/"] = {"status": "damaged build", "reason": reason}
+        bias = _bias(run, measured, builds, only, counterbias, counterbias_cache)
+        card = _card(run, bias)
         write_card(out, card)
     return card
+
+
+def _hub_org(data: Path, hub_org: str | None, hub_results: Path | None, hub_source: str | None) -> str | None:
+    """The Hub organisation whose ORG/<benchmark> dataset repos hold the builds (--hub-org, or --data when it
+    names one), checked with --hub-results and --hub-source."""
+    from evaluator.publish.hub_results import check_source
+
+    on_hub = is_hub_org(str(data))
+    if on_hub:
+        check_hub_org(str(data), "--data")
+    hub_org = check_hub_org(hub_org, "--hub-org") if hub_org is not None else str(data) if on_hub else None
+    if hub_results is not None and hub_org is None:
+        raise ParamsError("--hub-results: pass --hub-org ORG, the Hub organisation whose ORG/<benchmark> dataset "
+                          "repos hold the builds")
+    check_source(hub_source, hub_results)
+    return hub_org
+
+
+def _builds(data: Path) -> tuple[dict[str, Path], dict[str, str], dict[str, str]]:
+    """({benchmark: build}, {folder or repo: why it is not a usable build}, {benchmark: why no repo was found})
+    of DATA: a folder of builds or a Hub organisation."""
+    if is_hub_org(str(data)):
+        return find_hub_builds(str(data))
+    builds, broken = find_builds(Path(data))
+    return builds, broken, {}
+
+
+def _benchmarks_asked(only: list[str] | None) -> tuple[list[str], str | None]:
+    """(the benchmarks with a task to predict and score, in registration order; the one CounterBias measures,
+    or None), of those --benchmarks names (None: all)."""
+    registered, measured = task_names(), counterbias_benchmarks()
+    unknown = sorted(set(only or ()) - set(registered) - set(measured))
+    if unknown:
+        raise ParamsError(f"--benchmarks {unknown[0]}: not a benchmark with a task, nor {' / '.join(measured)} "
+                          f"(known: {', '.join([*registered, *measured])})")
+    return [b for b in registered if only is None or b in only], next(iter(measured), None)
+
+
+def _score_benchmark(run: SuiteRun, bench: str, folder: Path, perceptual: bool) -> None:
+    """Predict (or take from --predictions) and score one built benchmark into its row, with its metrics by
+    the shortcut labels it carries and, where asked, its perceptual score; a benchmark the model cannot be
+    scored on gets its row with the reason."""
+    task = get_task(bench)
+    images = (None if run.images_root is None or task.images_folder is None
+              else Path(run.images_root) / task.images_folder)
+    # --circular applies to the benchmarks asked by letter; the others are asked as they are
+    options = dataclasses.replace(run.model_options, images=images if images is not None and images.is_dir()
+                                  else run.model_options.images,
+                                  circular=run.model_options.circular and letter_choice(task.generative))
+    try:
+        key = prediction_key(run.model, folder, options)  # a build whose manifest lists no outputs: its row
+        predictions, reused = _predictions(run, bench, folder, options, key)
+        metrics = _evaluate(run, bench, folder, predictions)
+    except WriteError:
+        raise  # the environment (a full disk, a read-only OUT): the run stops, the card is not rewritten
+    except VlbenchError as exc:
+        reason = str(exc)
+        if "--images" in reason and task.images_folder is not None:
+            reason += f" (the suite takes them from --images-root DIR/{task.images_folder}/)"
+        run.rows[bench] = {"status": "not scored", "reason": reason}
+        run.echo(f"{bench:10s} not scored: {reason}")
+        return
+    run.scored[bench] = metrics
+    run.rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused, "folder": str(folder),
+                       "predictions": predictions.relative_to(run.out).as_posix(),
+                       **({"input": metrics["input"]} if "input" in metrics else {}),
+                       "predictions_sha256": sha256_file(predictions),
+                       "build": build_identity(folder), **answers_read(metrics),
+                       **({"circular": metrics["circular"]} if metrics.get("circular", {}).get("prompts") else {}),
+                       "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
+                                            **_value(metrics, h.key)} for h in task.headline}}
+    groups = _by_shortcuts(bench, folder, predictions, metrics["split"], run.resamples, run.seed)
+    if groups:
+        run.shortcut_groups[bench] = {"headline": [h.key for h in task.headline], "groups": groups}
+    if perceptual and run.submissions is not None:
+        run.rows[bench]["perceptual"] = "scored from --predictions: the perceptual score runs the model itself"
+    elif perceptual:
+        try:
+            found = _perceptual(bench, run.model, folder, run.out, key, options, run.resamples, run.seed)
+        except WriteError:
+            raise
+        except VlbenchError as exc:
+            found = {"skipped": str(exc)}
+        if "metrics" in found:
+            run.perceptual[bench] = found["metrics"]
+        run.rows[bench]["perceptual"] = found.get("skipped", "scored")
+    shown = "  ".join(f"{h.label} {_fmt(_value(metrics, h.key)['value'])}" for h in task.headline)
+    run.echo(f"{bench:10s} {metrics['split']:10s} {shown}{'  (kept predictions)' if reused else ''}")
+
+
+def _predictions(run: SuiteRun, bench: str, folder: Path, options: ModelOptions, key: str) -> tuple[Path, bool]:
+    """(the benchmark's predictions under OUT/predictions/, whether kept from an earlier run): the
+    --predictions file copied, the kept file made under `key`, or the model's new predictions."""
+    from evaluator.run import predict
+
+    predictions = run.out / "predictions" / f"{bench}.json"
+    record = run.out / "predictions" / f"{bench}.key.json"
+    if run.submissions is not None:
+        return _copy_submission(submission_of(run.submissions, bench), run.out), False
+    if _kept(record, predictions, key):
+        return predictions, True
+    try:
+        predict(bench, str(folder), run.model, predictions, options=options)
+    except (VlbenchError, OSError, MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 -- the model's own failure on this benchmark: its row
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ModelError(f"{run.model} failed on {bench} ({type(exc).__name__}: {sanitise(first, (), 200)})"
+                         ) from None
+    _keep(record, predictions, key)
+    return predictions, False
+
+
+def _evaluate(run: SuiteRun, bench: str, folder: Path, predictions: Path) -> dict:
+    """`vlbench evaluate`'s metrics of the predictions, its report under OUT/reports/<bench> (and the Hub's
+    evaluation results where asked)."""
+    from evaluator.run import evaluate
+
+    return evaluate(ScoringRequest(bench, str(folder), None, resamples=run.resamples, seed=run.seed,
+                                   partial_hint=COMPLETE_RUNS),
+                    predictions, report=run.out / "reports" / bench, hub_results=run.hub_results,
+                    hub_dataset=None if run.hub_org is None else f"{run.hub_org}/{bench}", hub_source=run.hub_source)
+
+
+def _bias(run: SuiteRun, bench: str | None, builds: dict[str, Path], only: list[str] | None, counterbias: bool,
+          cache: Path | None) -> dict:
+    """CounterBias of the model on the build of the benchmark it measures (`_counterbias`), or why not."""
+    if not counterbias:
+        return {"skipped": "--no-counterbias"}
+    if run.submissions is not None:
+        return {"skipped": "scored from --predictions: CounterBias attacks the model itself"}
+    if bench is None:
+        return {"skipped": "no registered benchmark is measured by CounterBias"}
+    if only is not None and bench not in only:
+        return {"skipped": f"{bench} is not among --benchmarks"}
+    bias = _counterbias(bench, run.model, builds.get(bench), run.out, run.model_options, run.resamples, run.seed, cache)
+    if "metrics" in bias:
+        avg = bias["metrics"]["measures"][next(iter(bias["metrics"]["measures"]))]["avg"]
+        run.echo(f"{bench:10s} CounterBias mean |bias| " + "  ".join(f"{k} {_fmt(v if v is None else 100 * v)}%"
+                                                                     for k, v in avg.items())
+                 + ("  (kept)" if bias["reused"] else ""))
+    return {**bias, "benchmark": bench}
+
+
+def _card(run: SuiteRun, bias: dict) -> dict:
+    """card.json's content: the rows, the diagnostics the scores support and those they do not."""
+    from evaluator.suite.diagnostics import diagnostics
+
+    found, missing = diagnostics(run.scored, run.perceptual, run.shortcut_groups, bias)
+    return {"model": run.model, "data": str(run.data), **({"predictions": str(run.submissions)}
+                                                          if run.submissions else {}),
+            "benchmarks": run.rows, "diagnostics": found, "missing_diagnostics": missing,
+            "resamples": run.resamples, "seed": run.seed, "vlbench": vlbench_version()}
 
 
 def answers_read(metrics: dict) -> dict:
