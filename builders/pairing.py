@@ -31,12 +31,12 @@ import numpy as np
 import pyarrow as pa
 
 from builders.base import Builder
-from builders.model_files import load_kwargs
 from builders.nlp import NLI_TIE_MARGIN, NLIClassifier, SentenceEncoder, resolve_model_path
 from builders.result import BuildResult, RunStage, run_uncached
 from builders.splits import locate_val_file
 from builders.text import person_tags
 from core.errors import ParamsError, SourceError
+from core.model_files import load_kwargs
 from core.params import param
 from core.progress import progress
 
@@ -65,7 +65,7 @@ class PairingParams:
                 raise ParamsError(f"{name}={getattr(self, name)}: a cosine threshold must be in [-1, 1]")
         if self.max_pairs_per_image < 0 or self.batch_size < 1:
             raise ParamsError("max_pairs_per_image must be >= 0 and batch_size >= 1")
-        # the model folders are checked now, before the build reads anything (builders.model_files)
+        # the model folders are checked now, before the build reads anything (core.model_files)
         load_kwargs(resolve_model_path(self.sbert_model), f"sbert_model={self.sbert_model}")
         if self.nli_model != NO_NLI:
             load_kwargs(resolve_model_path(self.nli_model), f"nli_model={self.nli_model}")

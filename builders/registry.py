@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-from builders.model_files import PACKAGED_MINILM
 from core.errors import ParamsError
+from core.model_files import PACKAGED_MINILM
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evaluator.models.generative import without_video
+from evaluator.models.vlm_checkpoint import without_video
 from pipelines.tiny_models import (
     _char_tokenizer,
     write_tiny_llava,

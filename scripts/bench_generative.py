@@ -1,4 +1,4 @@
-"""Benchmark: generative VLM inference (evaluator/models/generative.py) on CPU with random LLaVA models.
+"""Benchmark: generative VLM inference (evaluator/models/transformers_vlm.py) on CPU with random LLaVA models.
 
 Targets, each a ratio measured in the same run:
 1. batched greedy generation (left-padded batches) against one sample at a time (what VLMEvalKit does
@@ -64,9 +64,10 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import numpy as np
 
-    from evaluator.models.generative import GenerativeVLM, Turn
+    from evaluator.models.backend import Turn
     from evaluator.models.options import ModelOptions
     from evaluator.models.spec import hf_config
+    from evaluator.models.transformers_vlm import TransformersVLM
     from evaluator.visdial.metrics import scores_to_ranks
     from pipelines.tiny_models import write_tiny_llava
 
@@ -78,8 +79,8 @@ def main() -> int:
         images = _images(args.samples)
         turns = [Turn(q, (im,)) for q, im in zip(questions, images)]
 
-        batched_vlm = GenerativeVLM(tiny, hf_config(tiny), ModelOptions(batch_size=16))
-        single_vlm = GenerativeVLM(tiny, hf_config(tiny), ModelOptions(batch_size=1))
+        batched_vlm = TransformersVLM(tiny, hf_config(tiny), ModelOptions(batch_size=16))
+        single_vlm = TransformersVLM(tiny, hf_config(tiny), ModelOptions(batch_size=1))
         batched_vlm.generate(turns[:2], 8)  # first calls (allocations) out of the timing
         t_batched, batched = _timed(lambda: batched_vlm.generate(turns, 8))
         t_single, single = _timed(lambda: single_vlm.generate(turns, 8))
@@ -90,7 +91,7 @@ def main() -> int:
         ok &= verdict("batched generation vs one at a time", ratio, BATCH_TARGET, "x", at_least=True, holds=same,
                       detail=f"{args.samples / t_batched:.1f} samples/s")
 
-        vlm = GenerativeVLM(tiny, hf_config(tiny), ModelOptions(batch_size=50))
+        vlm = TransformersVLM(tiny, hf_config(tiny), ModelOptions(batch_size=50))
         # 100 distinct options, as a VisDial round's are (equal options tie by construction in `score`)
         options = [" ".join(words[i % 5: i % 5 + 1 + i % 4]) + f" {i // 20}" * (i >= 20) for i in range(100)]
         assert len(set(options)) == len(options)
@@ -108,7 +109,7 @@ def main() -> int:
                       holds=bool(same))
 
         larger = str(write_tiny_llava(Path(tmp) / "larger", hidden=256, layers=4, image_size=224))
-        vlm = GenerativeVLM(larger, hf_config(larger), ModelOptions(batch_size=16))
+        vlm = TransformersVLM(larger, hf_config(larger), ModelOptions(batch_size=16))
         forward = ForwardTimer()
         forward.attach(vlm.model)
         gqa = [Turn(f"{q}\nAnswer the question using a single word or phrase.", (im,))

@@ -81,7 +81,7 @@ def main() -> int:
     parser.add_argument("--cached", type=int, default=10_000, help="requests of the cached rerun")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from evaluator.models.generative import Turn
+    from evaluator.models.backend import Turn
     from evaluator.models.options import ModelOptions
     from evaluator.models.served import ServedVLM
 

@@ -30,7 +30,7 @@ def main() -> int:
     parser.add_argument("--image-size", type=int, default=224, help="its vision tower's image size")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    import evaluator.models.generative as generative
+    import evaluator.models.transformers_vlm as transformers_vlm
     from builders.registry import benchmarks
     from evaluator.models.options import ModelOptions
     from evaluator.suite.run import run_suite
@@ -41,14 +41,14 @@ def main() -> int:
 
     forward = ForwardTimer()
 
-    class TimedVLM(generative.GenerativeVLM):
+    class TimedVLM(transformers_vlm.TransformersVLM):
         """The suite's model, its forward passes timed."""
 
         def __init__(self, *a, **kw):
             super().__init__(*a, **kw)
             forward.attach(self.model)
 
-    generative.GenerativeVLM = TimedVLM
+    transformers_vlm.TransformersVLM = TimedVLM
     with tempfile.TemporaryDirectory(prefix="bench-suite-") as tmp:
         tmp = Path(tmp)
         write_samples(tmp / "sources")

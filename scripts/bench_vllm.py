@@ -1,5 +1,5 @@
 """Benchmark: `vllm:` (vLLM's offline engine, evaluator/models/vllm_engine.py) against `hf:` (transformers,
-evaluator/models/generative.py) at equal settings, and VisDial's 100-option scoring with vLLM's prefix
+evaluator/models/transformers_vlm.py) at equal settings, and VisDial's 100-option scoring with vLLM's prefix
 cache against full sequences. Both are measured in one child process run by the vLLM venv's Python
 (scripts/vllm_venv.sh; `make bench` passes it as VLBENCH_VLLM_PYTHON), the same model and inputs.
 
@@ -9,7 +9,7 @@ Targets and measures:
    log-probabilities (which read no cache): at least 3x, identical ranks;
 2. greedy generation, `vllm:` against `hf:` at the same batch size, dtype and answer length (reported;
    on CPU without a target: vLLM's CPU path is not what the field scales on; on a GPU the target is 3x,
-   see docs/vllm.md for the numbers measured there).
+   see docs/models/vllm.md for the numbers measured there).
 
 The model is a random LLaVA (pipelines.tiny_models.write_tiny_llava_for_vllm: head size 32, hidden 128,
 2 layers) with 224 px images in 8 px patches: 785 image tokens per question, so that, as with a real
@@ -51,7 +51,7 @@ def _images(n: int, seed: int) -> list[bytes]:
 
 def _rounds(n: int, seed: int) -> tuple[list, list[str]]:
     """VisDial-like rounds: an image, a caption and a dialogue so far, and 100 short options."""
-    from evaluator.models.generative import Turn
+    from evaluator.models.backend import Turn
 
     history = "\n".join(f"Q: is there a {w} in the picture? A: yes, one {w}" for w in ("dog", "cat", "cup", "lamp"))
     turns = [Turn(f"Caption: a room with things in it\nDialogue so far:\n{history}\nQuestion: what is {i}?", (im,))
@@ -66,9 +66,10 @@ def child(rounds: int, samples: int, max_new_tokens: int) -> None:
     import numpy as np
 
     sys.path.insert(0, str(ROOT))
-    from evaluator.models.generative import GenerativeVLM, Turn
+    from evaluator.models.backend import Turn
     from evaluator.models.options import ModelOptions
     from evaluator.models.spec import hf_config
+    from evaluator.models.transformers_vlm import TransformersVLM
     from evaluator.models.vllm_engine import VllmVLM
     from pipelines.tiny_models import write_tiny_llava_for_vllm
 
@@ -101,7 +102,7 @@ def child(rounds: int, samples: int, max_new_tokens: int) -> None:
         start = time.perf_counter()
         by_vllm = vlm.generate(questions)
         out["vllm_generate_s"] = time.perf_counter() - start
-        hf = GenerativeVLM(model, hf_config(model), options)
+        hf = TransformersVLM(model, hf_config(model), options)
         hf.generate(questions[:2])
         start = time.perf_counter()
         by_hf = hf.generate(questions)
@@ -141,7 +142,7 @@ def main() -> int:
                         f"{found['prefix_s']:.2f} s; largest difference {found['max_abs_diff']:.1e}, ranks "
                         f"{'identical' if found['same_ranks'] else 'DIFFER'}")
     reported("vllm: vs hf: greedy generation throughput", found["hf_generate_s"] / found["vllm_generate_s"], "x",
-             f"CPU (the GPU target, 3x, is measured on a GPU: docs/vllm.md); {found['samples']} questions: "
+             f"CPU (the GPU target, 3x, is measured on a GPU: docs/models/vllm.md); {found['samples']} questions: "
              f"hf {found['hf_generate_s']:.2f} s, vllm {found['vllm_generate_s']:.2f} s; answers "
              f"{'identical' if found['same_answers'] else 'differ'}")
     return 0 if ok else 1

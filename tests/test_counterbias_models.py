@@ -15,7 +15,7 @@ import torch
 from helpers import counterbias_reports, tiny_vl_bias
 from tiny_checkpoints import write_tiny_siglip
 
-from evaluator.models.generative import Turn
+from evaluator.models.backend import Turn
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias.attack import PGD, pgd_attack
 from evaluator.vl_bias.families import load_probe

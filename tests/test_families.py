@@ -18,9 +18,10 @@ import torch
 from helpers import assert_one_error_line
 from PIL import Image
 
-from evaluator.models.generative import GenerativeVLM, Turn
+from evaluator.models.backend import Turn
 from evaluator.models.options import ModelOptions
 from evaluator.models.spec import hf_config
+from evaluator.models.transformers_vlm import TransformersVLM
 from pipelines.tiny_families import TINY_FAMILIES, VLLM_TINY_FAMILIES
 from pipelines.tiny_models import LLAVA_CHAT_TEMPLATE, write_tiny_llava
 
@@ -45,7 +46,7 @@ FAMILIES = {**{k: v for k, v in TINY_FAMILIES.items() if k != "paligemma"}, "bos
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def family(request, tmp_path_factory):
     path = FAMILIES[request.param](tmp_path_factory.mktemp(request.param) / "model")
-    vlm = GenerativeVLM(str(path), hf_config(str(path)), ModelOptions(max_new_tokens=6))
+    vlm = TransformersVLM(str(path), hf_config(str(path)), ModelOptions(max_new_tokens=6))
     image = tmp_path_factory.mktemp("image") / "x.png"
     Image.new("RGB", (40, 30), (200, 30, 90)).save(image)
     return request.param, vlm, image
@@ -122,7 +123,7 @@ def test_a_paligemma_answer_is_scored_as_its_causal_suffix(paligemma):
     """The golden: the processor's own encoding of the answer as a suffix (`PaliGemmaProcessor(suffix=...)`,
     token type 1, its trailing EOS dropped), run through the model in one plain forward pass."""
     path, image = paligemma
-    vlm = GenerativeVLM(str(path), hf_config(str(path)), ModelOptions(max_new_tokens=4))
+    vlm = TransformersVLM(str(path), hf_config(str(path)), ModelOptions(max_new_tokens=4))
     turn = Turn("answer en What colour is it?", (image,))
     (score,) = vlm.score([turn], [["green"]])[0]
     picture = Image.open(image).convert("RGB")
@@ -170,7 +171,7 @@ def test_a_processor_loaded_without_its_video_part_keeps_its_saved_settings(tmp_
         LlavaOnevisionProcessor,
     )
 
-    from evaluator.models.generative import load_processor
+    from evaluator.models.vlm_checkpoint import load_processor
     from pipelines.tiny_models import _char_tokenizer
 
     if importlib.util.find_spec("torchvision") is not None:
@@ -361,7 +362,7 @@ def test_a_family_through_vllm_runs_the_processors_ids_and_answers_as_transforme
     as tests/test_vllm.py measured for LLaVA). Qwen3.5 in float32 is one line (vLLM's CPU build runs its
     linear-attention layers in bfloat16 only); in bfloat16 its ids are the processor's."""
     folders, image, results = through_vllm
-    vlm = GenerativeVLM(str(folders[name]), hf_config(str(folders[name])), ModelOptions(max_new_tokens=6))
+    vlm = TransformersVLM(str(folders[name]), hf_config(str(folders[name])), ModelOptions(max_new_tokens=6))
     turn = Turn("How many?", (image,))
     reference = _reference(vlm, turn, image)
     if name == "qwen3_5":

@@ -123,19 +123,21 @@ def test_limit_offset_and_evaluate_with_allow_partial(yes_model, images, built, 
 
 
 def test_system_prompt_and_chat_template_reach_the_prompt(yes_model, tmp_path):
-    from evaluator.models.generative import GenerativeVLM, Turn, read_chat_template
+    from evaluator.models.backend import Turn
     from evaluator.models.options import ModelOptions
     from evaluator.models.spec import hf_config
+    from evaluator.models.transformers_vlm import TransformersVLM
+    from evaluator.models.vlm_checkpoint import read_chat_template
 
     turn = Turn("Is it red?", ())
     options = ModelOptions(system_prompt="Answer tersely.")
-    text = GenerativeVLM(str(yes_model), hf_config(str(yes_model)), options).prompt_text(turn)
+    text = TransformersVLM(str(yes_model), hf_config(str(yes_model)), options).prompt_text(turn)
     # the tiny model's LLaVA-style template: a system turn, then the user's
     assert text.startswith("SYSTEM: Answer tersely.") and text.index("SYSTEM") < text.index("USER: Is it red?")
     template = tmp_path / "chat.jinja"
     template.write_text("{% for m in messages %}<<{{ m['role'] }}>>{% for c in m['content'] %}"
                         "{{ c.get('text', '') }}{% endfor %}{% endfor %}<<assistant>>")
-    vlm = GenerativeVLM(str(yes_model), hf_config(str(yes_model)), ModelOptions(chat_template=template),
+    vlm = TransformersVLM(str(yes_model), hf_config(str(yes_model)), ModelOptions(chat_template=template),
                         read_chat_template(template))
     assert vlm.prompt_text(turn) == "<<user>>Is it red?<<assistant>>"
 

@@ -1,5 +1,5 @@
-"""Generative VLMs (evaluator/models/generative.py, ask.py) with tiny random models built offline from
-configs: LLaVA (a processor without a video part) and Qwen2-VL (whose video processor needs
+"""Generative VLMs (evaluator/models/transformers_vlm.py, templated.py, ask.py) with tiny random models built
+offline from configs: LLaVA (a processor without a video part) and Qwen2-VL (whose video processor needs
 torchvision, absent here: the image-only fallback is exercised)."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from helpers import write_row_images
 from PIL import Image
 
 from evaluator.models.ask import clean_answer, parse_count
-from evaluator.models.generative import GenerativeVLM, Turn
+from evaluator.models.backend import Turn
 from evaluator.models.options import ModelOptions
 from evaluator.models.spec import hf_config
+from evaluator.models.transformers_vlm import TransformersVLM
 from pipelines.tiny_models import write_tiny_llava, write_tiny_qwen2_vl
 
 
@@ -61,7 +62,7 @@ def test_count_parsing(text, count):
 
 @pytest.mark.parametrize("family", ["llava", "qwen2-vl"])
 def test_batched_greedy_equals_one_at_a_time_on_mixed_image_sizes(tiny, family):
-    vlm = GenerativeVLM(str(tiny[family]), hf_config(str(tiny[family])), ModelOptions(batch_size=4))
+    vlm = TransformersVLM(str(tiny[family]), hf_config(str(tiny[family])), ModelOptions(batch_size=4))
     turns = [Turn(q, (im,)) for q, im in zip(QUESTIONS, _images(SIZES))]
     batched = vlm.generate(turns, 6)
     assert batched == [vlm.generate([t], 6)[0] for t in turns]
@@ -70,7 +71,7 @@ def test_batched_greedy_equals_one_at_a_time_on_mixed_image_sizes(tiny, family):
 
 @pytest.mark.parametrize("family", ["llava", "qwen2-vl"])
 def test_prefix_cached_option_scores_equal_full_sequence_scores(tiny, family):
-    vlm = GenerativeVLM(str(tiny[family]), hf_config(str(tiny[family])), ModelOptions(batch_size=7))
+    vlm = TransformersVLM(str(tiny[family]), hf_config(str(tiny[family])), ModelOptions(batch_size=7))
     options = [f"option {i}" * (1 + i % 3) for i in range(20)]  # uneven lengths: right padding is exercised
     for turn in [Turn(q, (im,)) for q, im in zip(QUESTIONS[:2], _images(SIZES[:2]))]:
         cached = vlm.score_cached(turn, options)
@@ -80,7 +81,7 @@ def test_prefix_cached_option_scores_equal_full_sequence_scores(tiny, family):
 
 
 def test_score_full_is_batch_independent(tiny):
-    vlm = GenerativeVLM(str(tiny["llava"]), hf_config(str(tiny["llava"])), ModelOptions(batch_size=3))
+    vlm = TransformersVLM(str(tiny["llava"]), hf_config(str(tiny["llava"])), ModelOptions(batch_size=3))
     turns = [Turn(q, (im,)) for q, im in zip(QUESTIONS, _images(SIZES))]
     answers = ["yes", "two dogs", "no", "on the left side", "because", "a cup"]
     together = vlm.score_full(turns, answers)
@@ -91,14 +92,14 @@ def test_score_full_is_batch_independent(tiny):
 def test_mean_loglik_is_the_sum_over_the_token_count(tiny):
     path = str(tiny["llava"])
     turn = Turn("Is it red?", tuple(_images([(30, 40)])))
-    total = GenerativeVLM(path, hf_config(path), ModelOptions()).score_full([turn], ["abcd"])[0]
-    mean = GenerativeVLM(path, hf_config(path), ModelOptions(loglik="mean")).score_full([turn], ["abcd"])[0]
+    total = TransformersVLM(path, hf_config(path), ModelOptions()).score_full([turn], ["abcd"])[0]
+    mean = TransformersVLM(path, hf_config(path), ModelOptions(loglik="mean")).score_full([turn], ["abcd"])[0]
     # the tiny tokenizer is per character, and the template's answer lead (a space) begins the continuation
     assert mean == pytest.approx(total / 5, abs=1e-5)
 
 
 def test_qwen2_vl_without_torchvision_loads_image_and_text_parts(tiny):
-    vlm = GenerativeVLM(str(tiny["qwen2-vl"]), hf_config(str(tiny["qwen2-vl"])),
+    vlm = TransformersVLM(str(tiny["qwen2-vl"]), hf_config(str(tiny["qwen2-vl"])),
                         ModelOptions(min_pixels=4 * 28 * 28, max_pixels=8 * 28 * 28))
     assert "torchvision" in vlm.note and "image and text parts only" in vlm.note
     assert vlm.describe()["image_size"] == {"shortest_edge": 4 * 28 * 28, "longest_edge": 8 * 28 * 28}
@@ -319,13 +320,14 @@ def test_two_gloo_processes_predict_what_one_does(tiny, built, tmp_path):
 @pytest.mark.parametrize("images", ["missing-folder", "missing-file"])
 def test_bad_images_fail_before_any_weight_is_read(images, tiny, built, cli, tmp_path,
                                                    monkeypatch):
-    """The adapter finds every image of the rows before it loads the model: GenerativeVLM (which
+    """The adapter finds every image of the rows before it loads the model: TransformersVLM (which
     reads the weights) is never constructed when --images is missing or lacks a row's file."""
-    from evaluator.models import generative
+    from evaluator.models import transformers_vlm
 
     loaded = []
-    real = generative.GenerativeVLM.__init__
-    monkeypatch.setattr(generative.GenerativeVLM, "__init__", lambda self, *a: loaded.append(a) or real(self, *a))
+    real = transformers_vlm.TransformersVLM.__init__
+    monkeypatch.setattr(transformers_vlm.TransformersVLM, "__init__",
+                        lambda self, *a: loaded.append(a) or real(self, *a))
     folder = tmp_path / "images"
     if images == "missing-file":
         folder.mkdir()
@@ -351,7 +353,7 @@ def test_duplicate_continuations_tie_whatever_their_row(tiny):
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        vlm = GenerativeVLM(str(tiny["llava"]), hf_config(str(tiny["llava"])), ModelOptions(batch_size=16))
+        vlm = TransformersVLM(str(tiny["llava"]), hf_config(str(tiny["llava"])), ModelOptions(batch_size=16))
         scores_many, scores_few = vlm.score([turn, turn], [many, few])
     finally:
         torch.set_num_threads(threads)
@@ -366,7 +368,7 @@ def test_duplicate_continuations_tie_whatever_their_row(tiny):
 def test_prefetched_batches_come_in_order(overlap):
     """Batches are prepared in a thread on an accelerator (overlap) and in turn on the CPU: either way
     each batch comes with its own preparation, in order."""
-    from evaluator.models.generative import _prefetched
+    from evaluator.models.transformers_vlm import _prefetched
 
     batches = [[1, 2], [3], [4, 5, 6]]
     assert list(_prefetched(batches, sum, overlap)) == [([1, 2], 3), ([3], 3), ([4, 5, 6], 15)]

@@ -1,4 +1,4 @@
-"""Model folders are checked before any weight is read and never run code (builders/model_files.py):
+"""Model folders are checked before any weight is read and never run code (core/model_files.py):
 pickle-only weights refused unless `vlbench --allow-pickle-weights`, a config naming its own code
 (`auto_map`) or a Sentence-BERT module outside sentence_transformers refused, a damaged safetensors
 header refused, a folder that is no model (`--param sbert_model=/etc`) refused before the build reads
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import assert_one_error_line, nli_labels
 
-from builders.model_files import allow_pickle_weights, load_kwargs
 from builders.nlp import PACKAGED_MINILM, NLIClassifier, resolve_model_path
 from core.errors import ModelError
+from core.model_files import allow_pickle_weights, load_kwargs
 from pipelines.tiny_models import write_tiny_sequence_classifier
 
 LABELS = {0: "contradiction", 1: "neutral", 2: "entailment"}

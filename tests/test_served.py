@@ -26,7 +26,7 @@ from served_helpers import CannedEndpoint, HostileEndpoint, Proxy, chat_answer, 
 
 from core.errors import ModelError
 from evaluator.models.ask import letter_prompt, parse_letter
-from evaluator.models.generative import Turn
+from evaluator.models.backend import Turn
 from evaluator.models.options import ModelOptions
 from evaluator.models.response_cache import ResponseCache
 from evaluator.models.served import ServedVLM, image_url

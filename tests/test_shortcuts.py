@@ -258,7 +258,7 @@ def test_pairs_are_assembled_as_the_tokenizer_encodes_them(encoders):
                                 [["He won.", "She is happy because the music is loud and fun.", "No.", "x"],
                                  ["Yes, it rains.", "No.", "Maybe later today.", "It is sunny"]], [1, 0])
     for family in ("bert", "roberta"):
-        from builders.nlp import pair_layout
+        from builders.token_layout import pair_layout
 
         tok = AutoTokenizer.from_pretrained(encoders[family])
         for max_length in (128, 12):

@@ -321,7 +321,8 @@ def test_nli_inputs_built_from_cached_ids_equal_the_tokenizer_pair_encoding(tmp_
     pair encoding, truncation (longest first) included."""
     import torch
 
-    from builders.nlp import NLIClassifier, pair_layout, pair_tensors, token_matrix, truncate_pairs
+    from builders.nlp import NLIClassifier
+    from builders.token_layout import pair_layout, pair_tensors, token_matrix, truncate_pairs
 
     nli = NLIClassifier(str(write_tiny_sequence_classifier(tmp_path / "m", {0: "entailment", 1: "neutral"})))
     nli._load()
@@ -350,7 +351,8 @@ def test_sbert_embeddings_equal_sentence_transformers_encode_bit_for_bit():
 
     import torch
 
-    from builders.nlp import SentenceEncoder, encode_texts, plain_text_tokenizer, single_layout, single_tensors
+    from builders.nlp import SentenceEncoder, plain_text_tokenizer
+    from builders.token_layout import encode_texts, single_layout, single_tensors
 
     encoder = SentenceEncoder(PACKAGED_MINILM, batch_size=16, device="cpu")
     model = encoder._load()

@@ -73,7 +73,7 @@ def test_vllm_not_installed_is_one_line(cli, built, sample_sources, tmp_path, ti
     monkeypatch.setitem(sys.modules, "vllm", None)  # an import of vllm fails here, as in the main venv
     code, _, err = cli("predict", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco",
                        "--model", f"vllm:{tiny_models['llava']}", "--limit", "2", "--out", tmp_path / "p.json")
-    assert_one_error_line(code, err, ("vLLM is not installed", "vlbench[vllm]", "docs/vllm.md"))
+    assert_one_error_line(code, err, ("vLLM is not installed", "vlbench[vllm]", "docs/models/vllm.md"))
     assert not (tmp_path / "p.json").exists()
 
 

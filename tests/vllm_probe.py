@@ -17,7 +17,7 @@ def main(model: str) -> None:
     from PIL import Image
     from vllm import SamplingParams
 
-    from evaluator.models.generative import Turn
+    from evaluator.models.backend import Turn
     from evaluator.models.images import open_image
     from evaluator.models.options import ModelOptions
     from evaluator.models.spec import hf_config

@@ -284,7 +284,7 @@ class GenerativeAdapter(Model):
 
     def _ask(self, table: pa.Table, images: list[tuple]) -> tuple[list, list[dict]]:
         """(predictions, samples) of the rows, each prompt asked with its row's images."""
-        from evaluator.models.generative import Turn
+        from evaluator.models.backend import Turn
 
         values, continuations, row_of = self.ask.prompts(table)
         turns = [Turn(self.template.format(**v), images[row]) for v, row in zip(values, row_of)]

@@ -1,9 +1,10 @@
 """The backend contract: every way of running a generative VLM implements `VLMBackend`, and
 `GenerativeAdapter` (evaluator/models/ask.py) sees nothing else.
 
-Backends: `GenerativeVLM` (`hf:`, transformers in-process, evaluator/models/generative.py), `VllmVLM`
-(`vllm:`, vLLM's offline engine in-process, evaluator/models/vllm_engine.py) and `ServedVLM` (`openai:`,
-any OpenAI-compatible endpoint, evaluator/models/served.py). Each one:
+Backends: `TransformersVLM` (`hf:`, transformers in-process, evaluator/models/transformers_vlm.py), `VllmVLM`
+(`vllm:`, vLLM's offline engine in-process, evaluator/models/vllm_engine.py), both on the templated base
+`TemplatedVLM` (evaluator/models/templated.py), and `ServedVLM` (`openai:`, any OpenAI-compatible endpoint,
+evaluator/models/served.py). A backend asks one user `Turn` at a time. Each one:
 
 - `generate(turns)`: an answer per user turn, cut before a stop string (greedy unless `--gen-kwargs`
   samples);
@@ -24,8 +25,18 @@ any OpenAI-compatible endpoint, evaluator/models/served.py). Each one:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 from evaluator.models.reasoning import Reasoning, Reply
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One user turn: its text and its images (paths or bytes, opened batch by batch), in the order
+    the message shows them."""
+
+    text: str
+    images: tuple = ()
 
 
 class VLMBackend(ABC):
@@ -60,9 +71,12 @@ class VLMBackend(ABC):
         return {**self.reasoning.record(), "thinking": self.thinking, "opened_by_template": self.thinking_opened,
                 "chat_template_kwargs": dict(self.template_kwargs)}
 
+    # The response cache, as every backend reads and writes it (the way lm-evaluation-harness's CachingLM
+    # wraps a model): `cached` answers a batch of requests from it, `keep` stores what the backend computed.
     def cached(self, keys: list[str | None], field: str, sizes: list[int] | None = None) -> dict[int, object]:
-        """{turn index: the cached value of `field`} of the turns whose key the response cache holds with a
-        value of the shape vlbench writes (`sizes`: how many values each turn's entry holds)."""
+        """{request index: the cached value of `field`} of the requests whose key the response cache holds
+        with a value of the shape vlbench writes (`sizes`: how many values each request's entry holds); a
+        key None is never cached."""
         from evaluator.models.response_cache import well_formed
 
         found = {}
@@ -71,6 +85,11 @@ class VLMBackend(ABC):
             if hit is not None and well_formed(field, hit.get(field), None if sizes is None else sizes[i]):
                 found[i] = hit[field]
         return found
+
+    def keep(self, key: str | None, field: str, value) -> None:
+        """Store a computed value under `key` (an empty answer is not kept: it is asked again)."""
+        if self.cache is not None and key is not None and value not in ("", None):
+            self.cache.put(key, {field: value})
 
     def cache_stats(self) -> dict:
         """The record's `cache` entry (nothing when no cache is used)."""

@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from builders.model_files import load_part, load_pretrained
-from builders.nlp import torch_device
+from core.model_files import load_part, load_pretrained
+from core.torch_runtime import torch_device
 from evaluator.models.model import Model, row_random
 from evaluator.models.options import ModelOptions
 

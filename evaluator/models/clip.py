@@ -15,7 +15,7 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 
-from builders.model_files import load_part, load_pretrained
+from core.model_files import load_part, load_pretrained
 from evaluator.models.images import ImageFolder, image_sources, open_image
 from evaluator.models.inference import Runner
 from evaluator.models.model import LateFusion

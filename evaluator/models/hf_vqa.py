@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from builders.model_files import load_part, load_pretrained
+from core.model_files import load_part, load_pretrained
 from evaluator.models.images import ImageFolder, image_sources, open_image
 from evaluator.models.inference import Runner
 from evaluator.models.menu import HfFamily, has_architecture, is_model_type, train_split

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from builders.nlp import torch_device
+from core.torch_runtime import torch_device
 from evaluator.models.distributed import local_device
 from evaluator.models.options import ModelOptions
 

@@ -63,7 +63,7 @@ class Judge:
         return self._backend
 
     def _ask(self, questions: list[str], answers: list[str], sizes: list[int]) -> list[int | None | str]:
-        from evaluator.models.generative import Turn
+        from evaluator.models.backend import Turn
 
         turns = [Turn(JUDGE_PROMPT.format(question=q, answer=a)) for q, a in zip(questions, answers)]
         outputs = self.backend.generate(turns, names=[f"judge {k + 1}" for k in range(len(turns))])

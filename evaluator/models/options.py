@@ -1,7 +1,7 @@
 """The options every model factory receives, declared once (`MODEL_OPTIONS`): each one's field, type,
 default, the kinds of model that read it, its command-line flag and help. From that declaration come
 `ModelOptions` (the frozen dataclass `vlbench predict`, `perceptual` and `suite` build), the command-line
-flags (pipelines/model_flags.py), the resolver's check that no option is given to a model that would
+flags (pipelines/cli/models.py), the resolver's check that no option is given to a model that would
 ignore it (`unread_option`, evaluator/models/resolve.py), the options the prediction record lists
 (`recorded_options`) and the docs' table of model options (`options_table`, scripts/mkdocs_hooks.py).
 

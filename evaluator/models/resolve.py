@@ -13,10 +13,10 @@ from __future__ import annotations
 from core.errors import ModelError
 from evaluator.models.ask import CHOICE_MODES
 from evaluator.models.families import causal_multimodal, prefix_format, refusal
-from evaluator.models.generative import is_generative
 from evaluator.models.model import as_model
 from evaluator.models.options import ModelOptions, reader_kind, readers_text, unread_option
 from evaluator.models.spec import hf_config, load_py_model, parse_spec
+from evaluator.models.vlm_checkpoint import is_generative
 
 
 def make_model(task, spec: str, options: ModelOptions):
@@ -105,9 +105,9 @@ def _judge(options: ModelOptions):
             raise ModelError(f"--judge {spec}: a {config.model_type} model is not an image-text-to-text checkpoint "
                              "(serve a text-only judge and pass it as openai:MODEL)")
         if kind == "hf":
-            from evaluator.models.generative import GenerativeVLM
+            from evaluator.models.transformers_vlm import TransformersVLM
 
-            return Judge(spec, lambda: GenerativeVLM(name, config, judged), options.seed)
+            return Judge(spec, lambda: TransformersVLM(name, config, judged), options.seed)
         from evaluator.models.vllm_engine import VllmVLM
 
         return Judge(spec, lambda: VllmVLM(name, config, judged), options.seed)
@@ -124,21 +124,22 @@ def _choice_mode(options: ModelOptions, default: str) -> str:
 
 def _hf_generative(task, name: str, config, options: ModelOptions):
     """`hf:` an image-text-to-text checkpoint run by transformers in-process."""
-    from evaluator.models.generative import GenerativeVLM, read_chat_template
+    from evaluator.models.transformers_vlm import TransformersVLM
+    from evaluator.models.vlm_checkpoint import read_chat_template
 
     refused = refusal(config)
     if refused is not None:
         raise ModelError(f"hf:{name}: {refused}")
     chat_template = read_chat_template(options.chat_template)
     mode = _choice_mode(options, "loglik")
-    return _adapter(task, f"hf:{name}", lambda: GenerativeVLM(name, config, options, chat_template), options, mode,
+    return _adapter(task, f"hf:{name}", lambda: TransformersVLM(name, config, options, chat_template), options, mode,
                     prefix_format(config, chat_template))
 
 
 def _vllm(task, name: str, options: ModelOptions):
     """`vllm:` an image-text-to-text checkpoint run by vLLM's offline engine in-process."""
-    from evaluator.models.generative import read_chat_template
     from evaluator.models.vllm_engine import VllmVLM, check_vllm_options
+    from evaluator.models.vlm_checkpoint import read_chat_template
 
     spec = f"vllm:{name}"
     check_vllm_options(options, spec)

@@ -1,5 +1,6 @@
-"""The response cache that makes a long run resumable (a served model's requests; an `hf:` model's
-answers and scores with `predict --resume`): one SQLite file in WAL mode, one row per request,
+"""The response cache that makes a long run resumable (a served model's requests; an `hf:` or `vllm:`
+model's answers and scores with `predict --resume`; every backend reads and writes it through the
+backend contract's `cached` and `keep`, evaluator/models/backend.py): one SQLite file in WAL mode, one row per request,
 written the moment its response arrives, so a run killed by Ctrl-C or SIGKILL loses at most the
 requests in flight and the rerun asks only what is missing.
 

@@ -32,7 +32,7 @@ from core.sanitise import mask_secrets, sanitise
 from evaluator.models.backend import VLMBackend
 from evaluator.models.options import ModelOptions
 from evaluator.models.reasoning import DEFAULT_TAGS, Reasoning, answer_budget, served_output, thinking_switched_on
-from evaluator.models.response_cache import ResponseCache, request_key, vlbench_version, well_formed
+from evaluator.models.response_cache import ResponseCache, request_key, vlbench_version
 
 RETRIED_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 BACKOFF_SECONDS, BACKOFF_CAP_SECONDS = 0.5, 30.0
@@ -206,15 +206,12 @@ class ServedVLM(VLMBackend):
 
         tokens = self.generation.max_new_tokens if max_new_tokens is None else max_new_tokens
         names = names or [f"request {k + 1}" for k in range(len(turns))]
+        asked = [self.request(turn, tokens) for turn in turns]
+        hits = self.cached([key for _, key in asked], "content")
         out: list[str | None] = [None] * len(turns)
-        todo = []
-        for k, turn in enumerate(turns):
-            body, key = self.request(turn, tokens)
-            hit = None if self.cache is None else self.cache.get(key)
-            if hit is not None and well_formed("content", hit.get("content")):
-                out[k] = self.generation.cut(hit["content"])
-            else:
-                todo.append((k, body, key))
+        for k, content in hits.items():
+            out[k] = self.generation.cut(content)
+        todo = [(k, body, key) for k, (body, key) in enumerate(asked) if k not in hits]
         with progress(total=len(todo), desc="requests", unit="request") as bar:
             for k, content in self._ask_all(todo, names, lambda response, name, k: self._content(response, name),
                                             "content"):
@@ -286,13 +283,13 @@ class ServedVLM(VLMBackend):
         first (what the server can answer is learnt there), then `probed()` is called."""
         from core.progress import progress
 
+        keys = [self._key_of(body) for _, body in asked]
+        hits = self.cached(keys, field)
         out: list = [None] * len(asked)
         todo = []
-        for n, body in asked:
-            key = self._key_of(body)
-            hit = None if self.cache is None else self.cache.get(key)
-            if hit is not None and well_formed(field, hit.get(field)):
-                out[n] = hit[field]
+        for position, ((n, body), key) in enumerate(zip(asked, keys)):
+            if position in hits:
+                out[n] = hits[position]
             else:
                 todo.append((n, body, key))
         if probe and todo:
@@ -381,8 +378,7 @@ class ServedVLM(VLMBackend):
             value = read(self._post(body, name), name)
         except ModelError as exc:  # a server may echo the key in its error message: it never reaches a line
             raise ModelError(self.clean(exc, 1000)) from None
-        if self.cache is not None and value not in ("", None):
-            self.cache.put(key, {field: value})
+        self.keep(key, field, value)
         return value
 
     def _post(self, body: dict, name: str) -> dict:

@@ -28,11 +28,11 @@ def parse_spec(spec: str) -> tuple[str, str]:
 
 def hf_config(name: str, revision: str | None = None):
     """The transformers config of an `hf:` spec; a missing, non-model or unknown checkpoint, or a
-    folder vlbench will not load (builders.model_files: pickle weights, its own code, a damaged
+    folder vlbench will not load (core.model_files: pickle weights, its own code, a damaged
     safetensors header), is a one-line ModelError, before any weight is read."""
     from transformers import AutoConfig
 
-    from builders.model_files import load_kwargs
+    from core.model_files import load_kwargs
 
     local = Path(name).expanduser()
     if not local.exists() and (name.startswith((".", "/", "~")) or ("/" in name and local.parent.is_dir())):

@@ -1,6 +1,6 @@
 """`vllm:MODEL` (a hub id or a local folder): an image-text-to-text checkpoint run by vLLM's offline engine
 (`vllm.LLM`) in this process, asked exactly what an `hf:` model is asked. The prompts are built here by
-the same code as `hf:` (evaluator/models/generative.py's `TemplatedVLM`: the checkpoint's processor and
+the same code as `hf:` (evaluator/models/templated.py's `TemplatedVLM`: the checkpoint's processor and
 chat template, `--system-prompt`, `--chat-template`, images inside the user message, video frames as
 images) and handed to vLLM as token ids with the images beside them, so vLLM sees the tokens
 transformers sees; vLLM expands each image placeholder as the checkpoint's processor does.
@@ -19,7 +19,7 @@ transformers sees; vLLM expands each image placeholder as the checkpoint's proce
   log-probabilities are kept for `score_full` (one full sequence per continuation; the bench's
   baseline and the tests' cross-check).
 - Several GPUs: `--tensor-parallel-size N` splits the model over N GPUs of a node; vLLM's own
-  mechanisms (Ray, `--engine-arg distributed_executor_backend=ray`) span nodes. See docs/vllm.md.
+  mechanisms (Ray, `--engine-arg distributed_executor_backend=ray`) span nodes. See docs/models/vllm.md.
 
 vLLM writes its log from its own worker processes: while the engine starts it goes to a temporary file
 (or to `$VLBENCH_VLLM_LOG`), and a failed start is one error line with the root cause read from it."""
@@ -37,9 +37,10 @@ import tempfile
 
 from core.errors import ModelError
 from core.sanitise import sanitise
-from evaluator.models.generative import TemplatedVLM, Turn
+from evaluator.models.backend import Turn
 from evaluator.models.images import open_image
 from evaluator.models.options import ModelOptions
+from evaluator.models.templated import TemplatedVLM
 
 # The answer to an engine argument vlbench sets itself from its own flags or recipe
 SET_BY_VLBENCH = {"model": "--model", "tokenizer": "--model", "revision": "--revision", "dtype": "--dtype",
@@ -69,7 +70,7 @@ def check_vllm_options(options: ModelOptions, spec: str) -> None:
         raise ModelError(f"--data-parallel-size {options.data_parallel_size}: vLLM's offline engine runs one copy per "
                          "process; serve the model with `vllm serve MODEL --data-parallel-size N` and evaluate it as "
                          "openai:MODEL, or launch N processes with torchrun and --engine-arg "
-                         "distributed_executor_backend=external_launcher (docs/vllm.md)")
+                         "distributed_executor_backend=external_launcher (docs/models/vllm.md)")
     for name, _ in options.engine_args:
         if name in SET_BY_VLBENCH:
             raise ModelError(f"--engine-arg {name}: set by vlbench from {SET_BY_VLBENCH[name]}; give that instead")
@@ -105,7 +106,7 @@ def import_vllm(spec: str):
             import vllm
     except ImportError as exc:
         raise ModelError(f"{spec}: vLLM is not installed ({exc}); GPUs: pip install 'vlbench[vllm]'; CPUs: "
-                         "scripts/vllm_venv.sh builds a venv with vLLM's CPU build (docs/vllm.md)") from None
+                         "scripts/vllm_venv.sh builds a venv with vLLM's CPU build (docs/models/vllm.md)") from None
     return vllm
 
 

@@ -1,1 +1,2 @@
-"""The perceptual score (Gat et al., NeurIPS 2021, Eq. 1-5): the engine and its report."""
+"""The perceptual score (Gat et al., NeurIPS 2021, Eq. 1-5): the engine (`score.py`), its report (`report.py`)
+and the `vlbench perceptual` command (`run.py`)."""

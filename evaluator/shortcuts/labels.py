@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from builders.model_files import load_part, load_pretrained
 from core.errors import ParamsError
+from core.model_files import load_part, load_pretrained
 from core.progress import progress
 
 CONFIG = "shortcuts"  # the config of a built folder that holds its shortcut labels
@@ -126,7 +126,7 @@ class TokenCache:
 
     def matrix(self, name: str, tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The texts' token ids padded into a matrix (row k = texts[k]) and their lengths."""
-        from builders.nlp import encode_texts, pad_rows
+        from builders.token_layout import encode_texts, pad_rows
 
         known = self._by_tokenizer.setdefault(name, {})
         todo = [t for t in dict.fromkeys(texts) if t not in known]
@@ -150,7 +150,7 @@ class _Encoded:
 
 
 def _encode(cache: TokenCache, name: str, tokenizer, layout: dict, questions: ChoiceQuestions) -> _Encoded:
-    from builders.nlp import truncate_pairs
+    from builders.token_layout import truncate_pairs
 
     counts = {len(c) for c in questions.candidates}
     if len(counts) != 1:
@@ -170,7 +170,7 @@ def _batches(enc: _Encoded, layout: dict, order: list[int], size: int):
     """(examples, tensors of shape (batch, choices, length), labels) `size` examples at a time."""
     import torch
 
-    from builders.nlp import pair_tensors
+    from builders.token_layout import pair_tensors
 
     for start in range(0, len(order), size):
         chosen = np.asarray(order[start:start + size], dtype=np.int64)
@@ -203,7 +203,8 @@ def train_and_score(model_name: str, seed: int, train: ChoiceQuestions, test: Ch
     from transformers import AutoModelForMultipleChoice, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from builders.nlp import pair_layout, quiet_model_loading, torch_device
+    from builders.token_layout import pair_layout
+    from core.torch_runtime import quiet_model_loading, torch_device
 
     seconds = {"tokenize": 0.0, "data": 0.0, "train": 0.0, "score": 0.0}
     path = resolve(model_name)

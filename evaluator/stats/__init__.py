@@ -1,1 +1,2 @@
-"""Paired comparisons and confidence intervals: the cluster bootstrap, exact intervals, paired tests."""
+"""Confidence intervals and paired tests (`bootstrap.py`: the cluster bootstrap, paired resampling and the
+permutation test) and CircularEval's report (`circular.py`)."""

@@ -23,8 +23,9 @@ from typing import Callable
 
 import numpy as np
 
+from evaluator.request import DEFAULT_RESAMPLES
+
 CONFIDENCE = 0.95
-DEFAULT_RESAMPLES = 1000
 CHUNK_CELLS = 1 << 22  # resample x cluster cells held at once (a few 32 MB arrays)
 
 

@@ -51,7 +51,7 @@ class AnswerFrequencyRanks(Model):
 
 class OptionLikelihood(Ask):
     """The 100 options of a round ranked by their log-likelihood given the image, the caption, the
-    dialogue so far and the question (the image and dialogue run once; evaluator.models.generative)."""
+    dialogue so far and the question (the image and dialogue run once; evaluator.models.transformers_vlm)."""
 
     mode = "score"
     default_prompt = ("Caption: {caption}\nDialogue so far:\n{history}\nQuestion: {question}?\n"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from builders.model_files import load_part, load_pretrained
+from core.model_files import load_part, load_pretrained
 from evaluator.models.inference import Runner
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias.pixels import PlainPixels

@@ -26,7 +26,7 @@ def load_probe(spec: str, options: ModelOptions) -> BiasProbe:
         raise ModelError(f"--model {spec}: CounterBias measures hf:<hub id or path> (a masked LM, a generative "
                          "VLM, CLIP or SigLIP) or py:<module>:<factory>")
     config = hf_config(name, options.revision)
-    from evaluator.models.generative import is_generative
+    from evaluator.models.vlm_checkpoint import is_generative
 
     if is_generative(config):
         from evaluator.vl_bias.generative import GenerativeProbe

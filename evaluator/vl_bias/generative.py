@@ -27,7 +27,7 @@ LLaVA-1.5's "ASSISTANT:").
 
 All of an image's questions (templates x factual / counterfactual captions, the bias prompt) share its
 user turn: it runs once with its key/value cache and the captions extend it in batches
-(`GenerativeVLM.extend_prefix`).
+(`TransformersVLM.extend_prefix`).
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ import numpy as np
 
 from builders.vl_bias.words import BIAS_PROMPT
 from core.errors import ModelError
-from evaluator.models.generative import GenerativeVLM, Turn, append_continuations
+from evaluator.models.backend import Turn
 from evaluator.models.options import ModelOptions
 from evaluator.models.response_cache import request_key
+from evaluator.models.transformers_vlm import TransformersVLM, append_continuations
 from evaluator.vl_bias.pixels import pixel_layout
 from evaluator.vl_bias.probe import MASK, VisionBiasProbe, unpad
 
@@ -84,7 +85,7 @@ class GenerativeProbe(VisionBiasProbe):
 
     def __init__(self, path: str, config, options: ModelOptions):
         self.name = f"hf:{path}"
-        self.vlm = GenerativeVLM(path, config, options)
+        self.vlm = TransformersVLM(path, config, options)
         self.vlm.model.requires_grad_(False)
         self.tokenizer = self.vlm.tokenizer
         self.batch_size = options.batch_size

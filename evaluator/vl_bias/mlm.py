@@ -15,8 +15,8 @@ from abc import abstractmethod
 
 import numpy as np
 
-from builders.model_files import load_part, load_pretrained
 from core.errors import ModelError
+from core.model_files import load_part, load_pretrained
 from evaluator.models.inference import Runner
 from evaluator.models.options import ModelOptions
 from evaluator.vl_bias.probe import MASK, BiasProbe, VisionBiasProbe, fingerprint, pad_images

@@ -1,7 +1,7 @@
 """The command-line flags of a model, made from the one declaration of the model options
 (`evaluator.models.options.MODEL_OPTIONS`): every command that runs a model (`predict`, `perceptual`,
-`suite`) takes them through `@with_model_flags`, and its `--help` ends with each benchmark's model menu
-(read from the tasks when help is asked for)."""
+`suite`; `counterbias` and `export-task` the few it reads) takes them through `@with_model_flags`, and
+its `--help` ends with each benchmark's model menu (read from the tasks when help is asked for)."""
 
 from __future__ import annotations
 
@@ -43,9 +43,11 @@ def model_flags() -> dict[str, tuple[object, object]]:
 MODEL_FLAGS = model_flags()
 
 
-def with_model_flags(command, only: tuple[str, ...] | None = None):
+def with_model_flags(command=None, *, only: tuple[str, ...] | None = None):
     """Give `command` every model flag (or those of the ModelOptions fields `only`) and call it with
     `model_options=ModelOptions(...)` built from them (and from the command's own `--seed`)."""
+    if command is None:
+        return functools.partial(with_model_flags, only=only)
     declared = MODEL_FLAGS if only is None else {name: MODEL_FLAGS[name] for name in only}
     signature = inspect.signature(command)
     own = [p for p in signature.parameters.values() if p.name != "model_options"]
