@@ -131,3 +131,33 @@ def test_param_values_reach_the_manifest_and_bad_ones_are_one_error(cli, sample_
     assert code == 2 and err.strip().splitlines()[-1] == "error: --param alpha=inf: expected a finite number"
     code, _, err = cli("build", "gqa-ood", "--source", sample_sources, "--out", tmp_path / "c", "--set", "alpha=0.3")
     assert code == 2 and "No such option: --set" in err
+
+
+# Flags several commands declare with a meaning of their own, each declared by its command; every other
+# flag is declared once (pipelines/cli/options.py, or the one command that takes it).
+OWN_MEANINGS = {
+    "--out": "each command's own output: a file, a dataset folder, a site, a task folder",
+    "--split": "build: the splits to build (a list); the others read one built split (options.split_option)",
+    "--no-cache": "three caches: the build's stages, the response cache, CounterBias's counterfactual images",
+    "--data": "suite: a folder of builds or a Hub organisation; the others one build (options.DATA)",
+    "--model": "shortcuts: text-only models (a list); counterbias: a bias probe; the others a spec of the menus",
+    "--seed": "shortcuts: the training seeds (a list); the others one seed (options.seed_option)",
+    "--predictions": "evaluate: a file; compare: several files; suite: a folder of them",
+}
+
+
+def test_each_shared_option_is_declared_once():
+    """Read off the CLI's source with `ast`: a flag declared in two places is a second declaration that can
+    drift (a different minimum, default or help), unless it means something else there (OWN_MEANINGS)."""
+    import ast
+    from collections import Counter
+    from pathlib import Path
+
+    declared = Counter()
+    for path in sorted((Path(__file__).resolve().parents[1] / "pipelines" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Option":
+                declared.update(a.value for a in node.args if isinstance(a, ast.Constant)
+                                and isinstance(a.value, str) and a.value.startswith("--"))
+    assert {"--bootstrap", "--seed", "--split", "--option", "--report", "--by", "--overwrite"} <= set(declared)
+    assert sorted(flag for flag, n in declared.items() if n > 1 and flag not in OWN_MEANINGS) == []

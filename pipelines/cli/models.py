@@ -13,13 +13,14 @@ import typer
 from typer.core import TyperCommand
 
 
-def _flag(option):
-    """The typer option of a declared model option (evaluator.models.options.MODEL_OPTIONS)."""
+def _flag(option, readers: bool = True):
+    """The typer option of a declared model option (evaluator.models.options.MODEL_OPTIONS); `readers`: its
+    help ends with the kinds of model that read it (for a command whose --model may be any spec)."""
     from evaluator.models.options import EVERY, readers_text
 
     cli = option.cli or option.type
     default = [] if cli == list[str] else None if option.parse else option.default
-    read_by = "" if option.readers == EVERY else f" [{readers_text(option)}]"
+    read_by = "" if option.readers == EVERY or not readers else f" [{readers_text(option)}]"
     bounds = {k: v for k, v in (("min", option.min), ("max", option.max)) if v is not None}
     return cli, typer.Option(default, option.flag, help=option.help + read_by, metavar=option.metavar, **bounds)
 
@@ -48,7 +49,10 @@ def with_model_flags(command=None, *, only: tuple[str, ...] | None = None):
     `model_options=ModelOptions(...)` built from them (and from the command's own `--seed`)."""
     if command is None:
         return functools.partial(with_model_flags, only=only)
-    declared = MODEL_FLAGS if only is None else {name: MODEL_FLAGS[name] for name in only}
+    from evaluator.models.options import BY_FIELD
+
+    # A command that takes a few flags (export-task, counterbias) reads them whatever the model: no reader list
+    declared = MODEL_FLAGS if only is None else {name: _flag(BY_FIELD[name], readers=False) for name in only}
     signature = inspect.signature(command)
     own = [p for p in signature.parameters.values() if p.name != "model_options"]
     flags = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation)

@@ -47,6 +47,15 @@ def overwrite_option(help: str = "Replace an OUT this command did not write.") -
     return typer.Option(False, "--overwrite", help=help)
 
 
+def hub_results_option(of: str) -> typer.models.OptionInfo:
+    return typer.Option(None, "--hub-results", help=f"Also write DIR/.eval_results/<benchmark>.yaml {of}.")
+
+
+def hub_source_option(where: str) -> typer.models.OptionInfo:
+    return typer.Option(None, "--hub-source", metavar="URL",
+                        help=f"Where {where}; each --hub-results entry names it as its `source`.")
+
+
 # The submission formats `evaluate` and `compare` read (evaluator/interop.py).
 Format = Literal["auto", "vlbench", "lmms-eval", "vlmevalkit", "inspect"]
 

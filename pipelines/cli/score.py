@@ -16,6 +16,8 @@ from pipelines.cli.options import (
     MODEL,
     bootstrap_option,
     by_option,
+    hub_results_option,
+    hub_source_option,
     overwrite_option,
     report_option,
     seed_option,
@@ -61,15 +63,12 @@ def evaluate(
     report: Optional[Path] = report_option(),
     by: Optional[str] = by_option("Also score each value of this column (a table column, or a shortcut label of "
                                   "`vlbench shortcuts`)."),
-    hub_results: Optional[Path] = typer.Option(
-        None, "--hub-results", help="Also write DIR/.eval_results/<benchmark>.yaml (Hub evaluation results)."),
+    hub_results: Optional[Path] = hub_results_option("(Hub evaluation results)"),
     hub_dataset: Optional[str] = typer.Option(
         None, "--hub-dataset", metavar="ORG/NAME",
         help="The benchmark's Hub dataset repo for --hub-results (default: --data when it is a repo id)."),
-    hub_source: Optional[str] = typer.Option(
-        None, "--hub-source", metavar="URL",
-        help="Where the evaluation can be read (an https URL: the pushed report or samples); each --hub-results "
-             "entry names it as its `source`."),
+    hub_source: Optional[str] = hub_source_option("the evaluation can be read (an https URL: the pushed report or "
+                                                  "samples)"),
     request=None,
 ):
     """Score a prediction file against a built split with the benchmark's metrics."""

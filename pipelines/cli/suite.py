@@ -9,7 +9,14 @@ import typer
 
 from pipelines.cli.app import app
 from pipelines.cli.models import ModelMenuCommand, with_model_flags
-from pipelines.cli.options import MODEL, bootstrap_option, overwrite_option, seed_option
+from pipelines.cli.options import (
+    MODEL,
+    bootstrap_option,
+    hub_results_option,
+    hub_source_option,
+    overwrite_option,
+    seed_option,
+)
 
 
 @app.command(cls=ModelMenuCommand)
@@ -29,13 +36,10 @@ def suite(
                                                                        "of the model per benchmark)."),
     no_counterbias: bool = typer.Option(False, "--no-counterbias", help="Skip CounterBias on a VL-Bias build (an "
                                                                          "attack per image)."),
-    hub_results: Optional[Path] = typer.Option(
-        None, "--hub-results", help="Also write DIR/.eval_results/<benchmark>.yaml of every scored benchmark."),
+    hub_results: Optional[Path] = hub_results_option("of every scored benchmark"),
     hub_org: Optional[str] = typer.Option(
         None, "--hub-org", metavar="ORG", help="The Hub organisation of the benchmarks' repos (ORG/<benchmark>)."),
-    hub_source: Optional[str] = typer.Option(
-        None, "--hub-source", metavar="URL",
-        help="Where the card can be read (an https URL); each --hub-results entry names it as its `source`."),
+    hub_source: Optional[str] = hub_source_option("the card can be read (an https URL)"),
     overwrite: bool = overwrite_option("Use an OUT that is not a suite folder."),
     submissions: Optional[Path] = typer.Option(
         None, "--predictions", metavar="DIR",
