@@ -93,6 +93,8 @@ def with_scoring_flags(command=None, *, only: tuple[str, ...] | None = None, **o
     if command is None:
         return functools.partial(with_scoring_flags, only=only, **own_words)
     fields = tuple(SCORING_FLAGS) if only is None else ("data", *only)
+    if set(own_words) - set(fields):
+        raise TypeError(f"with_scoring_flags: {sorted(set(own_words) - set(fields))} are not among its fields")
     declared = {name: (SCORING_FLAGS[name][0], own_words.get(name, SCORING_FLAGS[name][1])) for name in fields}
     signature = inspect.signature(command)
     own = [p for p in signature.parameters.values() if p.name != "request"]
