@@ -45,9 +45,9 @@ class Benchmark:
         return getattr(importlib.import_module(module), attribute)
 
 
-# Registration order is the demo's order; names are listed sorted elsewhere.
 OFFLINE_SBERT = (f"sbert_model={PACKAGED_MINILM}", "nli_model=none")  # the packaged MiniLM, no NLI filter
 
+# Registration order is the demo's order; names are listed sorted elsewhere.
 BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("gqa-ood", "builders.gqa_ood.builder:GQAOODBuilder", "builders.gqa_ood.samples:write_gqa_samples",
               demo=Demo(models=("baseline:prior", "baseline:random"), train_file="gqa/train_balanced_questions.json",

@@ -23,11 +23,6 @@ class TaskEntry:
     counterbias: bool = False  # its build is what CounterBias (Zhang, Wang, Sang, ACM MM 2022) measures a model on
     family: str = ""  # the report card draws the headline metrics of one family in one figure
 
-    def load(self):
-        """A new instance of the benchmark's Task."""
-        module, _, attribute = self.task.partition(":")
-        return getattr(importlib.import_module(module), attribute)()
-
 
 # The benchmark families of the report card's figures.
 OOD_GQA = "GQA-OOD: rare and frequent answers"
@@ -102,4 +97,5 @@ def get_task(name: str):
     entry = get_task_entry(name)
     if entry.task is None:
         raise ParamsError(f"{name} has no prediction file or perceptual score: {entry.no_task_reason}")
-    return entry.load()
+    module, _, factory = entry.task.partition(":")
+    return getattr(importlib.import_module(module), factory)()

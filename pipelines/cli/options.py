@@ -19,10 +19,9 @@ DATA = typer.Option(..., "--data", help="Built folder or hub dataset repo id.")
 MODEL = typer.Option(..., "--model", help="A model spec (the menus below).")
 
 
-def split_option(verb: str) -> typer.models.OptionInfo:
-    """--split of a command that reads one split of a build (to score, predict, export, label)."""
-    return typer.Option(None, "--split", metavar="SPLIT", help=f"Split to {verb} (default: the benchmark's "
-                                                               "evaluation split).")
+def split_option(verb: str, default: str = "the benchmark's evaluation split") -> typer.models.OptionInfo:
+    """--split of a command that reads one split of a build (to score, predict, export, label, measure)."""
+    return typer.Option(None, "--split", metavar="SPLIT", help=f"Split to {verb} (default: {default}).")
 
 
 def seed_option(help: str = "Seed of the bootstrap resamples.") -> typer.models.OptionInfo:

@@ -215,7 +215,7 @@ def counterbias(
                                               "is read from (default: the split's; a generative VLM's adaptation)."),
     min_change: float = typer.Option(1e-6, "--min-concept-change",
                                      help="Smaller bias-concept changes leave a bias undefined."),
-    split: Optional[str] = split_option("measure"),
+    split: Optional[str] = split_option("measure", default="test"),
     report: Optional[Path] = report_option("metrics.json, report.md, plots, per-instance values"),
     no_cache: bool = typer.Option(False, "--no-cache", help="Do not read or write cached counterfactual images."),
     bootstrap: int = bootstrap_option("Resamples of the images for 95% confidence intervals (0: none)."),
