@@ -42,14 +42,19 @@ def available_splits(folder: Path, config: str) -> list[str]:
 
 
 def pick_split(folder: Path, config: str, split: str | None, preferred: str) -> str:
+    """The split to read: `split` (--split) when the folder has it, else `preferred`, else the first. A split
+    name comes from the folder's file names (a build from anyone), so the one chosen is checked against the
+    split-name rule (core/names.py) before it reaches a file name, a YAML or generated code."""
+    from core.names import check_split_name, shown
+
     splits = available_splits(folder, config)
     if not splits:
         raise ParamsError(f"{folder}: no '{config}' tables (is this a built folder?)")
     if split is None:
-        return preferred if preferred in splits else splits[0]
-    if split not in splits:
-        raise ParamsError(f"--split {split}: {folder} has {', '.join(splits)}")
-    return split
+        split = preferred if preferred in splits else splits[0]
+    elif split not in splits:
+        raise ParamsError(f"--split {shown(split)}: {folder} has {', '.join(shown(s) for s in splits)}")
+    return check_split_name(split, f"{folder / config}")
 
 
 def read_parquet(path: Path, **kwargs) -> pa.Table:

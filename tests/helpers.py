@@ -245,3 +245,48 @@ def nli_labels(classifier, pairs: list[tuple[str, str]]) -> list[str]:
     texts = list(dict.fromkeys(t for pair in pairs for t in pair))
     code = {t: k for k, t in enumerate(texts)}
     return classifier.classify_codes(texts, [code[p] for p, _ in pairs], [code[h] for _, h in pairs]).tolist()
+
+
+def run_in_terminal(command: list[str], env: dict, cwd: Path, timeout: float,
+                    keep: int = 200_000) -> tuple[int, str]:
+    """(exit code, the last `keep` characters it printed) of `command` run in a pseudo-terminal (stdin, stdout and
+    stderr; 50 x 160), as a person runs it: a program that draws a live display when it sees a terminal (Inspect's)
+    draws it. The terminal is read as the program writes (a full one would stall it); killed past `timeout`."""
+    import fcntl
+    import pty
+    import select
+    import signal
+    import struct
+    import termios
+    import time
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 160, 0, 0))
+    process = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, start_new_session=True,
+                               env={**env, "TERM": "xterm-256color", "COLUMNS": "160", "LINES": "50"})
+    os.close(slave)
+    output, deadline = bytearray(), time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: every process holding the terminal has closed it
+                    break
+                if not data:
+                    break
+                output += data
+                del output[:-keep]
+            elif process.poll() is not None:
+                break
+        else:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise AssertionError(f"{command[:4]} ran past {timeout} s:\n{output.decode(errors='replace')[-3000:]}")
+        return process.wait(timeout=60), output.decode(errors="replace")
+    finally:
+        os.close(master)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

@@ -163,3 +163,157 @@ def test_inspect_export(built, cli, tmp_path):
     code, _, err = cli("export-task", "cosim-q", "--data", built("cosim-q"), "--harness", "inspect", "--out",
                        tmp_path / "c", "--choice-mode", "loglik")
     assert_one_error_line(code, err, ["--choice-mode letter asks it by letter"])
+
+
+def _records(bench, built, tmp_path, harness="lmms-eval"):
+    """(the exported task's ExportedRun, a record per document in the documents' order, each answering the
+    first option: the letter A, option 0's log-likelihood highest, or the text "2")."""
+    from evaluator.harness.export import export_task
+    from evaluator.harness.run import ExportedRun
+
+    data = built(bench)
+    images = write_row_images(bench, data, tmp_path / "images")
+    out = export_task(bench, str(data), harness, tmp_path / "task", split=None, template=None, choice_mode="auto",
+                      images=images, videos=None, frames=2, max_new_tokens=None)
+    run = ExportedRun(out)
+    docs = pq.read_table(next((out / "docs").glob("*.parquet")), columns=["vlbench_id", "prompt_index",
+                                                                           "prompts", "choices"]).to_pylist()
+    form = run.meta["form"]
+    return run, [run.record(d, [0.0] + [-1.0] * (len(d["choices"]) - 1) if form == "loglik" else
+                            "A" if form == "letter" else "2") for d in docs]
+
+
+@pytest.mark.parametrize("bench", EXPORTABLE)
+def test_harness_metrics_are_defined_on_any_subset(bench, built, tmp_path):
+    """A harness scores the samples done so far (Inspect's live display does, about once a second, and marks
+    the task `error` when a metric raises): every headline metric is a float on any prefix of the run, NaN
+    while nothing is complete (a pair with one sub-question, a VCR row with its Q->A prompt alone, no prompt
+    at all), and `incomplete_rows` counts the rows a prompt is missing from. On the whole run the values are
+    those of the complete subset's own scoring (tests/test_harness_runs.py checks them against `evaluate`)."""
+    import math
+
+    from evaluator.harness.run import INCOMPLETE
+
+    run, records = _records(bench, built, tmp_path)
+    keys = [m["key"] for m in run.meta["metrics"]]
+    for n in (0, 1, 2, 3, len(records)):
+        metrics = run.metrics(records[:n])
+        assert set(metrics) == {*keys, INCOMPLETE}
+        assert all(isinstance(metrics[k], float) for k in keys), metrics
+        prompts = {r["id"]: r["prompts"] for r in records[:n]}
+        seen = [r["id"] for r in records[:n]]
+        incomplete = sum(seen.count(i) < prompts[i] for i in prompts)
+        assert metrics[INCOMPLETE] == incomplete
+        if n == 0 or incomplete == len(prompts):
+            assert all(math.isnan(metrics[k]) for k in keys), metrics
+    assert metrics[INCOMPLETE] == 0 and not any(math.isnan(metrics[k]) for k in keys[:1]), metrics
+    if bench in ("vcr-visor", "pmr-p", "cosim-q", "cosim-c"):  # one sub-question of a pair: no pair complete
+        assert math.isnan(run.metrics(records[:1])["apq"])
+
+
+def _renamed_split(data, tmp_path, config, split, new):
+    """A copy of a build whose `split` shards are renamed to the split `new` (a build chooses its split names)."""
+    import shutil
+
+    copy = tmp_path / "build"
+    shutil.copytree(data, copy)
+    for shard in sorted((copy / config).glob(f"{split}-*.parquet")):
+        shard.rename(shard.with_name(new + shard.name[len(split):]))
+    return copy
+
+
+@pytest.mark.parametrize("harness", ["lmms-eval", "inspect"])
+def test_a_split_name_with_a_dot_exports_valid_files(harness, built, cli, tmp_path):
+    """`val.v2` (a valid split name for datasets) gives a task named vlbench_cosim_q_val_v2 whose Python compiles
+    and whose YAML holds the split as a value (before: `def vlbench_cosim_q_val.v2():`, exit 0)."""
+    import ast
+
+    data = _renamed_split(built("cosim-q"), tmp_path, "default", "val", "val.v2")
+    images = write_row_images("cosim-q", built("cosim-q"), tmp_path / "i")
+    out = tmp_path / "task"
+    code, _, err = cli("export-task", "cosim-q", "--data", data, "--harness", harness, "--out", out, "--images", images)
+    assert code == 0, err
+    meta = json.loads((out / "vlbench_task.json").read_text())
+    assert meta["split"] == "val.v2" and meta["task"] == "vlbench_cosim_q_val_v2"
+    sources = [out / f"{meta['task']}.py"] if harness == "inspect" else [out / "utils.py"]
+    for source in sources:
+        tree = ast.parse(source.read_text())
+        if harness == "inspect":
+            assert [f.name for f in tree.body if isinstance(f, ast.FunctionDef)] == [meta["task"]]
+    if harness == "lmms-eval":
+        config = yaml.load((out / f"{meta['task']}.yaml").read_text(), Loader=_Loader)
+        assert config["test_split"] == "val.v2" and list(config["dataset_kwargs"]["data_files"]) == ["val.v2"]
+        assert config["doc_to_text"] == ("function", "utils.doc_to_text")
+
+
+@pytest.mark.parametrize("split", ["my val", "x():\n    import os\n    os.system('touch pwned')\ndef y",
+                                   'val"""', "val\x1b[2J", "..", "val\udcff"])
+def test_a_split_name_that_could_become_code_is_refused(split, built, cli, tmp_path):
+    """A split name outside the split-name rule (a crafted build from the Hub or a shared folder names its shards
+    so) is one line naming the allowed characters, exit 2, nothing written: it never reaches the task's
+    Python, YAML or file names. Before: the Inspect task file held the crafted function and ran it."""
+    try:
+        data = _renamed_split(built("cosim-q"), tmp_path, "default", "val", split)
+    except OSError as exc:  # a file system that refuses the name cannot hold such a build either
+        pytest.skip(f"this file system refuses the name: {exc}")
+    images = write_row_images("cosim-q", built("cosim-q"), tmp_path / "i")
+    for harness in ("inspect", "lmms-eval"):
+        out = tmp_path / f"task-{harness}"
+        code, _, err = cli("export-task", "cosim-q", "--data", data, "--harness", harness, "--out", out,
+                           "--images", images)
+        assert_one_error_line(code, err, ["split name", "letters, digits and underscores"])
+        assert not out.exists() and not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("name", ["task\nout", "task\x1b]0;title\x07", "task\udcff"])
+def test_an_out_that_cannot_be_written_into_a_file_is_refused(name, built, cli, tmp_path):
+    """--out is written into the lmms-eval YAML (an absolute path) and the README's commands: control
+    characters and names that are not UTF-8 are refused in one line, nothing written."""
+    data = built("cosim-q")
+    images = write_row_images("cosim-q", data, tmp_path / "i")
+    out = tmp_path / name
+    code, _, err = cli("export-task", "cosim-q", "--data", data, "--harness", "lmms-eval", "--out", out,
+                       "--images", images)
+    assert_one_error_line(code, err, ["--out", "control characters" if "\udcff" not in name else "not valid UTF-8"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["i"]
+
+
+def test_a_task_folder_whose_meta_names_another_path_is_refused(built, cli, tmp_path):
+    """vlbench_task.json comes from the folder (anyone's): a split that is a path, or a task name that is not an
+    identifier, is refused where it is read (push --inspect-task would write `inspect/<split>-...parquet`)."""
+    from core.errors import VlbenchError
+    from evaluator.harness.meta import read_meta
+
+    run, _ = _records("cosim-q", built, tmp_path, harness="inspect")
+    meta_path = run.folder / "vlbench_task.json"
+    for field, value in (("split", "../../outside"), ("task", "x(): pass\nimport os\ndef y")):
+        meta = json.loads(meta_path.read_text())
+        meta[field] = value
+        meta_path.write_text(json.dumps(meta))
+        with pytest.raises(VlbenchError, match="split name|not a Python identifier"):
+            read_meta(run.folder)
+        meta[field] = run.meta[field]
+        meta_path.write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("field, value, needle", [("prompts", 1, "the split asks 2"),
+                                                  ("prompts", 10 ** 9, "the split asks 2"),
+                                                  ("prompts", "2", "the split asks 2"),
+                                                  ("prompt_index", True, "is not a prompt"),
+                                                  ("id", {"$": "x"}, "is not a prompt"),
+                                                  ("benchmark", "vcr\x1b[2J" + "x" * 10 ** 6, "not vcr's")])
+def test_a_log_s_fields_are_checked_before_use(field, value, needle, built, cli, tmp_path):
+    """A harness log is data from outside: a row's number of prompts comes from the split (a log claiming one
+    prompt, or a billion, before: a row left out, or `list(range(10**9))`), and every field is checked for its
+    type before it is used, each a bounded line with its control characters escaped. The log here is what the
+    exported task's own process_results returns, one metric's record per sample, then one field changed."""
+    run, records = _records("vcr", built, tmp_path)
+    log = tmp_path / "samples_vcr.jsonl"
+    log.write_text("".join(json.dumps({"doc_id": n, "q_a": {"vlbench": r}}) + "\n" for n, r in enumerate(records)))
+    code, out, err = cli("evaluate", "vcr", "--data", built("vcr"), "--predictions", log, "--bootstrap", "0")
+    assert code == 0 and json.loads(out)["coverage"]["missing"] == 0, err
+    records[3] = {**records[3], field: value}
+    log.write_text("".join(json.dumps({"doc_id": n, "q_a": {"vlbench": r}}) + "\n" for n, r in enumerate(records)))
+    code, _, err = cli("evaluate", "vcr", "--data", built("vcr"), "--predictions", log, "--bootstrap", "0")
+    line = assert_one_error_line(code, err, ["sample 3", needle])
+    assert len(line) < 600 and "\x1b" not in line

@@ -18,9 +18,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_error_line, evaluate_json, push_to_copy, read_submission, write_row_images
+from helpers import (
+    assert_one_error_line,
+    evaluate_json,
+    push_to_copy,
+    read_submission,
+    run_in_terminal,
+    write_row_images,
+)
 
 from evaluator.harness.logs import eval_members
+from evaluator.harness.run import INCOMPLETE
 from pipelines.tiny_models import write_tiny_llava, write_tiny_llava_answering
 
 pytestmark = [pytest.mark.slow, pytest.mark.allow_hosts(["127.0.0.1"])]
@@ -39,14 +47,16 @@ def _no_network():
 
 def _inspect_eval(model: Path, url: str, tasks: list[str], cwd: Path, out: Path) -> None:
     """`inspect eval` of the task files (relative to cwd: Inspect globs task paths) against a loopback
-    OpenAI-compatible server, through Inspect's chat-completions provider (`openai-api/<service>/<model>`)."""
+    OpenAI-compatible server, through Inspect's chat-completions provider (`openai-api/<service>/<model>`), in a
+    pseudo-terminal with Inspect's live display (its default there), which scores the samples done so far as
+    they come in: every exported metric must be defined on a partial set, or Inspect ends the task `error`
+    (and still exits 0; `_inspect_results` checks each log's status)."""
     env = {**os.environ, "VLBENCH_BASE_URL": url, "VLBENCH_API_KEY": "none", "INSPECT_LOG_DIR": str(out),
            "PYTHONPATH": os.pathsep.join([*(f"{INSPECT}/{p}" for p in ("harness", "deps", "stubs")), str(ROOT)])}
     command = [sys.executable, "-m", "inspect_ai", "eval", *tasks, "--model", f"openai-api/vlbench/{model}",
-               "--log-dir", str(out), "--limit", str(LIMIT), "--display", "plain", "--max-connections", "1"]
-    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0 and len(list(out.glob("*.eval"))) == len(tasks), \
-        done.stdout[-3000:] + done.stderr[-3000:]
+               "--log-dir", str(out), "--limit", str(LIMIT), "--max-connections", "1"]
+    code, output = run_in_terminal(command, env, cwd, timeout=900)
+    assert code == 0 and len(list(out.glob("*.eval"))) == len(tasks), output[-6000:]
 
 
 def _inspect_results(log: Path) -> dict:
@@ -111,7 +121,7 @@ def test_inspect_log_gives_vlbench_s_numbers_and_openai_s_answers(inspect_runs, 
     case = inspect_runs[(run, bench)]
     metrics = evaluate_json(cli, bench, case["data"], case["log"])
     assert metrics["coverage"]["scored"] > 0
-    assert case["results"] == {m["key"]: metrics[m["key"]] for m in case["meta"]["metrics"]}
+    assert case["results"] == {**{m["key"]: metrics[m["key"]] for m in case["meta"]["metrics"]}, INCOMPLETE: 0}
     from_log, read = read_submission(bench, case["data"], case["log"])
     assert read["format"] == "inspect" and read["form"] == case["meta"]["form"]
     monkeypatch.setenv("VLBENCH_CACHE", str(tmp_path / "cache"))
@@ -230,3 +240,30 @@ def test_the_suite_s_report_card_over_inspect_logs(inspect_runs, cli, tmp_path):
     assert {k: v["value"] for k, v in rows["disco"]["headline"].items()} == {k: metrics[k] for k in
                                                                              ("one_minus_mape", "mae")}
     assert rows["gqa-ood"]["status"] == "not scored" and "have no prediction" in rows["gqa-ood"]["reason"]
+
+
+@pytest.mark.parametrize("bench", INSPECT_BENCHES)
+def test_inspect_scores_every_partial_run(inspect_runs, bench):
+    """Inspect's live display scores the samples done so far, at moments that depend on the machine's speed (on a
+    loaded 2-core machine VCR-Visor's log ended `error`): every prefix of the real log, scored by Inspect's own
+    `eval_results` with the task's scorer and metrics (tests/inspect_partial_metrics.py), gives a value for
+    every metric (NaN while nothing is complete) equal to `ExportedRun.metrics` of the same records, and the
+    whole log gives Inspect's recorded results."""
+    from evaluator.harness.logs import inspect_records
+    from evaluator.harness.run import ExportedRun
+
+    case = inspect_runs[("random", bench)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*(f"{INSPECT}/{p}" for p in ("harness", "deps", "stubs")),
+                                                        str(ROOT)])}
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "inspect_partial_metrics.py"), str(case["task"]),
+                           str(case["log"])], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    prefixes = [json.loads(line) for line in done.stdout.splitlines()]
+    records = inspect_records(case["log"])
+    assert len(prefixes) == len(records) + 1 == LIMIT + 1
+    run = ExportedRun(case["task"])
+    assert set(prefixes[0].values()) == {None}  # no sample: Inspect itself reports NaN without asking the metric
+    for k, values in enumerate(prefixes[1:], start=1):
+        expected = run.metrics(records[:k])
+        assert values == {key: None if v != v else v for key, v in expected.items()}, k
+    assert prefixes[-1] == case["results"]

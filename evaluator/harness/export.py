@@ -15,10 +15,11 @@ into place (core/outdir.py); an existing DIR is replaced only when this command 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
-from core.errors import ParamsError
+from core.errors import ParamsError, VlbenchError
 from core.hashing import sha256_file
 from core.jsonout import dumps
 from core.manifest import MANIFEST
@@ -47,18 +48,30 @@ def _write_docs(path: Path, docs: dict) -> None:
     datasets.Dataset.from_dict(rows, features=features).to_parquet(str(path))
 
 
+def _python(source: str, name: str) -> str:
+    """Generated Python, checked to compile before it is written (every value in it is a `repr` literal or an
+    identifier checked as one, so this never fails unless that code is wrong)."""
+    try:
+        compile(source, name, "exec")
+    except (SyntaxError, ValueError) as exc:
+        raise VlbenchError(f"{name}: the generated task file is not valid Python ({exc}); nothing was written") \
+            from None
+    return source
+
+
 def _readme(meta: dict, out: Path) -> str:
     form = {"generate": "the model generates an answer",
             "letter": "the options are listed by letter and the model generates the letter",
             "loglik": "each option's log-likelihood is scored (lmms-eval's `multiple_choice`)"}[meta["form"]]
     if meta["harness"] == "lmms-eval":
         run = (f"python -m lmms_eval --model MODEL --model_args pretrained=CHECKPOINT --tasks {meta['task']} "
-               f"--include_path {out} --batch_size 1 --log_samples --output_path LOGS")
+               f"--include_path {shlex.quote(str(out))} --batch_size 1 --log_samples --output_path LOGS")
         log = f"LOGS/.../*_samples_{meta['task']}.jsonl"
     else:
         # Inspect finds a task file by a path relative to the directory it runs in; a local OpenAI-compatible
         # server through its chat-completions provider (URL in SERVICE_BASE_URL)
-        run = f"cd {out} && inspect eval {meta['task']}.py --model openai-api/SERVICE/MODEL --log-dir LOGS"
+        run = (f"cd {shlex.quote(str(out))} && inspect eval {meta['task']}.py --model openai-api/SERVICE/MODEL "
+               "--log-dir LOGS")
         log = "LOGS/...eval"
     back = f"vlbench evaluate {meta['benchmark']} --data BUILD --predictions {log}"
     name = "lmms-eval" if meta["harness"] == "lmms-eval" else "Inspect"
@@ -105,6 +118,9 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
     ask = task.generative
     if ask is None:
         raise ParamsError(f"{bench}: no generative Ask to export ({task.generative_reason})")
+    from core.names import check_path_text
+
+    check_path_text(Path(out).absolute(), "--out")  # written into the task's YAML and README
     folder = resolve_data(data)
     split = pick_split(folder, task.config, split, task.default_split)
     table = load_table(folder, task.config, split)
@@ -141,7 +157,7 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
         if harness == "lmms-eval":
             (staging / f"{meta['task']}.yaml").write_text(lmms_eval.task_yaml(meta, final / "docs" /
                                                                               f"{split}.parquet"))
-            (staging / "utils.py").write_text(lmms_eval.utils_py(meta))
+            (staging / "utils.py").write_text(_python(lmms_eval.utils_py(meta), "utils.py"))
         else:
-            (staging / f"{meta['task']}.py").write_text(inspect_task.task_file(meta))
+            (staging / f"{meta['task']}.py").write_text(_python(inspect_task.task_file(meta), f"{meta['task']}.py"))
     return final

@@ -13,25 +13,32 @@ be asked by letter (VisDial, Social-IQ) is not exported to Inspect.
 The scorer records, per sample, the prompt's record (the same record lmms-eval's `process_results` writes,
 evaluator/harness/run.py) in the score's metadata and the answer; one metric per headline metric of
 the benchmark scores all of the run's records with the benchmark's own code (`ExportedRun.metrics`), so
-Inspect's own results hold vlbench's numbers, and `vlbench evaluate` reads the `.eval` log back by id.
+Inspect's own results hold vlbench's numbers, and `vlbench evaluate` reads the `.eval` log back by id. Inspect
+also computes the metrics on the samples done so far, for its live display: each is defined on any subset (NaN
+until something is complete), and `incomplete_rows` counts the rows a prompt is missing from.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from evaluator.harness.run import RECORD, ExportedRun
+from evaluator.harness.run import INCOMPLETE, RECORD, ExportedRun
 
 
 def task_file(meta: dict) -> str:
-    """The task's Python file: Inspect finds the `@task` function by its name, the task's name."""
-    return (f'"""Written by `vlbench export-task` (vlbench {meta["vlbench"]}): {meta["benchmark"]}, split '
-            f'{meta["split"]}; vlbench must be importable here."""\n'
+    """The task's Python file: Inspect finds the `@task` function by its name, the task's name (a Python
+    identifier, `lmms_eval.task_name`); every other value from meta is a Python literal (`repr`)."""
+    from core.names import check_identifier
+
+    name = check_identifier(meta["task"], "the exported task's name")
+    docstring = repr(f"Written by `vlbench export-task` (vlbench {meta['vlbench']}): {meta['benchmark']}, split "
+                     f"{meta['split']}; vlbench must be importable here.")
+    return (f"{docstring}\n"
             "from pathlib import Path\n\n"
             "from inspect_ai import task\n\n"
             "from evaluator.harness.inspect_task import exported_task\n\n\n"
             "@task\n"
-            f"def {meta['task']}():\n"
+            f"def {name}():\n"
             "    return exported_task(Path(__file__).resolve().parent)\n")
 
 
@@ -63,7 +70,7 @@ def exported_task(folder: Path):
 def _scorer(functions: ExportedRun):
     from inspect_ai.scorer import Score, metric, scorer
 
-    def headline(key: str):
+    def run_metric(key: str):
         @metric(name=key)
         def factory():
             def compute(scores) -> float:  # Score or SampleScore, as Inspect hands them
@@ -71,7 +78,9 @@ def _scorer(functions: ExportedRun):
             return compute
         return factory()
 
-    @scorer(metrics=[headline(m["key"]) for m in functions.meta["metrics"]], name="vlbench")
+    keys = [m["key"] for m in functions.meta["metrics"]] + [INCOMPLETE]
+
+    @scorer(metrics=[run_metric(key) for key in keys], name="vlbench")
     def vlbench():
         async def score(state, target):
             doc = {"vlbench_id": state.metadata["vlbench_id"], "prompt_index": state.metadata["prompt_index"],

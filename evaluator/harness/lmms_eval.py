@@ -16,59 +16,63 @@ aggregation, which scores the whole run with the benchmark's own code (`Exported
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+import yaml
 
 from evaluator.harness.run import RECORD, ExportedRun
 
 
 def task_name(bench: str, split: str) -> str:
-    """The lmms-eval task name: never one of lmms-eval's own (a local task named like a built-in loses)."""
-    return f"vlbench_{bench}_{split}".replace("-", "_")
+    """The task name: never one of lmms-eval's own (a local task named like a built-in loses), and a Python
+    identifier (Inspect calls the task's function by it): the split's dots and the benchmark's hyphens become
+    underscores (the split is one split-name-rule name, core/names.py)."""
+    from core.names import check_identifier
+
+    name = f"vlbench_{bench}_{split}".replace("-", "_").replace(".", "_")
+    return check_identifier(name, f"the task name of {bench} split {split}")
 
 
-def _yaml_text(value: str) -> str:
-    """A YAML double-quoted scalar (JSON's escaping is YAML's)."""
-    return json.dumps(value)
+class _Function(str):
+    """A name lmms-eval's YAML loader resolves to a function (its `!function` tag)."""
+
+
+class _TaskDumper(yaml.SafeDumper):
+    pass
+
+
+_TaskDumper.add_representer(_Function, lambda dumper, name: dumper.represent_scalar("!function", str(name)))
 
 
 def task_yaml(meta: dict, docs_file: Path) -> str:
-    """The task's YAML: lmms-eval reads the documents from `docs_file` (an absolute path: lmms-eval resolves
-    a dataset path against the directory it runs in)."""
+    """The task's YAML, written by a YAML dumper (no value is pasted into text): lmms-eval reads the documents
+    from `docs_file` (an absolute path: lmms-eval resolves a dataset path against the directory it runs in)."""
     split, multiple = meta["split"], meta["form"] == "loglik"
-    lines = [
-        f"# Written by `vlbench export-task` (vlbench {meta['vlbench']}): {meta['benchmark']}, split {split} of the",
-        f"# build whose manifest.json has SHA-256 {meta['manifest_sha256']}. See README.md.",
-        f"task: {_yaml_text(meta['task'])}",
-        "dataset_path: parquet",
-        "dataset_kwargs:",
-        "  data_files:",
-        f"    {split}: {_yaml_text(str(docs_file))}",
-        f"test_split: {split}",
-        f"output_type: {'multiple_choice' if multiple else 'generate_until'}",
-        "doc_to_visual: !function utils.doc_to_visual",
-        "doc_to_text: !function utils.doc_to_text",
-        "doc_to_target: !function utils.doc_to_target",
-    ]
+    spec = {"task": meta["task"], "dataset_path": "parquet",
+            "dataset_kwargs": {"data_files": {split: str(docs_file)}}, "test_split": split,
+            "output_type": "multiple_choice" if multiple else "generate_until",
+            **{key: _Function(f"utils.{key}") for key in ("doc_to_visual", "doc_to_text", "doc_to_target")}}
     if multiple:
-        lines += ["doc_to_choice: !function utils.doc_to_choice", 'target_delimiter: ""']
+        spec.update({"doc_to_choice": _Function("utils.doc_to_choice"), "target_delimiter": ""})
     else:
-        generation = meta["generation"]
-        lines += ["generation_kwargs:", f"  max_new_tokens: {generation['max_new_tokens']}", "  temperature: 0",
-                  "  do_sample: false", "  num_beams: 1"]
-    lines += ["process_results: !function utils.process_results", "metric_list:"]
-    for n, metric in enumerate(meta["metrics"]):
-        lines += [f"  - metric: {_yaml_text(metric['key'])}", f"    aggregation: !function utils.aggregate_{n}",
-                  f"    higher_is_better: {'true' if metric['higher_is_better'] else 'false'}"]
-    lines += ["metadata:", "  version: 1.0", f"  vlbench: {_yaml_text(meta['vlbench'])}",
-              f"  manifest_sha256: {_yaml_text(meta['manifest_sha256'])}"]
-    return "\n".join(lines) + "\n"
+        spec["generation_kwargs"] = {"max_new_tokens": int(meta["generation"]["max_new_tokens"]), "temperature": 0,
+                                     "do_sample": False, "num_beams": 1}
+    spec["process_results"] = _Function("utils.process_results")
+    spec["metric_list"] = [{"metric": metric["key"], "aggregation": _Function(f"utils.aggregate_{n}"),
+                            "higher_is_better": bool(metric["higher_is_better"])}
+                           for n, metric in enumerate(meta["metrics"])]
+    spec["metadata"] = {"version": 1.0, "vlbench": meta["vlbench"], "benchmark": meta["benchmark"], "split": split,
+                        "manifest_sha256": meta["manifest_sha256"]}
+    header = "# Written by `vlbench export-task`; see README.md.\n"
+    return header + yaml.dump(spec, Dumper=_TaskDumper, sort_keys=False, allow_unicode=False, width=1000)
 
 
 def utils_py(meta: dict) -> str:
-    """The task's utils.py: this module's functions bound to the folder."""
+    """The task's utils.py: this module's functions bound to the folder (every value from meta as a Python
+    literal, `repr`)."""
     aggregates = "".join(f"aggregate_{n} = _task.aggregate({m['key']!r})\n" for n, m in enumerate(meta["metrics"]))
-    return (f'"""Written by `vlbench export-task` (vlbench {meta["vlbench"]}); vlbench must be importable here."""\n'
+    docstring = repr(f"Written by `vlbench export-task` (vlbench {meta['vlbench']}); vlbench must be importable here.")
+    return (f"{docstring}\n"
             "from pathlib import Path\n\n"
             "from evaluator.harness.lmms_eval import TaskFunctions\n\n"
             "_task = TaskFunctions(Path(__file__).resolve().parent)\n"

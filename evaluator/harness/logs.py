@@ -41,35 +41,38 @@ def read_exported_log(task, path: Path, records: list, build: tuple, reasoning_t
                       harness: str = "lmms-eval") -> tuple[dict, dict]:
     """({id: prediction}, how it was read) of the records of a harness's log of an exported task (None: a sample
     without one); `build` is (the built folder, its split, the split's table) it is scored against."""
-    from evaluator.harness.outputs import PromptOutput, predictions_of, prompt_choices
+    from core.names import shown
+    from evaluator.harness.outputs import PromptOutput, predictions_of, prompt_choices, prompts_per_row
 
     folder, split, table = build
     manifest = sha256_file(Path(folder) / MANIFEST)
     choices = prompt_choices(task, table)
+    per_row = prompts_per_row(choices)
     outputs, forms = [], set()
     for n, record in enumerate(records):
         where = f"{path}: sample {n}"
         if record is None:
             raise SubmissionError(f"{where}: carries no vlbench record; every sample of an exported task's log has one")
         if record.get("benchmark") != task.name:
-            raise SubmissionError(f"{where}: is a log of the exported {str(record.get('benchmark'))[:40]} task, not "
+            raise SubmissionError(f"{where}: is a log of the exported {shown(record.get('benchmark'), 40)} task, not "
                                   f"{task.name}'s")
         if record.get("build") != manifest[:16]:
             raise SubmissionError(f"{where}: was made on the build whose manifest SHA-256 begins "
-                                  f"{str(record.get('build'))[:16]}, not on --data's ({manifest[:16]}); export the "
+                                  f"{shown(record.get('build'), 16)}, not on --data's ({manifest[:16]}); export the "
                                   "task from this build and run it again")
         if record.get("split") != split:
-            raise SubmissionError(f"{where}: is of split {str(record.get('split'))[:40]}, not {split}")
+            raise SubmissionError(f"{where}: is of split {shown(record.get('split'), 40)}, not {split}")
         if record.get("form") not in FORMS:
-            raise SubmissionError(f"{where}: form {str(record.get('form'))[:20]} is not one of {', '.join(FORMS)}")
+            raise SubmissionError(f"{where}: form {shown(record.get('form'), 20)} is not one of {', '.join(FORMS)}")
         forms.add(record["form"])
         key = (record.get("id"), record.get("prompt_index"))
-        if not isinstance(key[0], str) or key not in choices:
-            raise SubmissionError(f"{where}: id {str(key[0])[:60]} (prompt {str(key[1])[:10]}) is not a prompt of "
+        if not isinstance(key[0], str) or type(key[1]) is not int or key not in choices:
+            raise SubmissionError(f"{where}: id {shown(key[0])} (prompt {shown(key[1], 10)}) is not a prompt of "
                                   f"the {split} split of --data")
-        if type(record.get("prompts")) is not int:
-            raise SubmissionError(f"{where}: `prompts` is not a whole number")
-        outputs.append(PromptOutput(parse_id(key[0]), key[1], record["prompts"], record.get("output"), choices[key]))
+        if record.get("prompts") != per_row[key[0]] or type(record.get("prompts")) is not int:
+            raise SubmissionError(f"{where}: `prompts` is {shown(record.get('prompts'), 20)}, but the split asks "
+                                  f"{per_row[key[0]]} of id {shown(key[0])}")
+        outputs.append(PromptOutput(parse_id(key[0]), key[1], per_row[key[0]], record.get("output"), choices[key]))
     if len(forms) > 1:
         raise SubmissionError(f"{path}: mixes samples of several forms ({', '.join(sorted(forms))})")
     form = forms.pop() if forms else "generate"

@@ -94,6 +94,14 @@ def prompt_choices(task, table) -> dict:
     return {key: tuple(options) for key, options in zip(prompt_keys(task, table, row_of), continuations)}
 
 
+def prompts_per_row(choices: dict) -> dict:
+    """{row id as a document carries it: how many prompts the split asks of it}, from `prompt_choices`: a row's
+    number of prompts comes from the split, never from a log (which may claim any number)."""
+    from collections import Counter
+
+    return dict(Counter(row for row, _ in choices))
+
+
 def score(task, table, predictions: dict, where: str, allow_partial: bool = False) -> dict:
     """The Task's metrics of `predictions` on the split `table`, its default scoring options."""
     from evaluator.submission import match_ids

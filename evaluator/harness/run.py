@@ -18,7 +18,8 @@ from pathlib import Path
 from evaluator.harness.docs import parse_id
 
 RECORD = "vlbench"  # the key under which a sample's metric, score or metadata holds the record
-_SCORED: dict[str, dict] = {}  # metrics of one run's records, computed once for all its metrics
+INCOMPLETE = "incomplete_rows"  # the count metric beside the headline ones: rows with a prompt missing
+_SCORED: dict[str, dict] = {}  # metrics of one task folder's run's records, computed once for all its metrics
 
 
 def prompt_record(meta: dict, doc) -> dict:
@@ -41,19 +42,37 @@ class ExportedRun:
         return {**prompt_record(self.meta, doc), "output": output}
 
     def metrics(self, records: list[dict]) -> dict:
-        """The benchmark's metrics of a run's records (partial runs, a harness's --limit, on the rows they
-        cover), computed once per run."""
+        """The benchmark's headline metrics of any subset of a run's records, computed once per subset: a
+        harness scores partial sets too (Inspect's live display, a --limit), so each metric is the paper's
+        metric over what is complete (the rows whose prompts are all there, the pairs whose two
+        sub-questions are), NaN where nothing is yet (or where the metric's group is empty, GQA-OOD's head
+        on a few tail questions), never an error; `INCOMPLETE` counts the rows left out for a missing
+        prompt."""
         from core.data import load_table
-        from evaluator.harness.outputs import PromptOutput, predictions_of, prompt_choices, score
+        from core.errors import SubmissionError
+        from evaluator.harness.outputs import PromptOutput, predictions_of, prompt_choices, prompts_per_row, score
         from evaluator.tasks import get_task
 
-        digest = hashlib.sha256(json.dumps(records, sort_keys=True).encode()).hexdigest()
+        digest = hashlib.sha256(json.dumps([str(self.folder), records], sort_keys=True).encode()).hexdigest()
         if digest not in _SCORED:
             task = get_task(self.meta["benchmark"])
             table = load_table(self.folder / "scored", task.config, self.meta["split"])
             choices = prompt_choices(task, table)
-            outputs = [PromptOutput(parse_id(r["id"]), r["prompt_index"], r["prompts"], r["output"],
+            per_row = prompts_per_row(choices)
+            outputs = [PromptOutput(parse_id(r["id"]), r["prompt_index"], per_row[r["id"]], r["output"],
                                     choices[(r["id"], r["prompt_index"])]) for r in records]
-            predictions, _ = predictions_of(task.generative, self.meta["form"], outputs, self.meta["task"])
-            _SCORED[digest] = score(task, table, predictions, self.meta["task"], allow_partial=True)
+            predictions, counts = predictions_of(task.generative, self.meta["form"], outputs, self.meta["task"])
+            values = {}
+            if predictions:
+                try:
+                    values = score(task, table, predictions, self.meta["task"], allow_partial=True)
+                except SubmissionError:  # nothing complete for the metric yet (no pair has both sub-questions)
+                    values = {}
+            _SCORED[digest] = {**{m["key"]: _number(values.get(m["key"])) for m in self.meta["metrics"]},
+                               INCOMPLETE: counts["rows_with_a_prompt_missing"]}
         return _SCORED[digest]
+
+
+def _number(value) -> float:
+    """A headline value as a harness's metric: a float, NaN where the metric has nothing to average."""
+    return float("nan") if value is None else float(value)
