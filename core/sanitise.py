@@ -7,7 +7,11 @@ or cut by a length bound, or upper-cased, never shows, while text that merely ho
 then control characters (escape sequences that retitle or clear a terminal, NUL, carriage returns, tabs
 and newlines: the text is one line) become spaces, and bidirectional controls and bytes that are not UTF-8
 are escaped; then the text is bounded. The order matters: bounding first could cut a key so that the
-part left no longer matches it."""
+part left no longer matches it.
+
+The keys themselves: `environment_secrets()` are the values of the variables vlbench reads keys from (HF_TOKEN,
+OPENAI_API_KEY, the one --api-key-env names); `MaskedStream` masks them in everything the CLI prints, and
+`looks_like_credential` tells a value that must never be written into a record, a cache or a log."""
 
 from __future__ import annotations
 
@@ -84,3 +88,56 @@ def sanitise(text, secrets=(), limit: int | None = 300) -> str:
     if limit is not None and len(text) > limit:
         text = text[:limit] + "..."
     return text
+
+
+# Words that make a variable or argument name a secret's (split at `_`, `-` and `.`: `hf_token`, `api-key`,
+# never `max_num_batched_tokens`)
+SECRET_WORDS = frozenset({"token", "key", "secret", "password", "passwd", "apikey", "credential", "credentials"})
+# The variables vlbench (or what it calls: huggingface_hub, openai, an exported task's Inspect provider) reads keys
+# from; --api-key-env may name another
+KEY_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "VLBENCH_API_KEY")
+MIN_SECRET_LENGTH = 8  # a shorter value (`1`, `none`) is no key, and masking it would mangle ordinary text
+# The published shapes of common keys: Hugging Face, OpenAI and Anthropic, GitHub, Slack, AWS, Google, Groq
+_KEY_SHAPE = re.compile(r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
+                        r"github_pat_[A-Za-z0-9_]{30,}|xox[abprs]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}|"
+                        r"AIza[0-9A-Za-z_\-]{35}|gsk_[A-Za-z0-9]{30,})")
+
+
+def names_a_secret(name: str) -> bool:
+    """True for a name that says it holds a secret (`hf_token`, `OPENAI_API_KEY`, `db-password`)."""
+    return bool(SECRET_WORDS & set(re.split(r"[_\-.]", str(name).lower())))
+
+
+def environment_secrets(extra_variables=()) -> tuple[str, ...]:
+    """The values of the key variables vlbench reads (KEY_VARIABLES and `extra_variables`, the one --api-key-env
+    names) that are long enough to be keys: what is masked in every line vlbench prints. Variables vlbench never
+    reads (a shell's GPG_KEY) are left alone."""
+    import os
+
+    names = {*KEY_VARIABLES, *(n for n in extra_variables if n)}
+    return tuple(sorted({os.environ[n] for n in names if len(os.environ.get(n) or "") >= MIN_SECRET_LENGTH}))
+
+
+def looks_like_credential(text: str, secrets=()) -> bool:
+    """True when `text` holds a key: one of `secrets` (or a long enough run of one), or a value shaped like a
+    published kind of key."""
+    return bool(_KEY_SHAPE.search(text)) or mask_secrets(text, secrets) != text
+
+
+class MaskedStream:
+    """A text stream whose every write has `secrets` masked (the CLI's stdout and stderr while a command runs: a
+    key pasted into any flag never reaches the terminal or a captured log)."""
+
+    def __init__(self, stream, secrets: tuple[str, ...]):
+        self._stream, self._secrets = stream, secrets
+
+    def write(self, text: str) -> int:
+        self._stream.write(mask_secrets(text, self._secrets))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)

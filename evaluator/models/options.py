@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
+from core.errors import ModelError
+
 KINDS = ("baseline", "py", "features", "hf", "hf-generative", "vllm", "openai")
 EVERY = frozenset(KINDS)
 GENERATIVE = frozenset({"hf-generative", "vllm", "openai"})
@@ -167,6 +169,42 @@ def readers_text(option: Option) -> str:
     if option.readers == GENERATIVE:
         return "generative hf:, vllm: and openai: models"
     return ", ".join(names[k] for k in KINDS if k in option.readers)
+
+
+def _texts(value):
+    """Every string inside an option's value (text, paths, lists and dicts of them), dict keys included."""
+    if isinstance(value, (str, Path)):
+        yield str(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _texts(item)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _texts(item)
+
+
+KEY_VALUE_OPTIONS = ("gen_kwargs", "chat_template_kwargs", "engine_args")  # ((name, value), ...)
+
+
+def check_no_credentials(spec: str, options) -> None:
+    """Refuse a model spec or option that holds a key (core.sanitise: a key variable's value, a value shaped like
+    a published kind of key) or a KEY=VALUE argument whose name says it is a secret (`hf_token`): the spec and
+    the options are written into the prediction record, the response cache's keys and the suite's logs. The line
+    names the option, never the value; keys go in the environment (--api-key-env, HF_TOKEN)."""
+    from core.sanitise import environment_secrets, looks_like_credential, names_a_secret
+
+    secrets = environment_secrets((options.api_key_env,))
+    advice = "vlbench writes it into the prediction record; keys go in the environment (--api-key-env, HF_TOKEN)"
+    if looks_like_credential(spec, secrets):
+        raise ModelError(f"--model: holds what looks like a key; {advice}")
+    for option in MODEL_OPTIONS:
+        value = getattr(options, option.field)
+        for key, _ in value if option.field in KEY_VALUE_OPTIONS else ():
+            if names_a_secret(key):
+                raise ModelError(f"{option.shown} {key}: names a secret; {advice}")
+        if any(looks_like_credential(text, secrets) for text in _texts(value)):
+            raise ModelError(f"{option.shown}: holds what looks like a key; {advice}")
 
 
 def recorded_options(options, kind: str) -> dict:

@@ -14,13 +14,14 @@ from core.errors import ModelError
 from evaluator.models.ask import CHOICE_MODES
 from evaluator.models.families import causal_multimodal, prefix_format, refusal
 from evaluator.models.model import as_model
-from evaluator.models.options import ModelOptions, reader_kind, readers_text, unread_option
+from evaluator.models.options import ModelOptions, check_no_credentials, reader_kind, readers_text, unread_option
 from evaluator.models.spec import hf_config, load_py_model, parse_spec
 from evaluator.models.vlm_checkpoint import is_generative
 
 
 def make_model(task, spec: str, options: ModelOptions):
     """The Model of `spec` for `task` (an evaluator.base.Task)."""
+    check_no_credentials(spec, options)
     kind, name = parse_spec(spec)
     if options.videos is not None and (task.generative is None or task.generative.video_column is None):
         raise ModelError(f"--videos: {task.name} rows have no videos to show a model")

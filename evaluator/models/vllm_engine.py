@@ -36,7 +36,7 @@ import sys
 import tempfile
 
 from core.errors import ModelError
-from core.sanitise import sanitise
+from core.sanitise import names_a_secret, sanitise
 from evaluator.models.backend import Turn
 from evaluator.models.images import open_image
 from evaluator.models.options import ModelOptions
@@ -48,7 +48,6 @@ SET_BY_VLBENCH = {"model": "--model", "tokenizer": "--model", "revision": "--rev
                   "data_parallel_size": "--data-parallel-size", "gpu_memory_utilization": "--gpu-memory-utilization",
                   "max_model_len": "--max-model-len", "enforce_eager": "--enforce-eager",
                   "limit_mm_per_prompt": "--frames"}
-SECRET_WORDS = {"token", "key", "secret", "password", "apikey", "passwd"}  # in an argument's name: a secret
 MAX_LOGPROB_TOKEN_IDS = 128  # vLLM's bound on one request's logprob_token_ids
 # One engine per process and settings: the suite and the perceptual score ask several benchmarks or
 # passes of one model, and a second engine would take the accelerator's memory again. The prompts are
@@ -88,7 +87,7 @@ def parse_engine_args(values: list[str]) -> tuple[tuple[str, object], ...]:
             raise ModelError(f"--engine-arg {text!r}: expected KEY=VALUE, e.g. --engine-arg kv_cache_dtype=fp8")
         if key in out:
             raise ModelError(f"--engine-arg {key}: given twice")
-        if SECRET_WORDS & set(key.lower().split("_")):
+        if names_a_secret(key):
             raise ModelError(f"--engine-arg {key}: a secret is not taken on the command line (the prediction record "
                              "lists the engine arguments); vLLM reads the Hub token from HF_TOKEN")
         try:

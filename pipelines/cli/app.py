@@ -37,7 +37,18 @@ def echo_err(message: str) -> None:
     so it cannot forge a second line, reorder the terminal's text or fail to print."""
     from core.sanitise import sanitise
 
-    typer.echo(sanitise(message, (), None), err=True)
+    typer.echo(sanitise(message, _secrets(), None), err=True)
+
+
+def _secrets(argv: list[str] | None = None) -> tuple[str, ...]:
+    """The keys to mask: the key variables' values, and that of the variable a command line's --api-key-env
+    names."""
+    from core.sanitise import environment_secrets
+
+    args = [str(a) for a in (sys.argv[1:] if argv is None else argv)]
+    named = [b for a, b in zip(args, args[1:]) if a == "--api-key-env"]
+    named += [a.partition("=")[2] for a in args if a.startswith("--api-key-env=")]
+    return environment_secrets(named)
 
 
 def fmt(value) -> str:
@@ -92,6 +103,12 @@ def main(argv: list[str] | None = None) -> None:
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _terminate)
+    streams = sys.stdout, sys.stderr
+    secrets = _secrets(argv)
+    if secrets:  # a key pasted into any flag (or echoed by a library) never reaches the terminal or a captured log
+        from core.sanitise import MaskedStream
+
+        sys.stdout, sys.stderr = MaskedStream(sys.stdout, secrets), MaskedStream(sys.stderr, secrets)
     try:
         code = app(args=argv, prog_name="vlbench", standalone_mode=False)
         if code == INTERRUPTED:  # typer turns Ctrl-C into this exit code, returned (no vlbench command exits so)
@@ -127,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         echo_err(f"error: {where}{exc.strerror or exc}; the command stopped")
         sys.exit(2)
     finally:
+        sys.stdout, sys.stderr = streams
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         if _whole_process:
