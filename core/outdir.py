@@ -152,9 +152,8 @@ def atomic_folder(out: Path, recheck=None):
     with parent_lock(out.parent):
         clean_stale(out.parent)
     staging = out.parent / temp_name(out.name)
-    _remove(staging)
     try:
-        staging.mkdir()
+        staging.mkdir()  # exclusive: fails on anything already there, a link included
         yield staging
         with parent_lock(out.parent):
             if recheck is not None:
@@ -177,15 +176,19 @@ def atomic_folder(out: Path, recheck=None):
 
 def write_together(files: dict[Path, bytes]) -> None:
     """Several files that belong together (predictions and their record): every one is written beside its
-    place first, and only when all are written are they renamed into place, so that a full disk or a kill
-    never leaves a new one beside an old one."""
+    place first (created exclusively under a name nobody can guess, core/tempfiles.py), and only when all are
+    written are they renamed into place, so that a full disk or a kill never leaves a new one beside an old
+    one."""
     staged = []
     try:
         for path, data in files.items():
             path = Path(path)
             path.parent.mkdir(parents=True, exist_ok=True)
-            staged.append((path.with_name(temp_name(path.name)), path))
-            staged[-1][0].write_bytes(data)
+            tmp = path.with_name(temp_name(path.name))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
         for tmp, path in staged:
             tmp.replace(path)
     finally:

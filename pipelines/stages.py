@@ -26,7 +26,7 @@ from builders.result import RunStage
 from core.figures import FigureSpec
 from core.hashing import sha256_file
 from core.progress import progress
-from core.tempfiles import pid_alive
+from core.tempfiles import parse_temp_name, pid_alive, temp_name
 
 
 def _package_root() -> Path:
@@ -204,10 +204,10 @@ class StageRunner(RunStage):
 
     @staticmethod
     def _store(folder: Path, tables: dict[str, pa.Table]) -> None:
-        tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp = folder.with_name(temp_name(folder.name))  # a name nobody can guess, made exclusively
         try:
-            tmp.mkdir(parents=True)
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()
             digests = {}
             for name, table in tables.items():
                 with pa.ipc.new_file(tmp / f"{name}.arrow", table.schema) as writer:
@@ -222,7 +222,7 @@ class StageRunner(RunStage):
 
     def clean_stale(self) -> None:
         """Temporary folders of stages whose process died (killed builds) are removed."""
-        for tmp in (self.cache_dir / "stages").glob(".*.tmp") if self.cache_dir is not None else ():
-            pid = tmp.name.rsplit(".", 2)[-2]
-            if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+        for tmp in (self.cache_dir / "stages").glob(".*") if self.cache_dir is not None else ():
+            parsed = parse_temp_name(tmp.name)
+            if parsed is not None and parsed[2] != os.getpid() and not pid_alive(parsed[2]):
                 shutil.rmtree(tmp, ignore_errors=True)

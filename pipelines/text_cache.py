@@ -10,7 +10,6 @@ recomputed.
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from core.hashing import sha256_file
+from core.tempfiles import create_exclusively, temp_name
 
 
 class DiskTextCache:
@@ -62,10 +62,11 @@ class DiskTextCache:
         table = pa.table({"key": keys, "value": array})
         folder = self._folder(namespace)
         name = hashlib.sha1("".join(keys).encode()).hexdigest()[:16]
-        tmp = folder / f".{name}.{os.getpid()}.tmp"
+        tmp = folder / temp_name(name)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            with pa.ipc.new_file(tmp, table.schema) as writer:
+            create_exclusively(tmp)
+            with pa.ipc.new_file(str(tmp), table.schema) as writer:
                 writer.write_table(table)
             tmp.replace(folder / f"{name}-{sha256_file(tmp)[:32]}.arrow")
         except OSError:  # a full or read-only cache disk: the values are still used for this build

@@ -8,6 +8,7 @@ evaluator/suite/diagnostics.py's docstring).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -870,3 +871,67 @@ def test_a_full_disk_leaves_the_previous_page_and_no_empty_file(vcr_card, cli, t
         write_card(other, {**card, "seed": 7})
     monkeypatch.undo()
     assert {p: p.read_bytes() for p in other.rglob("*") if p.is_file()} == before
+
+
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _link(path: Path) -> None:
+    target = path.with_name("elsewhere.json")
+    path.rename(target)
+    path.symlink_to(target)
+
+
+def _huge(path: Path) -> None:
+    with open(path, "r+b") as fh:
+        fh.truncate(200 * 1024 * 1024)  # sparse: no disk used, every byte would have to be read
+
+
+@pytest.mark.parametrize("name, make, needle", [
+    (".vlbench-suite.json", _fifo, "is a FIFO"),
+    (".vlbench-suite.json", _link, "is a symbolic link"),
+    (".vlbench-suite.json", _huge, "bytes, more than"),
+    (".vlbench-suite.json", lambda p: p.write_text('{"finished": "no"}'), "`finished` is not true or false"),
+    (".vlbench-suite.json", lambda p: p.write_text('{"finished": 0}'), "`finished` is not true or false"),
+    ("card.json", _fifo, "is a FIFO"),
+    ("card.json", _huge, "bytes, more than"),
+    ("predictions/vcr.meta.json", _fifo, "prediction record is not the one"),
+    ("predictions/vcr.meta.json", lambda p: p.write_text(p.read_text().replace('"model"', '"model", "x": 1, "y"')
+                                                        .replace('"y": "', '"y": "', 1)), "prediction record"),
+    ("predictions/vcr.meta.json", lambda p: p.unlink(), "prediction record"),
+])
+def test_a_card_folder_s_own_files_are_untrusted(name, make, needle, vcr_card, cli, tmp_path):
+    """The files vlbench finds in its own card folder are checked like any input: a marker, card or prediction
+    record that is a FIFO (before: suite-compare hung reading it), a link, or huge is refused in one line without
+    being read; `finished` must be a boolean (before: "no" counted as finished); the prediction record beside a
+    card, which its report reads, is bound by its SHA-256 as the predictions are (before: an edited or removed
+    record passed)."""
+    folder = tmp_path / "card"
+    shutil.copytree(vcr_card, folder)
+    assert (folder / "predictions" / "vcr.meta.json").is_file()
+    make(folder / name)
+    code, _, err = cli("suite-compare", vcr_card, folder, "--out", tmp_path / "site")
+    assert_one_error_line(code, err, (needle,))
+    assert not (tmp_path / "site").exists()
+
+
+def test_staging_files_are_created_exclusively_under_names_nobody_can_guess(tmp_path, monkeypatch):
+    """A staging file's name carries 16 random hex digits beside the PID (before: `.NAME.vlbench-partial-PID`, known
+    to anyone who knows the PID), and it is created with O_EXCL | O_NOFOLLOW: a link planted under the name it will
+    take is never written through (the file it points to stays as it was)."""
+    import core.tempfiles
+    from core.outdir import write_atomically
+    from core.tempfiles import parse_temp_name, temp_name
+
+    names = {temp_name("p.json") for _ in range(3)}
+    assert len(names) == 3 and all(parse_temp_name(n) == ("p.json", "partial", os.getpid()) for n in names)
+    assert parse_temp_name(f".p.json.vlbench-partial-{os.getpid()}") == ("p.json", "partial", os.getpid())
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's file")
+    monkeypatch.setattr(core.tempfiles.secrets, "token_hex", lambda n: "0" * 2 * n)  # a guessed name, for the test
+    (tmp_path / temp_name("p.json")).symlink_to(victim)
+    with pytest.raises(FileExistsError):
+        write_atomically(tmp_path / "p.json", b"predictions")
+    assert victim.read_text() == "the user's file" and not (tmp_path / "p.json").exists()

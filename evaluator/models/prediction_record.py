@@ -8,6 +8,9 @@ import errno
 from pathlib import Path
 
 from core.errors import SubmissionError, os_problem
+from core.ownfiles import OwnFileError, read_own_file
+
+RECORD_LIMIT = 16 * 1024 * 1024  # bytes a prediction record may hold (one is a few KB: options, versions, counts)
 
 
 def metadata_path(out: Path) -> Path:
@@ -36,18 +39,21 @@ _ASKED_TYPES = {"prompt_template": str, "cleaning": str, "note": str, "mode": st
 
 def read_record(predictions: Path) -> dict | None:
     """The record beside a prediction file, or None when there is none (a file made elsewhere). A
-    record that is not valid JSON, nests too deeply, or holds a field of the wrong type is one error."""
+    record that is not valid JSON, nests too deeply, holds a field of the wrong type, or is a link, a FIFO, a
+    device or larger than RECORD_LIMIT (refused unread, core/ownfiles.py) is one error."""
     from evaluator.submission import parse_json
 
     path = metadata_path(predictions)
     try:
-        if not path.is_file():
-            return None
-        data = path.read_bytes()
+        data = read_own_file(path, RECORD_LIMIT)
+    except OwnFileError as exc:
+        raise SubmissionError(str(exc)) from None
     except OSError as exc:
         if exc.errno == errno.ENAMETOOLONG:  # no record can have such a name
             return None
         raise SubmissionError(f"{path}: cannot read the prediction record ({os_problem(exc)})") from None
+    if data is None:
+        return None
     try:
         record = parse_json(data, "")
     except SubmissionError as exc:

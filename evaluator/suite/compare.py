@@ -14,20 +14,28 @@ from pathlib import Path
 from core.errors import ParamsError, VlbenchError, write_error
 from core.jsonout import dumps
 from core.outdir import check_out, write_atomically, write_together
+from core.ownfiles import OwnFileError, read_own_file
 from evaluator.publish.site import assets, metric_cell, page
 from evaluator.request import ScoringRequest
 from evaluator.suite.figures import FOLDER, family_figures, figure_files
 
 MARKER = ".vlbench-cards.json"
+CARD_LIMIT = 64 * 1024 * 1024  # bytes: a card.json of every benchmark with its intervals is far smaller
 
 
 def read_card(folder: Path) -> dict:
     """A suite folder's card.json; anything else is a one-line error naming it."""
     path = Path(folder) / "card.json"
     try:
-        card = json.loads(path.read_text())
+        data = read_own_file(path, CARD_LIMIT)
+    except OwnFileError as exc:
+        raise ParamsError(str(exc)) from None
     except OSError as exc:
         raise ParamsError(f"{path}: cannot read ({exc.strerror or exc}); a `vlbench suite` OUT holds one") from None
+    if data is None:
+        raise ParamsError(f"{path}: cannot read (no such file); a `vlbench suite` OUT holds one")
+    try:
+        card = json.loads(data)
     except (ValueError, RecursionError):
         raise ParamsError(f"{path}: not valid JSON") from None
     if not isinstance(card, dict) or not isinstance(card.get("benchmarks"), dict) or "model" not in card:
@@ -43,7 +51,7 @@ def _check_one_run(folder: Path, card: dict) -> None:
     """Refuse a card folder that mixes two runs: a `vlbench suite` run into it that stopped before writing its
     card (its marker says so), or a prediction file that is not the one a row's numbers were computed from."""
     from core.hashing import sha256_file
-    from evaluator.suite.run import unfinished_run
+    from evaluator.suite.run import record_sha256, unfinished_run
 
     problem = unfinished_run(folder)
     if problem:
@@ -55,6 +63,9 @@ def _check_one_run(folder: Path, card: dict) -> None:
         if not path.is_file() or sha256_file(path) != row["predictions_sha256"]:
             raise ParamsError(f"{path}: not the predictions card.json was computed from (changed or missing since); "
                               "run `vlbench suite` into the folder again")
+        if "record_sha256" in row and record_sha256(path) != row["record_sha256"]:
+            raise ParamsError(f"{path}: its prediction record is not the one card.json was made with (changed, added "
+                              "or removed since); run `vlbench suite` into the folder again")
 
 
 def _number(value) -> bool:
@@ -78,6 +89,8 @@ def card_problem(card: dict) -> str | None:
         for field in ("predictions", "predictions_sha256"):
             if field in row and not isinstance(row[field], str):
                 return f"{where}.{field}: not text"
+        if row.get("record_sha256") is not None and not isinstance(row["record_sha256"], str):
+            return f"{where}.record_sha256: not text"
         headline = row.get("headline")
         if not isinstance(headline, dict):
             return f"{where}.headline: not a mapping"

@@ -32,6 +32,7 @@ from core.hashing import sha256_file
 from core.jsonout import dumps
 from core.manifest import MANIFEST, build_identity, read_manifest
 from core.outdir import check_out, write_atomically
+from core.ownfiles import OwnFileError, read_own_file
 from core.sanitise import sanitise
 from evaluator.models.ask import letter_choice
 from evaluator.models.options import ModelOptions
@@ -40,6 +41,7 @@ from evaluator.request import ScoringRequest
 from evaluator.tasks import counterbias_benchmarks, get_task, task_names
 
 MARKER = ".vlbench-suite.json"
+MARKER_LIMIT = 64 * 1024  # bytes: the marker vlbench writes holds a model spec, a path and a flag
 COMPLETE_RUNS = "a card scores complete runs only: run the model on the whole split"
 
 
@@ -53,18 +55,36 @@ def unfinished_run(folder: Path) -> str | None:
     finished), or it has no readable marker to say (not written by `vlbench suite`, or copied without it)."""
     path = Path(folder) / MARKER
     try:
-        record = json.loads(path.read_text())
-    except FileNotFoundError:
+        data = read_own_file(path, MARKER_LIMIT)
+    except OwnFileError as exc:
+        return f"{exc}; run `vlbench suite` into it again"
+    except OSError as exc:
+        return f"{MARKER} cannot be read ({type(exc).__name__}); run `vlbench suite` into it again"
+    if data is None:
         return (f"no {MARKER} beside its card.json to say the card is one run's (copied without it?); run "
                 "`vlbench suite` into it again")
-    except (OSError, ValueError, RecursionError) as exc:
+    try:
+        record = json.loads(data)
+    except (ValueError, RecursionError) as exc:
         return f"{MARKER} cannot be read ({type(exc).__name__}); run `vlbench suite` into it again"
     if not isinstance(record, dict):
         return f"{MARKER} is not a suite marker (a JSON object); run `vlbench suite` into it again"
-    if record.get("finished", True) is False:
+    finished = record.get("finished", True)
+    if not isinstance(finished, bool):
+        return f"{MARKER}: `finished` is not true or false; run `vlbench suite` into it again"
+    if not finished:
         return ("a `vlbench suite` run into it stopped before writing its card (its card and files are of two "
                 "runs); run `vlbench suite` into it again to finish it")
     return None
+
+
+def record_sha256(predictions: Path) -> str | None:
+    """The SHA-256 of the prediction record beside a prediction file (None: it has none): the card binds the
+    record, which its report reads (model, revision, how it was asked), as it binds the predictions."""
+    from evaluator.models.prediction_record import metadata_path
+
+    record = metadata_path(predictions)
+    return sha256_file(record) if record.is_file() else None
 
 
 def _files_state(out: Path) -> dict[Path, tuple[int, int, int]]:
@@ -449,6 +469,7 @@ def _score_benchmark(run: SuiteRun, bench: str, folder: Path, perceptual: bool) 
                        "predictions": predictions.relative_to(run.out).as_posix(),
                        **({"input": metrics["input"]} if "input" in metrics else {}),
                        "predictions_sha256": sha256_file(predictions),
+                       "record_sha256": record_sha256(predictions),
                        "build": build_identity(folder), **answers_read(metrics),
                        **({"circular": metrics["circular"]} if metrics.get("circular", {}).get("prompts") else {}),
                        "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
