@@ -33,17 +33,18 @@ def _chat(content: str) -> bytes:
 
 
 class WordyModel(LoopbackServer):
-    """Names the right option by its letter when it is listed first, else by its ordinal in words."""
+    """Names the right option by its letter when it is listed first (unless `words_only`), else by its ordinal in
+    words."""
 
-    def __init__(self, right: dict[frozenset, str]):
+    def __init__(self, right: dict[frozenset, str], words_only: bool = False):
         super().__init__()
-        self.right = right
+        self.right, self.words_only = right, words_only
 
     def answer(self, path, body, headers):
         text = json.loads(body)["messages"][-1]["content"][-1]["text"]
         options = [line[3:] for line in text.splitlines() if re.match(r"[A-D]\. ", line)]
         at = options.index(self.right[frozenset(options)])
-        return 200, _chat("A" if at == 0 else f"I pick the {ORDINALS[at]} one"), {}
+        return 200, _chat("A" if at == 0 and not self.words_only else f"I pick the {ORDINALS[at]} one"), {}
 
 
 class OrdinalJudge(LoopbackServer):
@@ -115,6 +116,33 @@ def test_the_judge_decides_what_the_rules_cannot_read(cli, cosim, tmp_path, monk
     assert record["unparsed_outputs"] == 0
     assert asked == 50 + len(labels) - first  # the agreement sample, then the unread answers
     assert json.loads((tmp_path / "rules.meta.json").read_text())["asked"]["unparsed_outputs"] == len(labels) - first
+    # pinned by what the server reported (the test server names its model "m"), also on the rerun that the cache
+    # answered whole, and the report shows it
+    again = json.loads((tmp_path / "again.meta.json").read_text())["asked"]["judge"]
+    assert record["judge"]["pinned"] == again["pinned"] == {"served_model": "m"}
+    code, _, err = cli("evaluate", "cosim-q", "--data", cosim[0], "--predictions", tmp_path / "again.json",
+                       "--bootstrap", "0", "--report", tmp_path / "report")
+    assert code == 0, err
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "`openai:judge` (pinned: served_model `m`)" in report
+    assert "the letter was read from each answer" in report and "log-likelihoods" not in report
+
+
+def test_a_judge_that_decides_nothing_says_so_in_one_line(cli, cosim, tmp_path):
+    """A model that never names a letter (no agreement sample: the rules read nothing) and a judge whose every reply
+    is outside the letters: the answers stay unread (all wrong), the run finishes, and one line names the judge and
+    what it did."""
+    _, _, table = cosim
+    with WordyModel(_right(table), words_only=True) as model, OrdinalJudge(always="I cannot tell.") as judge:
+        code, err = _predict(cli, cosim, model.url, tmp_path / "p.json", "--no-cache", "--judge", "openai:judge",
+                             "--judge-base-url", judge.url)
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if "--judge" in line]
+    assert notes == [f"note: --judge openai:judge decided none of the {table.num_rows:,} answers the rules could "
+                     f"not read ({table.num_rows:,} replies with no option letter, 0 'none of the options'); they "
+                     "stay unread and are scored wrong"], err
+    assert "NaN" not in err
+    assert _accuracy(cli, cosim, tmp_path / "p.json") == 0
 
 
 def test_a_judge_that_answers_nothing_parseable_is_one_line(cli, cosim, tmp_path):
@@ -161,3 +189,11 @@ def test_an_hf_judge_in_process(cli, cosim, tmp_path, monkeypatch):
     assert record["asked"] == record["decided"] == sum(x != 0 for x in labels)
     assert record["agreement"]["agreed"] == 0  # it says B where the rules read A
     assert record["model"] == f"hf:{judge}"
+    import hashlib
+
+    from core.hashing import sha256_file
+
+    digest = hashlib.sha256()  # the folder's content, computed here: every file's relative path and SHA-256
+    for path in sorted(p for p in judge.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(judge).as_posix()}\0{sha256_file(path)}\n".encode())
+    assert record["pinned"] == {"folder_sha256": digest.hexdigest()}

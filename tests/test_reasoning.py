@@ -79,6 +79,15 @@ def test_a_served_reasoning_field_is_put_back_before_the_answer():
     assert served_output("yes", None, True, DEFAULT_TAGS) == "yes"
 
 
+@pytest.mark.parametrize("reasoning", ["Maybe.</think> B", "Hmm \u25c1/think\u25b7 C", "</thinking>A</think>B"])
+def test_a_reply_cut_off_by_its_budget_is_unfinished_whatever_its_reasoning_field_holds(reasoning):
+    """finish_reason `length` with no content: the budget ran out while thinking, so there is no answer, even
+    when the reasoning field holds a closing marker and a letter after it (before: read as the answer B)."""
+    output = served_output("", reasoning, False, DEFAULT_TAGS)
+    assert Reasoning().split(output).unfinished
+    assert Reasoning().split(served_output("B", reasoning, True, DEFAULT_TAGS)).answer == "B"  # finished: as before
+
+
 def test_chat_template_switches_are_typed_and_checked():
     assert parse_template_kwargs(["enable_thinking=false", "budget=128", "style=short"]) == (
         ("enable_thinking", False), ("budget", 128), ("style", "short"))

@@ -308,8 +308,8 @@ class GenerativeAdapter(Model):
                     [letter_question(turns[asks[n][0]].text, rotated(continuations[asks[n][0]], asks[n][1]))
                      for n in open_], [ask_replies[n].answer for n in open_],
                     [len(continuations[asks[n][0]]) for n in open_], [letters[n] for n in open_])
-                for n, letter in zip(open_, decided):
-                    letters[n] = letter
+                for n, verdict in zip(open_, decided):
+                    letters[n] = verdict
             picked = [_unrotated(letter, r, len(continuations[k])) for letter, (k, r) in zip(letters, asks)]
             asks_of: list[list[int]] = [[] for _ in turns]
             for n, (k, _) in enumerate(asks):

@@ -84,12 +84,23 @@ class VLMBackend(ABC):
             hit = None if key is None or self.cache is None else self.cache.get(key)
             if hit is not None and well_formed(field, hit.get(field), None if sizes is None else sizes[i]):
                 found[i] = hit[field]
+                self.note_provenance(hit)
         return found
 
     def keep(self, key: str | None, field: str, value) -> None:
-        """Store a computed value under `key` (an empty answer is not kept: it is asked again)."""
+        """Store a computed value under `key` (an empty answer is not kept: it is asked again), with what the
+        backend knows of the weights that computed it (`provenance`)."""
         if self.cache is not None and key is not None and value not in ("", None):
-            self.cache.put(key, {field: value})
+            self.cache.put(key, {field: value, **self.provenance()})
+
+    def provenance(self) -> dict:
+        """What names the weights that answered, kept with each cached answer so that a rerun answered from the
+        cache names them too (a server's reported model and fingerprint); nothing by default (a local
+        checkpoint's identity is in the cache key)."""
+        return {}
+
+    def note_provenance(self, entry: dict) -> None:
+        """Take what a cached answer's entry says of the weights that gave it (see `provenance`)."""
 
     def cache_stats(self) -> dict:
         """The record's `cache` entry (nothing when no cache is used)."""

@@ -10,10 +10,14 @@ ECCV 2024) but with a model the user pins instead of a paid API whose verdicts d
   "none of the options".
 - Its verdicts are cached in the response cache (keyed by the judge, its revision, the prompt and the
   decoding), so a rerun asks it nothing again.
-- The record names the judge, its revision, the prompt, how many answers it was asked and decided, and its
-  agreement with the rule parser, measured on a seeded sample (AGREEMENT_SAMPLE) of answers the rules did
-  read. A judge that answers none of those in the expected form is one error line: it cannot be trusted
-  with the others.
+- The record names the judge and pins its weights (`pinned`): a local folder's content SHA-256, a hub
+  checkpoint's commit, or the model name and fingerprint a server reported (kept with each cached verdict, so
+  a rerun answered from the cache names them too); then the prompt, how many answers it was asked and
+  decided, and its agreement with the rule parser, measured on a seeded sample (AGREEMENT_SAMPLE) of answers
+  the rules did read. A judge that answers none of those in the expected form is one error line: it cannot be
+  trusted with the others. A judge that decides none of the answers it is asked (replies outside the
+  letters, empty, unreadable, or its own thinking cut off) leaves them unread (scored wrong) and says so in
+  one line naming it.
 
 Off by default: the benchmarks' metrics are rule-based unless `--judge` is given, and the record says so
 when it is.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import random
 import re
 import string
+import sys
 
 from core.errors import ModelError
 
@@ -51,8 +56,10 @@ def judge_reply(text: str, options: int) -> int | None | str:
 class Judge:
     """The judge of one run: loaded on first use, asked in batches, counting what it decided."""
 
-    def __init__(self, spec: str, load, seed: int = 0):
-        self.spec, self._load, self._backend, self.seed = spec, load, None, seed
+    def __init__(self, spec: str, load, seed: int = 0, pin=None):
+        """`load()` builds the backend; `pin()` names the weights before any are loaded (None: the backend's
+        `provenance` after it answered, a served judge's)."""
+        self.spec, self._load, self._backend, self.seed, self._pin = spec, load, None, seed, pin
         self.asked = self.decided = self.unread = 0
         self.sample = self.agreed = 0
 
@@ -95,12 +102,20 @@ class Judge:
             if isinstance(verdict, int):
                 out[k] = verdict
                 self.decided += 1
+        if unread and not any(isinstance(verdicts[k], int) for k in unread):
+            unreadable = sum(verdicts[k] == "unread" for k in unread)
+            print(f"note: --judge {self.spec} decided none of the {len(unread):,} answers the rules could not read "
+                  f"({unreadable:,} replies with no option letter, {len(unread) - unreadable:,} 'none of the "
+                  "options'); they stay unread and are scored wrong", file=sys.stderr)
         return out
 
     def record(self) -> dict:
         """The prediction record's `judge` entry."""
         described = self._backend.describe() if self._backend is not None else {}
+        pinned = self._pin() if self._pin is not None else \
+            self._backend.provenance() if self._backend is not None else {}
         return {"model": self.spec, "revision": described.get("revision") or described.get("served_model"),
+                "pinned": pinned,
                 "prompt": JUDGE_PROMPT, "max_new_tokens": JUDGE_MAX_NEW_TOKENS, "decoding": "greedy",
                 "asked": self.asked, "decided": self.decided, "replied_none": self.asked - self.decided - self.unread,
                 "unread_replies": self.unread,

@@ -101,13 +101,16 @@ def record_markdown(record: dict, record_name: str) -> str:
     if asked:
         default = " (the benchmark's default)" if asked.get("prompt_is_default") else ""
         lines.append(f"- Prompt template{default}: `{asked.get('prompt_template')!r}`")
-        if asked.get("mode") == "generate":
+        if asked.get("mode") == "generate" or asked.get("choice_mode") == "letter":
             generation = asked.get("generation") or {}
             decoding = "greedy" if generation.get("greedy", True) else ", ".join(
                 f"{k}={v}" for k, v in generation.items() if k not in ("greedy", "max_new_tokens", "stop"))
             stop = generation.get("stop")
             stops = f", stopped at {', '.join(repr(s) for s in stop)}" if isinstance(stop, list) and stop else ""
             lines.append(f"- Answers: {decoding}, at most {generation.get('max_new_tokens')} new tokens{stops}")
+            if asked.get("choice_mode") == "letter":
+                lines.append("- Scores: the options were listed by letter and the letter was read from each answer "
+                             "(1 for the option it names, 0 for the others; none read: all 0, counted wrong)")
         else:
             lines.append(f"- Scores: log-likelihoods of the continuations ({asked.get('loglik')} of token log-probs)")
         if asked.get("cleaning"):
@@ -120,8 +123,11 @@ def record_markdown(record: dict, record_name: str) -> str:
         judge = asked.get("judge") if isinstance(asked.get("judge"), dict) else None
         if judge:
             agreement = judge.get("agreement") or {}
-            lines.append(f"- Judge (answers the rules could not read): `{judge.get('model')}`, greedy, a fixed "
-                         f"prompt; asked {judge.get('asked')}, decided {judge.get('decided')}; it read "
+            pinned = judge.get("pinned") if isinstance(judge.get("pinned"), dict) else {}
+            pin = ", ".join(f"{k} `{v}`" for k, v in sorted(pinned.items()) if isinstance(v, (str, int)))
+            lines.append(f"- Judge (answers the rules could not read): `{judge.get('model')}`"
+                         f"{f' (pinned: {pin})' if pin else ' (not pinned: nothing names its weights)'}, greedy, a "
+                         f"fixed prompt; asked {judge.get('asked')}, decided {judge.get('decided')}; it read "
                          f"{agreement.get('agreed')} of {agreement.get('sample')} answers the rules read the same way")
         if asked.get("note"):
             lines.append(f"- Note: {asked['note']}")

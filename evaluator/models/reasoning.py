@@ -151,10 +151,14 @@ def thinking_switched_on(kwargs: dict) -> bool:
 def served_output(content: str, reasoning: str | None, finished: bool, tags: tuple[tuple[str, str], ...]) -> str:
     """A served answer whose thinking came in a separate field, as one raw output: the thinking between the
     first pair of markers, then the answer. A response cut off by its token budget with thinking and no
-    answer leaves the block open (unfinished)."""
+    answer is unfinished whatever the thinking holds: its block is left open, and any closing marker inside
+    the thinking (a model that wrote `</think> B` in its reasoning before the budget ran out) is taken out, so
+    that nothing in it is ever read as the answer."""
     if not reasoning:
         return content
     opening, closing = tags[0]
     if not content and not finished:
+        for _, marker in tags:
+            reasoning = reasoning.replace(marker, "")
         return f"{opening}{reasoning}"
     return f"{opening}{reasoning}{closing}{content}"

@@ -105,13 +105,16 @@ def _judge(options: ModelOptions):
         if not is_generative(config):
             raise ModelError(f"--judge {spec}: a {config.model_type} model is not an image-text-to-text checkpoint "
                              "(serve a text-only judge and pass it as openai:MODEL)")
+        from evaluator.models.response_cache import weights_pin
+
+        pin = weights_pin(name)  # computed now: the same whether or not a rerun loads the judge
         if kind == "hf":
             from evaluator.models.transformers_vlm import TransformersVLM
 
-            return Judge(spec, lambda: TransformersVLM(name, config, judged), options.seed)
+            return Judge(spec, lambda: TransformersVLM(name, config, judged), options.seed, lambda: pin)
         from evaluator.models.vllm_engine import VllmVLM
 
-        return Judge(spec, lambda: VllmVLM(name, config, judged), options.seed)
+        return Judge(spec, lambda: VllmVLM(name, config, judged), options.seed, lambda: pin)
     raise ModelError(f"--judge {options.judge}: a judge is an openai:, hf: or vllm: model")
 
 

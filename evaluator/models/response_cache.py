@@ -44,6 +44,24 @@ def folder_identity(path: str) -> list | None:
     return [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(folder.iterdir()) if p.is_file()]
 
 
+def weights_pin(name: str, revision: str | None = None) -> dict:
+    """What names a checkpoint's exact weights: a local folder's content (`folder_sha256`: the SHA-256 of every
+    file's relative path and SHA-256, in name order), or the commit of a hub id's copy in the local hub cache
+    (`commit`); empty when neither is known."""
+    from core.hashing import sha256_file
+
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        digest = hashlib.sha256()
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            digest.update(f"{path.relative_to(folder).as_posix()}\0{sha256_file(path)}\n".encode())
+        return {"folder_sha256": digest.hexdigest()}
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(name, "config.json", revision=revision)
+    return {"commit": Path(found).parent.name} if isinstance(found, str) else {}
+
+
 def image_digest(source) -> str:
     """The SHA-256 of an image a turn shows: a file's bytes, embedded bytes, or a decoded frame's pixels."""
     from core.hashing import sha256_file

@@ -516,6 +516,14 @@ class ServedVLM(VLMBackend):
             self.served_model = self.served_model or self._recorded(response.get("model"))
             self.system_fingerprint = self.system_fingerprint or self._recorded(response.get("system_fingerprint"))
 
+    def provenance(self) -> dict:
+        """The served model's name and fingerprint as the server reported them, kept with each cached answer."""
+        return {k: v for k, v in (("served_model", self.served_model),
+                                  ("system_fingerprint", self.system_fingerprint)) if v is not None}
+
+    def note_provenance(self, entry: dict) -> None:
+        self._note_server({"model": entry.get("served_model"), "system_fingerprint": entry.get("system_fingerprint")})
+
     def server_version(self) -> str | None:
         """The version the server reports, where it has a way to (vLLM's GET /version), within 5 s and 64 KiB."""
         import httpx
