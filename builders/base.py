@@ -59,3 +59,24 @@ class Builder(ABC):
     @abstractmethod
     def check_invariants(self, tables: dict[str, dict[str, pa.Table]], params: dict) -> list[str]:
         """What must hold in the built tables; `build` refuses and `verify` reports any problem."""
+
+    @abstractmethod
+    def table_features(self, config: str):
+        """The `datasets.Features` of the columns every build of CONFIG holds whatever its params (an optional
+        column, an embedded image, left out): a built table is checked against them (`schema_problem`) by
+        `build` and `verify`, and before a build read back is scored or exported (a build may come from anyone)."""
+
+
+def schema_problem(builder: Builder, config: str, table: pa.Table) -> str | None:
+    """What in TABLE's columns is not as every build of CONFIG writes them: a column missing, or of another type;
+    extra columns are allowed (an embedded image, a later vlbench's addition). None when it is as written."""
+    expected = builder.table_features(config).arrow_schema
+    missing = [f.name for f in expected if f.name not in table.column_names]
+    if missing:
+        return (f"has no column {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} (every {builder.name} "
+                f"build's {config} table has {', '.join(expected.names)})")
+    for field in expected:
+        found = table.schema.field(field.name).type
+        if not found.equals(field.type):
+            return f"column {field.name} is {found}, not {field.type} as every {builder.name} build writes it"
+    return None

@@ -620,6 +620,9 @@ class PairedBuilder(Builder):
             decode_image(path, data, record=record)
             row["image"] = {"bytes": data, "path": row[self.image_column]}
 
+    def table_features(self, config: str):
+        return self.features(with_images=False)
+
     def check_invariants(self, tables, params: dict) -> list[str]:
         """`check_pairs`: two sub-questions per pair from different groups, distinct choices, each one's
         correct response among the other's choices (up to re-tagging), cosines on the right side."""

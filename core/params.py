@@ -11,6 +11,28 @@ import typing
 
 from core.errors import ParamsError
 
+MAX_ARGUMENT_DEPTH = 32  # lists and objects inside a command-line value (an engine or template argument)
+
+
+def json_or_text(text: str, where: str):
+    """A command-line value read as JSON where it is JSON (numbers, true/false, null, lists, objects; NaN and
+    infinities stay text), else the text itself; nested more than MAX_ARGUMENT_DEPTH deep is one line naming
+    `where` (before Python's parser runs out of stack)."""
+    depth = deepest = 0
+    for char in text:  # an upper bound of the nesting (brackets inside strings count too): refused before parsing
+        depth += char in "[{"
+        deepest = max(deepest, depth)
+        depth -= char in "]}"
+    if deepest > MAX_ARGUMENT_DEPTH:
+        raise ParamsError(f"{where}: nested more than {MAX_ARGUMENT_DEPTH} lists or objects deep")
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(value, float) and not math.isfinite(value):
+        return text
+    return value
+
 
 def _convert(name: str, raw: str, annotation, option: str = "--param"):
     """Parse `raw` as a value of `annotation` (bool, int, float, str, list[...], unions, Literal)."""
@@ -31,7 +53,10 @@ def _convert(name: str, raw: str, annotation, option: str = "--param"):
     if origin in (list, tuple):
         (item,) = typing.get_args(annotation)[:1]
         text = raw.strip()
-        parts = json.loads(text) if text.startswith("[") else [p for p in text.split(",") if p.strip()]
+        parts = json_or_text(text, f"{option} {name}") if text.startswith("[") else \
+            [p for p in text.split(",") if p.strip()]
+        if not isinstance(parts, (list, tuple)):
+            raise ParamsError(f"{option} {name}={raw[:80]}: not a JSON list")
         return tuple(_convert(name, str(p).strip(), item, option) for p in parts)
     if annotation is bool:
         lowered = raw.strip().lower()

@@ -14,10 +14,33 @@ from core.params import apply_overrides
 
 
 def open_split(task, data: str, split: str | None):
-    """(folder, split, table) of `--data` and `--split` (the task's default split when None)."""
+    """(folder, split, table) of `--data` and `--split` (the task's default split when None), the table checked
+    (`checked_table`)."""
     folder = resolve_data(data)
     split = pick_split(folder, task.config, split, task.default_split)
-    return folder, split, load_table(folder, task.config, split)
+    return folder, split, checked_table(task, folder, split, load_table(folder, task.config, split))
+
+
+def checked_table(task, folder: Path, split: str, table: pa.Table) -> pa.Table:
+    """A built split as it is read back to be scored or exported (a build may come from anyone): its columns
+    as every build of the benchmark writes them (`builders.base.schema_problem`), and its ids unique (a
+    submission maps to rows by id). Anything else is one line naming the table."""
+    from builders.base import schema_problem
+    from builders.registry import get_benchmark
+    from core.names import shown
+
+    where = f"{folder / task.config}/{split}"
+    entry = get_benchmark(task.name)
+    problem = schema_problem(entry.load(entry.builder)(), task.config, table)
+    if problem is not None:
+        raise ParamsError(f"{where}: {problem}; rebuild it, or check it with `vlbench verify`")
+    seen: dict = {}
+    for row, row_id in enumerate(task.ids(table)):
+        first = seen.setdefault(row_id, row)
+        if first != row:
+            raise ParamsError(f"{where}: id {shown(row_id)} is on rows {first} and {row}; a build's ids are unique "
+                              "(rebuild it, or check it with `vlbench verify`)")
+    return table
 
 
 def task_options(task, assignments: list[str]):

@@ -56,8 +56,13 @@ def non_finite_columns(tables: dict[str, dict[str, pa.Table]]) -> list[str]:
 
 def table_problems(builder, tables: dict[str, dict[str, pa.Table]], params: dict) -> list[str]:
     """The one validation path of a benchmark's tables: `build` runs it before publishing OUT and
-    `verify` runs it on the published parquet."""
-    return builder.check_invariants(tables, params) + non_finite_columns(tables)
+    `verify` runs it on the published parquet. Columns first (the invariants read them)."""
+    from builders.base import schema_problem
+
+    columns = [f"{config}/{split}: {problem}" for config, by_split in sorted(tables.items())
+               for split, table in sorted(by_split.items())
+               if (problem := schema_problem(builder, config, table)) is not None]
+    return columns or builder.check_invariants(tables, params) + non_finite_columns(tables)
 
 
 def folder_entries(folder: Path) -> dict[str, str]:

@@ -317,3 +317,86 @@ def test_a_log_s_fields_are_checked_before_use(field, value, needle, built, cli,
     code, _, err = cli("evaluate", "vcr", "--data", built("vcr"), "--predictions", log, "--bootstrap", "0")
     line = assert_one_error_line(code, err, ["sample 3", needle])
     assert len(line) < 600 and "\x1b" not in line
+
+
+def _tampered(built, tmp_path, edit):
+    """A copy of the COSIM-Q sample build with its val table changed by `edit(table) -> table`."""
+    import shutil
+
+    copy = tmp_path / "build"
+    shutil.copytree(built("cosim-q"), copy)
+    shard = copy / "default" / "val-00000-of-00001.parquet"
+    pq.write_table(edit(pq.read_table(shard)), shard)
+    return copy
+
+
+def _duplicate_id(table):
+    import pyarrow as pa
+
+    ids = table.column("id").to_pylist()
+    return table.set_column(table.column_names.index("id"), "id", pa.array([ids[0], *ids[:-1]]))
+
+
+def _id_as_number(table):
+    import pyarrow as pa
+
+    return table.set_column(table.column_names.index("label"), "label", pa.array(
+        [str(v) for v in table.column("label").to_pylist()]))
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda t: t.drop(["question"]), "has no column question"),
+    (_duplicate_id, "is on rows 0 and 1; a build's ids are unique"),
+    (_id_as_number, "column label is string, not int8"),
+])
+@pytest.mark.parametrize("command", ["export-task", "predict"])
+def test_a_build_that_is_not_as_built_is_refused(edit, needle, command, built, cli, tmp_path):
+    """A build read back (from anyone) whose table lacks a column, holds an id twice or a column of another type:
+    one line, exit 2, nothing written (before: a KeyError traceback, or a task and predictions made on it). The
+    columns are those the builder declares (Builder.table_features), which `build` and `verify` check too."""
+    data = _tampered(built, tmp_path, edit)
+    images = write_row_images("cosim-q", built("cosim-q"), tmp_path / "i")
+    args = ("--harness", "inspect", "--images", images) if command == "export-task" else ("--model",
+                                                                                           "baseline:random")
+    code, _, err = cli(command, "cosim-q", "--data", data, "--out", tmp_path / "out", *args)
+    assert_one_error_line(code, err, ["default/val", needle])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_manifest_that_is_not_a_record_and_a_bomb_image_are_refused(built, cli, tmp_path):
+    """export-task binds the build's manifest.json: one that is not a JSON object is one line; an image that decodes
+    to billions of pixels (a 40000 x 40000 PNG of a few hundred bytes) is one line naming it, not Pillow's
+    traceback. Nothing is written."""
+    import shutil
+    import struct
+    import zlib
+
+    data = tmp_path / "build"
+    shutil.copytree(built("cosim-q"), data)
+    (data / "manifest.json").write_text("[1, 2]")
+    images = write_row_images("cosim-q", built("cosim-q"), tmp_path / "i")
+    code, _, err = cli("export-task", "cosim-q", "--data", data, "--harness", "inspect", "--out", tmp_path / "o",
+                       "--images", images)
+    assert_one_error_line(code, err, ["manifest.json", "expected a JSON object"])
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    bomb = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 40000, 40000, 8, 0, 0, 0, 0)) + \
+        chunk(b"IDAT", zlib.compress(b"\0" * 40001 * 4)) + chunk(b"IEND", b"")
+    first = sorted(p for p in images.rglob("*") if p.is_file())[0]
+    first.write_bytes(bomb)
+    code, _, err = cli("export-task", "cosim-q", "--data", built("cosim-q"), "--harness", "inspect", "--out",
+                       tmp_path / "o", "--images", images)
+    assert_one_error_line(code, err, [first.name, "image too large to decode safely"])
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("flag", ["--chat-template-kwarg", "--engine-arg"])
+def test_an_argument_nested_thousands_deep_is_one_line(flag, built, cli, tmp_path):
+    """A KEY=VALUE argument read as JSON, nested 5,000 lists deep: one line naming it (before: Python's parser ran
+    out of stack, a RecursionError traceback)."""
+    model = "openai:m" if flag == "--chat-template-kwarg" else "vllm:m"
+    code, _, err = cli("predict", "cosim-q", "--data", built("cosim-q"), "--model", model, "--out", tmp_path / "p",
+                       flag, "x=" + "[" * 5000 + "]" * 5000, "--base-url", "http://127.0.0.1:9/v1")
+    assert_one_error_line(code, err, [f"{flag} x: nested more than 32"])

@@ -159,18 +159,20 @@ class TinyBuilder(Builder):
         return {"test": expect_file(source / "items.jsonl", "the tiny items file")}
 
     def build(self, sources: dict, params: TinyParams, run_stage: RunStage = run_uncached) -> BuildResult:
-        from datasets import Features, Value
-
         def rows():
             records = [r for _, r in read_jsonl(sources["test"], TinyRecord, "the tiny items file")]
             return {"test": pa.table({"id": [r.id for r in records], "text": [r.text for r in records],
                                       "count": [r.count + params.offset for r in records]})}
 
         tables = run_stage("rows", {"offset": params.offset}, [sources["test"]], rows)
-        features = Features({"id": Value("string"), "text": Value("string"), "count": Value("int64")})
-        return BuildResult(tables={"default": tables}, features=features,
+        return BuildResult(tables={"default": tables}, features=self.table_features("default"),
                            statistics={"rows": tables["test"].num_rows},
                            card_fields={"statistics": f"{tables['test'].num_rows} rows"})
+
+    def table_features(self, config: str):
+        from datasets import Features, Value
+
+        return Features({"id": Value("string"), "text": Value("string"), "count": Value("int64")})
 
     def check_invariants(self, tables, params: dict) -> list[str]:
         ids = tables["default"]["test"].column("id").to_pylist()

@@ -98,6 +98,8 @@ def _both(*edits):
     (4, _option(4, 2, 7, "seven"), ["round 3", "answer_options", "Expected `int`, got `str`"]),
     (4, _option(4, 2, 7, 2.5), ["round 3", "answer_options", "Expected `int`, got `float`"]),
     (5, _option(5, 9, 7, -1), ["round 10", "answer_options", "outside the answer pool"]),
+    # an image id is COCO's number of the image, never negative (before: built, and named a file that is none)
+    (2, lambda d: d["data"]["dialogs"][2].update(image_id=-5), ["image_id", ">= 0"]),
     (5, _option(5, 9, 7, 2 ** 40), ["round 10", "answer_options", "outside the answer pool"]),
     (3, _option(3, 1, 7, copy_of=8), ["round 2", "answer_options", "distinct"]),
     # two problems in one dialog: the first round in the file's order is named, with its first broken rule

@@ -112,6 +112,9 @@ class DiscoBuilder(Builder):
         return {split: tuple(p for s in samples for p in (s.image, s.audio, s.density))
                 for split, samples in found.items()}
 
+    def table_features(self, config: str):
+        return features()
+
     def check_invariants(self, tables, params: dict) -> list[str]:
         problems = []
         for split, t in sorted(tables["default"].items()):

@@ -95,6 +95,9 @@ class GQAOODBuilder(Builder):
     description = "GQA-OOD (Kervadec et al., CVPR 2021): rare vs frequent answers in imbalanced GQA groups"
     sources_help = "GQA v1.2 {val,testdev}_balanced_questions.json"
 
+    def table_features(self, config: str):
+        return features()
+
     def check_invariants(self, tables, params: dict) -> list[str]:
         return check_invariants(tables, params)
 

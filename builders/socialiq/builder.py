@@ -89,6 +89,9 @@ class SocialIQBuilder(Builder):
             found[split] = tuple(files[v] for v in folds[split] if v in files)
         return found
 
+    def table_features(self, config: str):
+        return features(config)
+
     def check_invariants(self, tables, params: dict) -> list[str]:
         problems = []
         for split, answers in sorted(tables["answers"].items()):

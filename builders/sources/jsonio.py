@@ -16,6 +16,7 @@ _TOP_FIELD = re.compile(r"at `\$\.([\w.]+)`")  # at `$.data.dialogs`
 
 # An id stored in an int64 Arrow column: larger values (2**63, 5000-digit integers) are source errors.
 Id = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+ImageId = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]  # an image's number (COCO's): never negative
 
 
 def _record_of(data: bytes, prefix: str, index: int, record_key: str):

@@ -149,6 +149,9 @@ class VCRBuilder(Builder):
         return BuildResult(tables={"default": tables}, features=features(), statistics=stats,
                            card_fields=card_fields(stats), figures=figures(stats))
 
+    def table_features(self, config: str):
+        return features()
+
     def check_invariants(self, tables, params: dict) -> list[str]:
         """Four answers and four rationales per item, labels in 0..3, unique annot_ids."""
         problems = []

@@ -135,6 +135,9 @@ class VisDialBuilder(Builder):
             raise SourceError(source, f"no VisDial file (expected {DIALOG_FILE.format('val')})")
         return found
 
+    def table_features(self, config: str):
+        return features()
+
     def check_invariants(self, tables, params: dict) -> list[str]:
         problems = []
         for split, t in sorted(tables["default"].items()):

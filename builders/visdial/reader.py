@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from builders.sources.files import read_bytes
-from builders.sources.jsonio import Id, decode_typed
+from builders.sources.jsonio import Id, ImageId, decode_typed
 from core.errors import SourceError
 
 OPTIONS = 100
@@ -31,7 +31,7 @@ class Round(msgspec.Struct, gc=False):
 
 
 class Dialog(msgspec.Struct, gc=False):
-    image_id: Id
+    image_id: ImageId
     caption: str
     dialog: list[Round]
 
@@ -49,7 +49,7 @@ class DialogFile(msgspec.Struct):
 
 
 class Dense(msgspec.Struct, gc=False):
-    image_id: Id
+    image_id: ImageId
     round_id: int
     gt_relevance: list[float]
 

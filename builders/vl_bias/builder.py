@@ -133,6 +133,9 @@ class VLBiasBuilder(Builder):
         images = tuple(sorted({s.path for s in samples}))
         return {"annotations": annotation, "images": images} if annotation else {"images": images}
 
+    def table_features(self, config: str):
+        return features()
+
     def check_invariants(self, tables, params: dict) -> list[str]:
         t = tables["default"][SPLIT]
         problems = []

@@ -68,6 +68,9 @@ class VQACPBuilder(Builder):
             return locate_pairs(source, {s: vqa.v2_files(s) for s in vqa.V2_SUBTYPES}, self.name)
         return locate_pairs(source, {s: vqa.cp_files(s) for s in wanted}, self.name)
 
+    def table_features(self, config: str):
+        return features()
+
     def check_invariants(self, tables, params: dict) -> list[str]:
         problems = check_invariants(tables, params)
         if params.get("mode") == "regenerate" and {"train", "test"} <= tables["default"].keys():

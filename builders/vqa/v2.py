@@ -85,6 +85,9 @@ class VQAv2Builder(Builder):
         wanted = check_splits(self.name, splits, self.splits)
         return locate_pairs(source, {s: vqa.v2_files(SUBTYPE_OF_SPLIT[s]) for s in wanted}, self.name)
 
+    def table_features(self, config: str):
+        return features()
+
     def check_invariants(self, tables, params: dict) -> list[str]:
         return check_invariants(tables, params)
 

@@ -102,7 +102,7 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
                 choice_mode: str, images: Path | None, videos: Path | None, frames: int,
                 max_new_tokens: int | None, overwrite: bool = False) -> Path:
     """Write the task folder OUT; returns it."""
-    from core.data import load_table, pick_split, resolve_data
+    from core.manifest import read_manifest
     from core.outdir import atomic_folder, check_out
     from evaluator.harness import inspect_task, lmms_eval
     from evaluator.harness.docs import Shown, choice_form, harness_docs
@@ -110,6 +110,7 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
     from evaluator.models.generation import Generation
     from evaluator.models.options import ModelOptions
     from evaluator.models.response_cache import vlbench_version
+    from evaluator.splits import open_split
     from evaluator.tasks import get_task
 
     if harness not in HARNESSES:
@@ -121,9 +122,8 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
     from core.names import check_path_text
 
     check_path_text(Path(out).absolute(), "--out")  # written into the task's YAML and README
-    folder = resolve_data(data)
-    split = pick_split(folder, task.config, split, task.default_split)
-    table = load_table(folder, task.config, split)
+    folder, split, table = open_split(task, data, split)
+    read_manifest(folder)  # a record (what the task's meta and `push --inspect-task` bind by its SHA-256)
     check_out(out, {"--data": [folder], **({"--images": [images]} if images else {}),
                     **({"--videos": [videos]} if videos else {})}, overwrite, owned=is_task_folder,
               writer="`vlbench export-task`")

@@ -145,13 +145,15 @@ def write_layer(build: Path, task_dir: Path, repo_id: str, staging: Path) -> lis
 
     from core.data import load_table, read_parquet
     from evaluator.publish.hub_results import EVAL_YAML
+    from evaluator.splits import checked_table
     from evaluator.tasks import get_task
 
     build, task_dir = Path(build), Path(task_dir)
     meta, docs_path = _exported(build, task_dir)
     task = get_task(meta["benchmark"])
     docs = read_parquet(docs_path).to_pylist()
-    rows = hub_table(task, load_table(build, meta["config"], meta["split"]), docs, meta)
+    table = checked_table(task, build, meta["split"], load_table(build, meta["config"], meta["split"]))
+    rows = hub_table(task, table, docs, meta)
     meta = {**meta, "images": any(rows.column("image").to_pylist())}
     spec = inspect_eval_yaml(meta["benchmark"], meta, repo_id)
     data = f"{CONFIG}/{meta['split']}-00000-of-00001.parquet"

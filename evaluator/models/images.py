@@ -65,16 +65,19 @@ class ImageFolder:
 
 def open_image(source):
     """A path, embedded bytes or an image already decoded (a video frame) -> an RGB PIL image; an
-    undecodable file is a ModelError naming it."""
+    undecodable file, or one whose size makes Pillow refuse it as a decompression bomb, is a ModelError naming
+    it."""
     from PIL import Image, UnidentifiedImageError
 
     if isinstance(source, Image.Image):
         return source.convert("RGB")
+    name = source if isinstance(source, Path) else "embedded image"
     try:
         image = Image.open(source if isinstance(source, Path) else io.BytesIO(source))
         return image.convert("RGB")
-    except (UnidentifiedImageError, OSError) as exc:
-        name = source if isinstance(source, Path) else "embedded image"
+    except Image.DecompressionBombError as exc:  # a small file that decodes to billions of pixels
+        raise ModelError(f"{name}: image too large to decode safely ({exc})") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise ModelError(f"{name}: cannot decode image ({exc})") from None
 
 

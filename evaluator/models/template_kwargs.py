@@ -7,25 +7,13 @@ part of every response-cache key."""
 
 from __future__ import annotations
 
-import json
-
 from core.errors import ModelError, ParamsError
+from core.params import json_or_text
 
 # what vlbench itself passes to apply_chat_template: never a switch
 RESERVED = frozenset({"messages", "conversation", "add_generation_prompt", "tokenize", "continue_final_message",
                       "return_dict", "return_tensors", "padding", "truncation", "max_length", "chat_template",
                       "tools", "documents"})
-
-
-def _value(text: str):
-    """`true`, `false`, `null`, numbers and JSON arrays / objects as JSON; anything else as the string."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
-        return text
-    return value
 
 
 def parse_template_kwargs(values) -> tuple[tuple[str, object], ...]:
@@ -41,7 +29,7 @@ def parse_template_kwargs(values) -> tuple[tuple[str, object], ...]:
             raise ParamsError(f"--chat-template-kwarg {key}: set by vlbench itself, not a template switch")
         if key in out:
             raise ParamsError(f"--chat-template-kwarg {key}: given twice")
-        out[key] = _value(text.strip())
+        out[key] = json_or_text(text.strip(), f"--chat-template-kwarg {key}")
     return tuple(out.items())
 
 

@@ -35,7 +35,8 @@ import re
 import sys
 import tempfile
 
-from core.errors import ModelError
+from core.errors import ModelError, ParamsError
+from core.params import json_or_text
 from core.sanitise import names_a_secret, sanitise
 from evaluator.models.backend import Turn
 from evaluator.models.images import open_image
@@ -91,9 +92,9 @@ def parse_engine_args(values: list[str]) -> tuple[tuple[str, object], ...]:
             raise ModelError(f"--engine-arg {key}: a secret is not taken on the command line (the prediction record "
                              "lists the engine arguments); vLLM reads the Hub token from HF_TOKEN")
         try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
+            out[key] = json_or_text(value, f"--engine-arg {key}")
+        except ParamsError as exc:
+            raise ModelError(str(exc)) from None
     return tuple(out.items())
 
 
