@@ -1,13 +1,15 @@
 """The evaluation contract of a benchmark: a `Task` subclass declares its submission format, its
-metrics and its models; `vlbench predict`, `evaluate` and `perceptual` call only these hooks.
+metrics and its models; every scoring command (`predict`, `evaluate`, `compare`, `leaderboard`,
+`perceptual`, `suite`, `export-task` and the harness logs read back) calls only these hooks.
 
 Required: the class attributes below without a default, and `ids`, `predictions_file`,
 `per_sample`, `score`, `report`. Optional (defaults here): scoring options (`options_class`), the
 majority vote of the perceptual score (`majority`), where its training rows come from
 (`training_table`), benchmark-specific perceptual analyses (`perceptual_extras`), its model menu
 (`baselines`, `hf_families`: evaluator/models/menu.py), whether `features:<folder>` heads apply
-(`feature_heads`), and how a generative VLM is asked (`generative`, an `evaluator.models.ask.Ask`;
-`hf:` image-text-to-text checkpoints).
+(`feature_heads`), how a generative VLM is asked (`generative`, an `evaluator.models.ask.Ask`: `hf:`,
+`vllm:` and `openai:` models, the exported harness tasks), and where an lmms-eval task's docs come from
+(`harness_split`, a `HarnessSplit`).
 """
 
 from __future__ import annotations
@@ -18,11 +20,24 @@ from typing import Any, Callable, ClassVar
 
 import pyarrow as pa
 
-from evaluator.interop import HarnessSplit
 from evaluator.models.ask import Ask
 from evaluator.models.menu import Baseline, HfFamily, menu_entry
 from evaluator.models.options import ModelOptions
 from evaluator.submission import Coverage
+
+
+@dataclass(frozen=True)
+class HarnessSplit:
+    """Where an lmms-eval task's docs come from, in lmms-lab's Hub layout (a Task's `harness_split`, read by
+    evaluator/interop.py): the dataset's `config` (None: the default one) and `split`, the column with the
+    benchmark's id, the question column (found in a sample's `input`) and the `target` column (None when the
+    task's target is not a column)."""
+
+    config: str | None
+    split: str
+    id_column: str
+    question_column: str
+    target_column: str | None = None
 
 
 @dataclass(frozen=True)

@@ -31,27 +31,14 @@ metrics (`input`).
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import ParamsError, SubmissionError, os_problem
+from evaluator.base import HarnessSplit
 from evaluator.models.reasoning import DEFAULT_TAGS, Reasoning
 from evaluator.submission import check_entries, parse_json, read_json
 
 FORMATS = ("auto", "vlbench", "lmms-eval", "vlmevalkit", "inspect")
-
-
-@dataclass(frozen=True)
-class HarnessSplit:
-    """Where an lmms-eval task's docs come from, in lmms-lab's Hub layout: the dataset's `config`
-    (None: the default one) and `split`, the column with the benchmark's id, the question column (found
-    in a sample's `input`) and the `target` column (None when the task's target is not a column)."""
-
-    config: str | None
-    split: str
-    id_column: str
-    question_column: str
-    target_column: str | None = None
 
 
 def _parquet_files(folder: Path, spec: HarnessSplit) -> list[Path]:

@@ -8,6 +8,7 @@ generated from the code at build time, never written by hand.
   params dataclasses as `vlbench params BENCH` reads them.
 - `<!-- vlbench:model-options -->`: the model options (flag, default, which models read it, meaning), from
   their one declaration (evaluator/models/options.py).
+- `<!-- vlbench:benchmarks -->`: the table of benchmarks, taken from the README (written once, there).
 - `<!-- vlbench:families -->`: every image-text-to-text family of the installed transformers, how vlbench
   prompts it and whether a tiny checkpoint of it runs in the tests (evaluator/models/families.py).
 """
@@ -22,6 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 PARAMS_MARKER = re.compile(r"<!-- vlbench:params ([a-z0-9-]+) -->")
 MODEL_OPTIONS_MARKER = "<!-- vlbench:model-options -->"
 FAMILIES_MARKER = "<!-- vlbench:families -->"
+BENCHMARKS_MARKER = "<!-- vlbench:benchmarks -->"
+
+
+def benchmarks_table() -> str:
+    """The README's table of benchmarks (its rows from `| name | paper |` to the table's last line)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = next(n for n, line in enumerate(lines) if line.startswith("| name | paper |"))
+    end = next((n for n in range(start, len(lines)) if not lines[n].startswith("|")), len(lines))
+    return "\n".join(lines[start:end])
 
 
 def families_table() -> str:
@@ -90,6 +100,8 @@ def on_files(files, config):
 
 
 def on_page_markdown(markdown: str, page, config, files):
+    if BENCHMARKS_MARKER in markdown:
+        markdown = markdown.replace(BENCHMARKS_MARKER, benchmarks_table())
     if FAMILIES_MARKER in markdown:
         markdown = markdown.replace(FAMILIES_MARKER, families_table())
     if MODEL_OPTIONS_MARKER in markdown:

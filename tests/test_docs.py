@@ -246,3 +246,18 @@ def test_the_site_loads_nothing_remote_in_headless_chromium(site, tmp_path):
         browser.close()
     assert requests and all(url.startswith("file://") for url in requests), [u for u in requests
                                                                                if not u.startswith("file://")]
+
+
+def test_the_benchmark_table_is_written_once_and_lists_every_benchmark(site):
+    """The README's table of benchmarks is the one table (the site's benchmarks page takes it from there), and it
+    has a row for every registered benchmark, so a new benchmark adds one row and edits no count."""
+    import re
+
+    from builders.registry import benchmarks
+
+    readme = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"^\| `([a-z0-9-]+)`(?:, `([a-z0-9-]+)`)?", readme, re.M))
+    assert {b.name for b in benchmarks()} == {n for pair in named for n in pair if n}
+    assert "| name | paper |" not in (ROOT / "docs" / "benchmarks" / "index.md").read_text()
+    page = (site / "benchmarks" / "index.html").read_text()
+    assert all(f"<code>{b.name}</code>" in page for b in benchmarks())

@@ -10,10 +10,9 @@ import pyarrow as pa
 from builders.gqa_ood.rules import PUBLISHED_ALPHAS
 from core.errors import ModelError
 from core.markdown import report_table
-from evaluator.base import Headline, Task
+from evaluator.base import HarnessSplit, Headline, Task
 from evaluator.gqa_ood import metrics as m
 from evaluator.gqa_ood.baselines import MostFrequentAnswer, QuestionPrior, RandomGroupAnswer
-from evaluator.interop import HarnessSplit
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
 from evaluator.models.hf_vqa import vilt_vqa
 from evaluator.models.menu import Baseline

@@ -1,6 +1,7 @@
 """A task's model menu, declared as data: the `baseline:` models it builds and the families of `hf:`
-checkpoints it loads. `Task.make_model` resolves every spec against the menu in one place (an `hf:`
-config is read once), and `vlbench predict --help`, `perceptual --help` and the errors list it."""
+checkpoints it loads. `Task.make_model` hands every spec to evaluator/models/resolve.py, which resolves it
+against the menu in one place (an `hf:` config is read once); `Task.models_help` lists it, for the help of
+the model flags (pipelines/cli/models.py) and the errors."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ PaliGemma, Gemma 3, InternVL...) loaded with their processor and run by transfor
 templated base (evaluator/models/templated.py), answering the two things a benchmark asks of them
 (evaluator/models/ask.py):
 
-- `generate`: greedy decoding of the user turn (the processor's chat template, the images inside the
-  message content), batched with left padding; only the new tokens are decoded.
+- `generate`: decoding of the user turn (the processor's chat template, the images inside the message
+  content), greedy unless `--gen-kwargs` says otherwise (evaluator/models/generation.py), batched with left
+  padding; only the new tokens are decoded.
 - `score`: the log-likelihood of each continuation (an answer, a response, a dialogue option) given
   the user turn: the sum of its tokens' log-probabilities (or their mean). A context with many
   continuations (VisDial's 100 options) is run once; its keys and values are reused for the

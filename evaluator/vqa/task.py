@@ -13,8 +13,7 @@ import pyarrow as pa
 from core.figures import FigureSpec
 from core.markdown import report_table
 from core.params import param
-from evaluator.base import Headline, Task
-from evaluator.interop import HarnessSplit
+from evaluator.base import HarnessSplit, Headline, Task
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
 from evaluator.models.hf_vqa import clip_answers, vilt_vqa
 from evaluator.models.menu import Baseline, on_train_split

@@ -154,7 +154,7 @@ def perceptual(
 
 @app.command()
 def shortcuts(
-    bench: str = typer.Argument(..., help="Benchmark (multiple-choice: vcr, vcr-visor, pmr-p, cosim-q/c, socialiq)."),
+    bench: str = typer.Argument(..., help="A multiple-choice benchmark (`vlbench list`; another is refused)."),
     data: str = DATA,
     out: Path = typer.Option(..., "--out", help="Where to write the new version of DATA (DATA + a shortcuts config)."),
     split: Optional[str] = split_option("label"),
