@@ -34,6 +34,15 @@ CONFIGS = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "
 SIZES = frozenset({"hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
                    "num_hidden_layers", "head_dim", "vocab_size", "image_size", "patch_size", "num_channels",
                    "max_position_embeddings"})  # what a config's model is built from: positive (check_sizes)
+# The largest value of a size any published checkpoint comes near, with room (the largest models have about 200
+# layers, widths of 30K, vocabularies of 260K): a config past one describes no model, and building it would hang
+# or exhaust memory before the library noticed
+MAX_SIZES = {"num_hidden_layers": 1024, "hidden_size": 1 << 17, "intermediate_size": 1 << 20,
+             "num_attention_heads": 1024, "num_key_value_heads": 1024, "head_dim": 4096, "vocab_size": 1 << 24,
+             "image_size": 1 << 14, "patch_size": 1024, "num_channels": 64}
+# A special token a multimodal config places in its text model's vocabulary
+TOKEN_IDS = ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
+EXTRA_ROWS = 256  # embedding rows a family adds past its text vocabulary for such tokens (Mllama adds 8)
 MAX_HEADER_BYTES = 100 << 20  # safetensors' own reader refuses larger headers
 _allow_pickle = False
 
@@ -83,13 +92,61 @@ def check_safetensors(path: Path, what: str) -> None:
 def check_sizes(config: dict, what: str, where: str = "config.json") -> None:
     """Every size a model is built from (SIZES, in the config and its sub-configs: text_config, vision_config)
     is a positive integer: zero heads or a negative width would fail deep inside the library (a division by
-    zero, a tensor of negative size)."""
+    zero, a tensor of negative size); none is past MAX_SIZES (10^9 layers would be built for hours); the
+    attention heads divide the width (unless `head_dim` sets their size) and the key-value heads divide the
+    heads."""
     for key, value in config.items():
         if isinstance(value, dict):
             check_sizes(value, what, f"{where} {key}")
-        elif key in SIZES and value is not None and not all(type(v) is int and v > 0 for v in
-                                                             (value if isinstance(value, list) and value else [value])):
-            raise ModelError(f"{what}: {where} {key} is {str(value)[:40]}; a model's sizes are positive integers")
+        elif key in SIZES and value is not None:
+            values = value if isinstance(value, list) and value else [value]
+            if not all(type(v) is int and v > 0 for v in values):
+                raise ModelError(f"{what}: {where} {key} is {str(value)[:40]}; a model's sizes are positive integers")
+            if key in MAX_SIZES and max(values) > MAX_SIZES[key]:
+                raise ModelError(f"{what}: {where} {key} is {max(values):,}, more than any model has (at most "
+                                 f"{MAX_SIZES[key]:,}); the config describes no model")
+    width, heads, kv = (config.get(k) for k in ("hidden_size", "num_attention_heads", "num_key_value_heads"))
+    if type(width) is int and type(heads) is int and config.get("head_dim") is None and width % heads:
+        raise ModelError(f"{what}: {where} hidden_size {width} is not a multiple of num_attention_heads {heads}")
+    if type(heads) is int and type(kv) is int and heads % kv:
+        raise ModelError(f"{what}: {where} num_attention_heads {heads} is not a multiple of num_key_value_heads {kv}")
+
+
+def check_config(config: dict, what: str) -> None:
+    """A model's config.json describes a model that can be built, before any weight is: its sizes
+    (`check_sizes`), its special image and video tokens inside its text model's vocabulary, and its
+    `architectures` classes of its own `model_type` (a config naming another family's class would be built as
+    one family and run as the other)."""
+    check_sizes(config, what)
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    vocab = max((v for v in (text.get("vocab_size"), config.get("vocab_size")) if type(v) is int), default=None)
+    for key in TOKEN_IDS if not config.get("is_encoder_decoder") else ():  # an encoder-decoder embeds no such token
+        token = config.get(key)
+        if token is not None and vocab is not None and not (type(token) is int and 0 <= token < vocab + EXTRA_ROWS):
+            raise ModelError(f"{what}: config.json {key} is {str(token)[:40]}, outside the text model's vocabulary "
+                             f"(vocab_size {vocab})")
+    model_type, architectures = config.get("model_type"), config.get("architectures")
+    if isinstance(model_type, str) and isinstance(architectures, list):
+        owners = class_families()
+        for name in architectures:
+            families = owners.get(name, set()) if isinstance(name, str) else set()
+            if families and model_type not in families:  # a class of another family (one no family has: vLLM's)
+                raise ModelError(f"{what}: config.json names {name[:60]} among its architectures, a class of "
+                                 f"{', '.join(sorted(families)[:3])} models, while its model_type is "
+                                 f"{model_type[:40]}; the config belongs to another family")
+
+
+def class_families() -> dict[str, set[str]]:
+    """{transformers model class: the model types whose auto mappings name it}, from every auto class's mapping."""
+    from transformers.models.auto import modeling_auto
+
+    owners: dict[str, set[str]] = {}
+    for attribute, mapping in vars(modeling_auto).items():
+        if attribute.startswith("MODEL_") and attribute.endswith("_MAPPING_NAMES") and isinstance(mapping, dict):
+            for model_type, names in mapping.items():
+                for name in [names] if isinstance(names, str) else names:
+                    owners.setdefault(name, set()).add(model_type)
+    return owners
 
 
 def _check_no_code(folder: Path, what: str) -> None:
@@ -101,7 +158,7 @@ def _check_no_code(folder: Path, what: str) -> None:
         if not isinstance(data, dict):
             raise ModelError(f"{what}: {name} is not a JSON object")
         if name == "config.json":
-            check_sizes(data, what)
+            check_config(data, what)
         if "auto_map" in data:
             raise ModelError(f"{what}: {name} names the model's own Python code (auto_map); vlbench never runs code "
                              "from a model folder")

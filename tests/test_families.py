@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -298,6 +299,7 @@ def test_families_vlbench_does_not_ask_are_one_line_each(cli, built, sample_sour
               "pass openai:MODEL")]
     if importlib.util.find_spec("torchvision") is None:
         mistral3 = Mistral3Config(text_config={"model_type": "mistral", "vocab_size": 110, "hidden_size": 32,
+                                               "num_key_value_heads": 2,
                                                "num_hidden_layers": 1, "num_attention_heads": 4, "head_dim": 8},
                                   vision_config={"model_type": "pixtral", "hidden_size": 32, "num_hidden_layers": 1,
                                                  "num_attention_heads": 4, "image_size": 32, "patch_size": 8})
@@ -375,3 +377,43 @@ def test_a_family_through_vllm_runs_the_processors_ids_and_answers_as_transforme
     assert result["answer"] == vlm.generate([turn])[0]
     scores = vlm.score([turn], [["two", "three"]])[0]
     assert result["scores"] == pytest.approx(scores, abs=1e-4 * len(" three"))
+
+
+def test_video_settings_inside_processor_config_load_like_a_separate_file(tmp_path):
+    """transformers 5's `save_pretrained` writes a processor's video settings into processor_config.json under
+    `video_processor`; the hub's older checkpoints keep them in video_preprocessor_config.json. Without
+    torchvision, both load with the same settings (SmolVLM's template reads its frame count and rate; before, the
+    nested ones were dropped)."""
+    import importlib.util
+
+    from evaluator.models.vlm_checkpoint import load_processor
+    from pipelines.tiny_families import write_tiny_smolvlm
+
+    if importlib.util.find_spec("torchvision") is not None:
+        pytest.skip("torchvision is installed: the processor loads whole (the locked environment has none)")
+    separate = write_tiny_smolvlm(tmp_path / "separate")
+    nested = tmp_path / "nested"
+    shutil.copytree(separate, nested)
+    settings = json.loads((nested / "video_preprocessor_config.json").read_text())
+    (nested / "video_preprocessor_config.json").unlink()
+    processor_config = json.loads((nested / "processor_config.json").read_text())
+    (nested / "processor_config.json").write_text(json.dumps({**processor_config, "video_processor": settings}))
+    from transformers import AutoConfig
+
+    loaded = [load_processor(str(folder), AutoConfig.from_pretrained(folder))[0] for folder in (separate, nested)]
+    assert vars(loaded[0].video_processor) == vars(loaded[1].video_processor) == settings
+    assert settings["num_frames"] == 64 and settings["fps"] == 1
+
+
+def test_paligemma_on_a_benchmark_without_images_is_one_line(cli, built, tmp_path):
+    """PaliGemma's processor takes no prompt without an image (`images are expected`); Social-IQ shows none unless
+    --videos gives its frames: one line before any weight is read (before: the processor's ValueError after the
+    weights loaded, a crash row on the report card), nothing written."""
+    from pipelines.tiny_families import write_tiny_paligemma
+
+    model = write_tiny_paligemma(tmp_path / "paligemma")
+    code, _, err = cli("predict", "socialiq", "--data", built("socialiq"), "--model", f"hf:{model}", "--out",
+                       tmp_path / "p.json", "--limit", "2")
+    assert_one_error_line(code, err, ["a paligemma model is asked with an image in every prompt",
+                                      "without --videos DIR"])
+    assert not (tmp_path / "p.json").exists()

@@ -194,3 +194,36 @@ def test_a_config_no_model_can_be_built_from_is_one_line(edit, needles, built, s
                        "--model", f"hf:{folder}", "--limit", "2", "--out", tmp_path / "p.json")
     assert_one_error_line(code, err, (f"hf:{folder}", *needles))
     assert not (tmp_path / "p.json").exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_llava(tmp_path_factory):
+    from pipelines.tiny_models import write_tiny_llava
+
+    return write_tiny_llava(tmp_path_factory.mktemp("llava") / "llava")
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda c: c["text_config"].update(num_hidden_layers=10 ** 9), "num_hidden_layers is 1,000,000,000, more than"),
+    (lambda c: c["text_config"].update(vocab_size=10 ** 10), "vocab_size is 10,000,000,000, more than"),
+    (lambda c: c["text_config"].update(hidden_size=30, head_dim=None), "hidden_size 30 is not a multiple of"),
+    (lambda c: c["text_config"].update(num_key_value_heads=3), "num_attention_heads 4 is not a multiple of"),
+    (lambda c: c.update(image_token_index=10 ** 6), "image_token_index is 1000000, outside the text model's"),
+    (lambda c: c.update(architectures=["Qwen2VLForConditionalGeneration"]), "belongs to another family"),
+    (lambda c: c["text_config"].update(hidden_act=5), "cannot load (Validation error for field 'hidden_act'"),
+])
+def test_a_checkpoint_that_lies_is_one_line_before_any_weight_is_built(edit, needle, tiny_llava, built, cli,
+                                                                       tmp_path):
+    """A config.json whose sizes no model has (10^9 layers: before, the library built it for hours), heads that do
+    not divide, an image token outside the vocabulary, a class of another family, or a field the library's strict
+    validation refuses (before: its traceback): one line naming the model, exit 2, nothing written. Goldens: the
+    demo's tiny LLaVA (2 layers, width 32, 4 heads, 2 key-value heads, vocabulary 100), one field changed."""
+    folder = tmp_path / "lying"
+    shutil.copytree(tiny_llava, folder)
+    config = json.loads((folder / "config.json").read_text())
+    edit(config)
+    (folder / "config.json").write_text(json.dumps(config))
+    code, _, err = cli("predict", "gqa-ood", "--data", built("gqa-ood"), "--model", f"hf:{folder}", "--out",
+                       tmp_path / "p.json")
+    assert_one_error_line(code, err, [f"hf:{folder}", needle])
+    assert not (tmp_path / "p.json").exists()

@@ -10,7 +10,9 @@ prefix, image included, is attended bidirectionally: token type 0; the suffix: t
   question; `answer en ` before the benchmark's own prompt elsewhere); `--prompt` still replaces it;
 - a scored continuation is a suffix (token type 1), as `PaliGemmaProcessor(suffix=...)` marks it: with type
   0 each answer token would see the tokens after it and its log-likelihood would be wrong;
-- no system turn (the format has none) and no `--chat-template-kwarg`.
+- no system turn (the format has none) and no `--chat-template-kwarg`;
+- every prompt shows an image (`needs_image`: its processor refuses a prompt without one): a benchmark whose
+  prompts show none in this run (Social-IQ without `--videos`) is refused in one line before any weight is read.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class PrefixFormat:
     after_prompt: str  # what the processor writes between the prompt and an answer
     suffix_token_type: int  # the token type of an answer's tokens
     source: str
+    needs_image: bool = True  # the processor refuses a prompt without an image
 
     def default_prompt(self, ask) -> str:
         """The family's default prompt for a benchmark's Ask."""

@@ -135,9 +135,17 @@ def _hf_generative(task, name: str, config, options: ModelOptions):
     if refused is not None:
         raise ModelError(f"hf:{name}: {refused}")
     chat_template = read_chat_template(options.chat_template)
+    prefixed = prefix_format(config, chat_template)
+    ask = task.generative
+    shows_images = ask is not None and (ask.image_column is not None or
+                                         (ask.video_column is not None and options.videos is not None))
+    if prefixed is not None and prefixed.needs_image and ask is not None and not shows_images:
+        raise ModelError(f"hf:{name}: a {config.model_type} model is asked with an image in every prompt, and "
+                         f"{task.name}'s prompts show none" + (" without --videos DIR (its videos' frames)"
+                                                                if ask.video_column is not None else ""))
     mode = _choice_mode(options, "loglik")
     return _adapter(task, f"hf:{name}", lambda: TransformersVLM(name, config, options, chat_template), options, mode,
-                    prefix_format(config, chat_template))
+                    prefixed)
 
 
 def _vllm(task, name: str, options: ModelOptions):

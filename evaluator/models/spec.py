@@ -41,11 +41,13 @@ def hf_config(name: str, revision: str | None = None):
     if revision is not None and local.exists():
         raise ModelError(f"--revision {revision}: hf:{name} is a local folder; a revision names a hub checkpoint's "
                          "branch, tag or commit")
+    from huggingface_hub.errors import StrictDataclassError
+
     try:
         return AutoConfig.from_pretrained(name, **({"revision": revision} if revision else {}))
-    except (OSError, ValueError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"hf:{name}: cannot load ({reason})") from None
+    except (OSError, ValueError, TypeError, StrictDataclassError) as exc:  # the last: the config's strict validation
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ModelError(f"hf:{name}: cannot load ({reason[:300]})") from None
 
 
 def load_py_model(target: str, method: str = "predict", signature: str = "predict(table)"):

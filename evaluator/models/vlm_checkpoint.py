@@ -70,6 +70,7 @@ def _image_only_processor(path: str, config, spec: str):
     image_processor = load_part(AutoImageProcessor, path, spec, "image processor")
     try:
         saved, _ = base.get_processor_dict(path)
+        nested_video = saved.get("video_processor")  # where transformers 5's save_pretrained writes the settings
         for key in (*base.get_attributes(), "chat_template", "auto_map", "processor_class"):
             saved.pop(key, None)  # the parts (built here, the video part left out) and what is passed below
         processor = image_only.from_args_and_dict([image_processor, tokenizer], {**saved, **without_video(base)},
@@ -79,8 +80,11 @@ def _image_only_processor(path: str, config, spec: str):
         raise ModelError(f"{spec}: the {base.__name__} cannot be built without torchvision ({first[:200]}); "
                          "pip install torchvision") from None
     video = Path(path) / "video_preprocessor_config.json"
-    if video.is_file():  # the saved video settings some templates read (SmolVLM's frame count and rate), no processor
-        processor.video_processor = SimpleNamespace(**json.loads(video.read_text()))
+    # the saved video settings some templates read (SmolVLM's frame count and rate), no processor: from their own
+    # file (the hub's checkpoints), or from processor_config.json's `video_processor` (transformers 5 saves them so)
+    settings = json.loads(video.read_text()) if video.is_file() else nested_video
+    if isinstance(settings, dict):
+        processor.video_processor = SimpleNamespace(**settings)
     return processor
 
 
