@@ -340,10 +340,30 @@ def _single_tags(texts: list) -> tuple[np.ndarray, np.ndarray]:
     return tag, factorize(blank)[0]
 
 
-def both_ways(nli: NLIClassifier, texts: list, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """NLI labels of (a_k -> b_k) and (b_k -> a_k), classified in one pass (one estimate, one bar)."""
-    labels = nli.classify_codes(texts, np.concatenate([a, b]), np.concatenate([b, a]))
-    return labels[:len(a)], labels[len(a):]
+def both_ways(nli: NLIClassifier, texts: list, a: np.ndarray, b: np.ndarray, undecided: bool,
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """NLI labels of (a_k -> b_k) and of (b_k -> a_k) where the first has not decided the pair: the queries must
+    entail each other both ways (`undecided=True`: only a pair whose forward label is entailment needs its
+    backward one), the responses neither way (`undecided=False`: only a pair whose forward label is not
+    entailment does); the others' backward label is None (the pair is dropped either way, and only kept pairs'
+    labels are written). Each distinct ordered pair of texts is classified once: `classify_codes` folds the
+    repeats within a call (one response pair under several query pairs), and a backward pair that some pair
+    asked forward reuses that label."""
+    fwd = nli.classify_codes(texts, a, b)
+    pending = np.flatnonzero(_is_entailment(fwd) == undecided)
+    bwd = np.full(len(a), None, dtype=object)
+    if len(pending):
+        n = max(1, len(texts))
+        known = dict(zip((a * n + b).tolist(), fwd.tolist()))
+        ask = []
+        for k, key in zip(pending.tolist(), (b[pending] * n + a[pending]).tolist()):
+            if key in known:
+                bwd[k] = known[key]
+            else:
+                ask.append(k)
+        if ask:
+            bwd[ask] = nli.classify_codes(texts, b[ask], a[ask])
+    return fwd, bwd
 
 
 def responses_of(encoder: SentenceEncoder, texts: list, code: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
@@ -390,10 +410,10 @@ def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder,
     i, j, q_cos, r_cos = i[~same], j[~same], q_cos[~same], r_cos[~same]
     labels = {}
     if nli is not None:
-        fwd, bwd = both_ways(nli, q_texts, q_code[i], q_code[j])
+        fwd, bwd = both_ways(nli, q_texts, q_code[i], q_code[j], undecided=True)
         ok = _is_entailment(fwd) & _is_entailment(bwd)
         i, j, q_cos, r_cos, fwd, bwd = i[ok], j[ok], q_cos[ok], r_cos[ok], fwd[ok], bwd[ok]
-        r_fwd, r_bwd = both_ways(nli, r_texts, r_code[i], r_code[j])
+        r_fwd, r_bwd = both_ways(nli, r_texts, r_code[i], r_code[j], undecided=False)
         ok = ~(_is_entailment(r_fwd) | _is_entailment(r_bwd))
         labels = dict(zip(_NLI_COLUMNS, (fwd[ok], bwd[ok], r_fwd[ok], r_bwd[ok])))
         i, j, q_cos, r_cos = i[ok], j[ok], q_cos[ok], r_cos[ok]

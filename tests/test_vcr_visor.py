@@ -420,3 +420,58 @@ def test_same_after_retag_on_codes_agrees_with_re_tagging_each_pair():
 
     expected = [literal(a, b) or literal(b, a) for a, b in zip(i.tolist(), j.tolist())]
     assert decided.tolist() == expected and 0 < sum(expected) < len(expected)
+
+
+class _RuleNLI:
+    """An NLI stand-in: the label of (premise, hypothesis) is a fixed function of the two texts (entailment for
+    about two thirds of ordered pairs, from their SHA-256), and every ordered pair asked is counted."""
+
+    def __init__(self):
+        self.asked = []
+
+    @staticmethod
+    def label(x: str, y: str) -> str:
+        import hashlib
+
+        return "entailment" if hashlib.sha256(f"{x}\0{y}".encode()).digest()[0] % 3 else "neutral"
+
+    def classify_codes(self, texts, a, b):
+        import numpy as np
+
+        self.asked += list(zip(a.tolist(), b.tolist()))
+        return np.array([self.label(texts[x], texts[y]) for x, y in zip(a.tolist(), b.tolist())], dtype=object)
+
+
+def test_the_nli_check_asks_each_undecided_direction_once():
+    """Queries must entail each other both ways and responses neither way: a backward label is asked only where
+    the forward one left the pair undecided, and a backward pair some pair asked forward is not asked again.
+    Golden: the same pairs and labels as the rule applied to both directions of every cosine-stage pair (written
+    here), with fewer pairs asked of the model than the two directions of every pair."""
+    import pyarrow as pa
+
+    from builders.nlp import SentenceEncoder
+    from builders.pairing import PairingParams, mine_pairs
+
+    stems = ["why is [person1] smiling at the party", "why is [person2] smiling at the party",
+             "why is [person1] laughing at the party", "why is [person3] smiling at the wedding"]
+    queries = [f"{stem} {when} ?" for stem in stems for when in ("tonight", "today", "now")]
+    items = pa.table({"query": queries, "response": [f"because answer number {k} is right" for k in
+                                                     range(len(queries))],
+                      "movie": [f"m{k}" for k in range(len(queries))]})
+    params = PairingParams(sbert_model=PACKAGED_MINILM, nli_model="none", query_threshold=0.5, response_threshold=0.99)
+    encoder = SentenceEncoder(PACKAGED_MINILM)
+    cosine_stage = mine_pairs(items, params, encoder, None, group_column="movie")["pairs"]
+    nli = _RuleNLI()
+    mined = mine_pairs(items, params, encoder, nli, group_column="movie")["pairs"].to_pylist()
+    q, r = items.column("query").to_pylist(), items.column("response").to_pylist()
+    expected = []
+    for i, j in zip(cosine_stage.column("i").to_pylist(), cosine_stage.column("j").to_pylist()):
+        labels = [nli.label(q[i], q[j]), nli.label(q[j], q[i]), nli.label(r[i], r[j]), nli.label(r[j], r[i])]
+        if labels[0] == labels[1] == "entailment" and "entailment" not in labels[2:]:
+            expected.append((i, j, *labels))
+    assert [(p["i"], p["j"], p["query_nli_fwd"], p["query_nli_bwd"], p["response_nli_fwd"], p["response_nli_bwd"])
+            for p in mined] == expected and expected
+    both_directions = 2 * len(cosine_stage) + 2 * sum(
+        nli.label(q[i], q[j]) == nli.label(q[j], q[i]) == "entailment"
+        for i, j in zip(cosine_stage.column("i").to_pylist(), cosine_stage.column("j").to_pylist()))
+    assert len(nli.asked) < both_directions
