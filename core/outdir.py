@@ -24,7 +24,7 @@ from pathlib import Path
 
 from core.errors import ParamsError, VlbenchError, os_problem
 from core.manifest import MANIFEST
-from core.tempfiles import parse_temp_name, pid_alive, temp_name
+from core.tempfiles import create_exclusively, parse_temp_name, pid_alive, temp_name
 
 
 def _same_or_inside(a: Path, b: Path) -> bool:
@@ -185,10 +185,9 @@ def write_together(files: dict[Path, bytes]) -> None:
             path = Path(path)
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(temp_name(path.name))
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            create_exclusively(tmp)
             staged.append((tmp, path))
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+            tmp.write_bytes(data)  # by the name just created, which nobody could guess
         for tmp, path in staged:
             tmp.replace(path)
     finally:
