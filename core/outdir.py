@@ -3,7 +3,7 @@ atomically, safe under concurrent builds and kills.
 
 * `check_out` refuses an OUT that is, contains or lies inside a protected folder (the sources, the
   images) and an existing OUT that vlbench did not write, unless `--overwrite` (never a source).
-* `atomic_folder` stages the build beside OUT in `.OUT.vlbench-partial-PID` and publishes it with two
+* `atomic_folder` stages the build beside OUT in `.OUT.vlbench-partial-PID-TOKEN` and publishes it with two
   renames under an exclusive lock on OUT's parent folder, so two builds into one OUT end with one
   complete build. Staging folders and partial files of dead processes in OUT's parent are cleaned up
   (a backup whose publish was cut short is put back), and SIGTERM unwinds like SIGINT (see
@@ -76,8 +76,8 @@ def _remove(path: Path) -> None:
 
 
 def clean_stale(parent: Path) -> None:
-    """Remove what dead vlbench processes left in PARENT (`.NAME.vlbench-partial-PID` staging folders
-    and files); a dead build's backup `.NAME.vlbench-old-PID` is put back when NAME is missing (the
+    """Remove what dead vlbench processes left in PARENT (`.NAME.vlbench-partial-PID-TOKEN` staging folders
+    and files); a dead build's backup `.NAME.vlbench-old-PID-TOKEN` is put back when NAME is missing (the
     build was killed between its two renames), else removed. Other names are never touched."""
     for stale in sorted(parent.iterdir(), key=lambda p: p.name):
         parsed = parse_temp_name(stale.name)
