@@ -21,6 +21,7 @@ A hub id (no such local path) cannot be checked before it is fetched; it is load
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -136,6 +137,7 @@ def check_config(config: dict, what: str) -> None:
                                  f"{model_type[:40]}; the config belongs to another family")
 
 
+@functools.cache
 def class_families() -> dict[str, set[str]]:
     """{transformers model class: the model types whose auto mappings name it}, from every auto class's mapping."""
     from transformers.models.auto import modeling_auto

@@ -15,9 +15,9 @@ import keyword
 import re
 
 from core.errors import ParamsError
+from core.sanitise import CONTROL
 
 _SPLIT = re.compile(r"[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 SPLIT_RULE = "letters, digits and underscores, in words joined by single dots (as datasets' split names)"
 
 
@@ -50,7 +50,7 @@ def check_path_text(path: object, option: str) -> str:
     """The text of a path that is written into a file (a YAML, a README): refused when it holds control
     characters or is not valid UTF-8 (a name from another system)."""
     text = str(path)
-    if _CONTROL.search(text):
+    if CONTROL.search(text):
         raise ParamsError(f"{option} {shown(text)}: holds control characters; choose a path without them")
     try:
         text.encode("utf-8")

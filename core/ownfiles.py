@@ -1,5 +1,5 @@
-"""Reading a small file vlbench wrote into one of its own folders (a suite's marker and card, a prediction
-record, a kept-result key) as untrusted: the folder may be shared, copied or tampered with, so the file is
+"""Reading a small file vlbench wrote into one of its own folders (a suite's marker, card and kept-result keys, a
+prediction record) as untrusted: the folder may be shared, copied or tampered with, so the file is
 opened without following a link and without waiting on a FIFO, and is refused unread unless it is a regular
 file of at most `limit` bytes."""
 
@@ -34,10 +34,9 @@ def read_own_file(path: Path, limit: int) -> bytes | None:
         raise
     try:
         info = os.fstat(fd)
-        kind = next((name for test, name in _KINDS if test(info.st_mode)), None)
-        if kind is not None or not stat.S_ISREG(info.st_mode):
-            raise OwnFileError(f"{path}: is {kind or 'not a regular file'}, not the file vlbench wrote; refused "
-                               "unread")
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+            raise OwnFileError(f"{path}: is {kind}, not the file vlbench wrote; refused unread")
         if info.st_size > limit:
             raise OwnFileError(f"{path}: is {info.st_size:,} bytes, more than the {limit:,} vlbench writes there; "
                                "refused unread")

@@ -22,7 +22,7 @@ MIN_SECRET_RUN = 8  # the shortest run of a secret's characters that is masked o
 PRIVATE_RUN = 4  # of which at least this many past the key's public prefix
 MASK = "***"
 # Control characters, tabs and newlines included (a newline in a one-line context forges another line)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # Shown escaped: bidirectional overrides and isolates (they reorder what a terminal shows), and lone surrogates
 # (a file name's bytes that are not UTF-8, which a terminal cannot be sent)
 _ESCAPED = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
@@ -84,7 +84,7 @@ def sanitise(text, secrets=(), limit: int | None = 300) -> str:
     """One line of outside text: secrets masked, control characters (tabs and newlines too) made spaces,
     bidirectional controls and bytes that are not UTF-8 escaped (`\\u202e`, `\\xff`), then at most `limit`
     characters (an ellipsis marks a cut)."""
-    text = _ESCAPED.sub(_escape, _CONTROL.sub(" ", mask_secrets(str(text), secrets)))
+    text = _ESCAPED.sub(_escape, CONTROL.sub(" ", mask_secrets(str(text), secrets)))
     if limit is not None and len(text) > limit:
         text = text[:limit] + "..."
     return text

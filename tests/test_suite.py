@@ -935,3 +935,20 @@ def test_staging_files_are_created_exclusively_under_names_nobody_can_guess(tmp_
     with pytest.raises(FileExistsError):
         write_atomically(tmp_path / "p.json", b"predictions")
     assert victim.read_text() == "the user's file" and not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize("name", ["predictions/vcr.key.json", "predictions/vcr.json"])
+def test_a_kept_prediction_whose_key_or_file_is_a_fifo_is_made_again(name, vcr_card, tmp_path):
+    """A rerun into a card folder reuses its predictions when their key record says so: a key record or prediction
+    file replaced by a FIFO (before: the rerun hung reading it) is not kept, and the predictions are made again."""
+    from pipelines.cli import main
+
+    folder = tmp_path / "card"
+    shutil.copytree(vcr_card, folder)
+    _fifo(folder / name)
+    data = json.loads((folder / "card.json").read_text())["benchmarks"]["vcr"]["folder"]
+    main(["suite", "--model", "baseline:random", "--data", str(Path(data).parent), "--out", str(folder),
+          "--bootstrap", "0", "--no-perceptual"])
+    card = json.loads((folder / "card.json").read_text())["benchmarks"]["vcr"]
+    assert card["status"] == "scored" and card["reused"] is False
+    assert (folder / name).is_file()

@@ -103,6 +103,7 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
                 max_new_tokens: int | None, overwrite: bool = False) -> Path:
     """Write the task folder OUT; returns it."""
     from core.manifest import read_manifest
+    from core.names import check_path_text
     from core.outdir import atomic_folder, check_out
     from evaluator.harness import inspect_task, lmms_eval
     from evaluator.harness.docs import Shown, choice_form, harness_docs
@@ -119,8 +120,6 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
     ask = task.generative
     if ask is None:
         raise ParamsError(f"{bench}: no generative Ask to export ({task.generative_reason})")
-    from core.names import check_path_text
-
     check_path_text(Path(out).absolute(), "--out")  # written into the task's YAML and README
     folder, split, table = open_split(task, data, split)
     read_manifest(folder)  # a record (what the task's meta and `push --inspect-task` bind by its SHA-256)

@@ -261,6 +261,12 @@ class GenerativeAdapter(Model):
         return self._vlm
 
     def predict(self, table: pa.Table) -> list:
+        predictions = self._predict(table)
+        if self.judge is not None:
+            self.judge.note_if_undecided()
+        return predictions
+
+    def _predict(self, table: pa.Table) -> list:
         if self.videos is None:
             images = self._row_images(table)  # every file found before the weights load
             predictions, self.samples = self._ask(table, images)

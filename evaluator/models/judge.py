@@ -56,10 +56,10 @@ def judge_reply(text: str, options: int) -> int | None | str:
 class Judge:
     """The judge of one run: loaded on first use, asked in batches, counting what it decided."""
 
-    def __init__(self, spec: str, load, seed: int = 0, pin=None):
-        """`load()` builds the backend; `pin()` names the weights before any are loaded (None: the backend's
-        `provenance` after it answered, a served judge's)."""
-        self.spec, self._load, self._backend, self.seed, self._pin = spec, load, None, seed, pin
+    def __init__(self, spec: str, load, seed: int = 0, pinned: dict | None = None):
+        """`load()` builds the backend; `pinned` names the weights, known before any are loaded (None: the
+        backend's `provenance` once it answered, a served judge's)."""
+        self.spec, self._load, self._backend, self.seed, self._pinned = spec, load, None, seed, pinned
         self.asked = self.decided = self.unread = 0
         self.sample = self.agreed = 0
 
@@ -102,17 +102,19 @@ class Judge:
             if isinstance(verdict, int):
                 out[k] = verdict
                 self.decided += 1
-        if unread and not any(isinstance(verdicts[k], int) for k in unread):
-            unreadable = sum(verdicts[k] == "unread" for k in unread)
-            print(f"note: --judge {self.spec} decided none of the {len(unread):,} answers the rules could not read "
-                  f"({unreadable:,} replies with no option letter, {len(unread) - unreadable:,} 'none of the "
-                  "options'); they stay unread and are scored wrong", file=sys.stderr)
         return out
+
+    def note_if_undecided(self) -> None:
+        """One line when the judge was asked and decided none of the answers of the whole run."""
+        if self.asked and not self.decided:
+            print(f"note: --judge {self.spec} decided none of the {self.asked:,} answers the rules could not read "
+                  f"({self.unread:,} replies with no option letter, {self.asked - self.unread:,} 'none of the "
+                  "options'); they stay unread and are scored wrong", file=sys.stderr)
 
     def record(self) -> dict:
         """The prediction record's `judge` entry."""
         described = self._backend.describe() if self._backend is not None else {}
-        pinned = self._pin() if self._pin is not None else \
+        pinned = self._pinned if self._pinned is not None else \
             self._backend.provenance() if self._backend is not None else {}
         return {"model": self.spec, "revision": described.get("revision") or described.get("served_model"),
                 "pinned": pinned,

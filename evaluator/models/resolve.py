@@ -107,14 +107,14 @@ def _judge(options: ModelOptions):
                              "(serve a text-only judge and pass it as openai:MODEL)")
         from evaluator.models.response_cache import weights_pin
 
-        pin = weights_pin(name)  # computed now: the same whether or not a rerun loads the judge
+        pinned = weights_pin(name)  # computed now: the same whether or not a rerun loads the judge
         if kind == "hf":
             from evaluator.models.transformers_vlm import TransformersVLM
 
-            return Judge(spec, lambda: TransformersVLM(name, config, judged), options.seed, lambda: pin)
+            return Judge(spec, lambda: TransformersVLM(name, config, judged), options.seed, pinned)
         from evaluator.models.vllm_engine import VllmVLM
 
-        return Judge(spec, lambda: VllmVLM(name, config, judged), options.seed, lambda: pin)
+        return Judge(spec, lambda: VllmVLM(name, config, judged), options.seed, pinned)
     raise ModelError(f"--judge {options.judge}: a judge is an openai:, hf: or vllm: model")
 
 

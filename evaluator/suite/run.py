@@ -216,11 +216,14 @@ def prediction_key(model: str, folder: Path, options: ModelOptions) -> str:
 
 
 def _kept(record: Path, path: Path, key: str) -> bool:
-    """Whether PATH was made under `key` and is unchanged since (its RECORD says so)."""
+    """Whether PATH was made under `key` and is unchanged since (its RECORD says so). Both are read as files of
+    a folder anyone may have changed: a RECORD or PATH that is a link, a FIFO or huge is not kept (it is made
+    again), and never read."""
     try:
-        kept = json.loads(record.read_text())
-        return kept["key"] == key and kept["sha256"] == sha256_file(path)
-    except (OSError, ValueError, KeyError, TypeError):
+        kept = json.loads(read_own_file(record, MARKER_LIMIT) or b"null")
+        regular = path.is_file() and not path.is_symlink()
+        return regular and kept["key"] == key and kept["sha256"] == sha256_file(path)
+    except (OSError, ValueError, KeyError, TypeError, OwnFileError):
         return False
 
 
