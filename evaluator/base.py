@@ -42,13 +42,20 @@ class HarnessSplit:
 
 @dataclass(frozen=True)
 class Headline:
-    """One headline metric: its label, its key in `score`'s dict, its direction. The demo prints the
-    headline metrics, leaderboards list them, and the Hub's eval.yaml makes a task of each one where
-    higher is better (a Hub leaderboard ranks descending)."""
+    """One headline metric: its label, its key in `score`'s dict, its direction, its scale and the rows it
+    reads. The demo prints the headline metrics, leaderboards list them, and the Hub's eval.yaml makes a task
+    of each one where higher is better (a Hub leaderboard ranks descending), over `config` where the metric
+    reads just that config's rows (GQA-OOD's acc-tail: the `tail` config)."""
 
     label: str
     key: str
     higher_is_better: bool = True
+    scale: str = "%"  # how its value is written: "%" (0 to 100) or "0-1" (a fraction, VisDial's MRR)
+    config: str | None = None  # the built config holding exactly the rows it reads (None: every row it is given)
+
+    @property
+    def scale_words(self) -> str:
+        return {"%": "in %", "0-1": "from 0 to 1"}[self.scale]
 
 
 class Task(ABC):

@@ -14,7 +14,7 @@ from core.figures import FigureSpec
 from core.manifest import describe_outputs, write_manifest
 from core.outdir import atomic_folder, interrupts_held
 from core.progress import progress
-from evaluator.publish.hub_results import EVAL_YAML, eval_yaml
+from evaluator.publish.hub_results import EVAL_YAML, card_section, eval_yaml
 from pipelines.cards import render_card, reproducibility
 from pipelines.figure_process import draw_pngs
 
@@ -76,7 +76,8 @@ def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json:
         if check is not None:
             check()
         # eval.yaml names built configs and splits only: it is made while the shards are written
-        hub = eval_yaml(builder.name, {config: list(tables) for config, tables in result.tables.items()})
+        built_splits = {config: list(tables) for config, tables in result.tables.items()}
+        hub = eval_yaml(builder.name, built_splits)
         if legacy_json:
             for rel, produce in sorted(result.legacy_files.items()):
                 (folder / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -90,8 +91,8 @@ def export(result: BuildResult, builder, out: Path, manifest: dict, legacy_json:
         splits, rows = tables_written()
         fields = {**result.card_fields, "figures": "\n\n".join(figure_links),
                   "build_command": manifest["command"], "reproducibility": reproducibility(builder.floats)}
-        (folder / "README.md").write_text(render_card(builder.card_template_text(), fields, result.features_of, splits,
-                                                      builder.default_config))
+        card = render_card(builder.card_template_text(), fields, result.features_of, splits, builder.default_config)
+        (folder / "README.md").write_text(card + card_section(builder.name, built_splits))
         if hub is not None:
             (folder / EVAL_YAML).write_text(hub)
         manifest["outputs"] = describe_outputs(folder, rows)

@@ -49,6 +49,8 @@ def test_a_pushed_repo_is_a_hub_benchmark_inspect_reads(bench, built, exported, 
     import pyarrow.parquet as pq
 
     from core.data import load_table
+    from evaluator.harness.docs import parse_id
+    from evaluator.harness.hub import layer_config
     from evaluator.publish.hub_results import hub_tasks
     from evaluator.tasks import get_task
     from pipelines.verify import verify
@@ -61,18 +63,30 @@ def test_a_pushed_repo_is_a_hub_benchmark_inspect_reads(bench, built, exported, 
     assert spec["evaluation_framework"] == "inspect-ai" and set(spec) == {"name", "description",
                                                                          "evaluation_framework", "tasks"}
     meta = json.loads((task_dir / "vlbench_task.json").read_text())
-    assert [t["id"] for t in spec["tasks"]] == [tid for tid, _, _ in hub_tasks(bench)]
-    for t in spec["tasks"]:
+    assert [t["id"] for t in spec["tasks"]] == [tid for tid, _ in hub_tasks(bench)]
+    task = get_task(bench)
+    for t, (_, headline) in zip(spec["tasks"], hub_tasks(bench)):
         assert set(t) <= HF_TASK_KEYS and set(t["field_spec"]) <= FIELD_SPEC_KEYS
         assert {s["name"] for s in t["solvers"]} <= HF_SOLVERS and {s["name"] for s in t["scorers"]} <= HF_SCORERS
-        assert (t["config"], t["split"]) == ("inspect", meta["split"])
+        assert (t["config"], t["split"]) == (layer_config(headline.config), meta["split"])
+        # each task's metric and scale in words (HFTask has no metric field): VisDial's MRR, DISCO's 1 - MAPE
+        # are fractions (evaluator/visdial/metrics.py, evaluator/disco/metrics.py), the rest in %
+        assert f"`{t['id']}`: {headline.label} {headline.scale_words}, over config {t['config']}" in \
+            spec["description"]
+    assert "fraction from 0 to 1" in spec["description"]  # Inspect's proxy accuracy, not vlbench's scale
+    if bench == "gqa-ood":  # acc-tail and acc-head read the tail and head questions only (Kervadec et al.,
+        # CVPR 2021, §3): three definitions, not one
+        assert [t["config"] for t in spec["tasks"]] == ["inspect", "inspect_tail", "inspect_head"]
+    if bench == "disco":
+        assert "1 - MAPE from 0 to 1" in spec["description"]
     assert "&id" not in (repo / "eval.yaml").read_text()  # no YAML anchors: each task spelled out
+    card = (repo / "README.md").read_text()
+    assert "## Running it in Inspect" in card and "## As a Hub benchmark" not in card  # the plain section replaced
 
     # the config as `datasets` reads the repo (the card's `configs`), row by row against the documents and build
     rows = datasets.load_dataset(str(repo), name="inspect", split=meta["split"]).to_list()
     docs = pq.read_table(task_dir / "docs" / f"{meta['split']}.parquet").to_pylist()
     assert len(rows) == len(docs) == meta["documents"]
-    task = get_task(bench)
     table = load_table(built(bench), task.config, meta["split"])
     by_id = dict(zip(task.ids(table), table.to_pylist()))
     for row, doc in zip(rows, docs):
@@ -87,6 +101,12 @@ def test_a_pushed_repo_is_a_hub_benchmark_inspect_reads(bench, built, exported, 
                     "pmr-p": lambda: "ABCD"[source["label"]],
                     "vcr": lambda: "ABCD"[source["answer_label" if doc["prompt_index"] == 0 else "rationale_label"]]}
         assert row["target"] == expected[bench]()
+    for t in spec["tasks"]:  # a subset task's rows: the prompts of exactly its config's rows, in the same order
+        if t["config"] != "inspect":
+            subset = datasets.load_dataset(str(repo), name=t["config"], split=meta["split"]).to_list()
+            wanted = set(task.ids(load_table(built(bench), t["config"].removeprefix("inspect_"), meta["split"])))
+            assert subset and subset == [r for r in rows if parse_id(r["vlbench"]["id"]) in wanted]
+            assert len(subset) < len(rows)
 
     report = verify(repo)  # the build's files against its manifest, the layer against its record
     assert report.problems == [] and any("Inspect layer" in c for c in report.checked)

@@ -51,6 +51,17 @@ def test_built_folder_and_model_results_follow_the_hub_schema(bench, model, buil
     assert "eval.yaml" in {o["path"] for o in manifest["outputs"]}  # verified and pushed like any output
     if bench == "disco":  # MAE: lower is better, not a Hub leaderboard (the Hub ranks descending)
         assert [t["id"] for t in spec["tasks"]] == ["one_minus_mape"]
+        # 1 - MAPE is a fraction (Gat et al., NeurIPS 2021, Table 5; evaluator/disco/metrics.py), not a percentage
+        assert "`one_minus_mape`: 1 - MAPE from 0 to 1" in spec["description"]
+    else:  # acc-tail and acc-head read the tail and head questions (Kervadec et al., CVPR 2021, §3): the configs
+        # the builder writes them to, so that each task is defined by its own metric's rows
+        assert [(t["id"], t["config"]) for t in spec["tasks"]] == [("acc_all", "all"), ("acc_tail", "tail"),
+                                                                   ("acc_head", "head")]
+        assert "`acc_tail`: acc-tail in %, over config tail" in spec["description"]
+    assert "No `evaluation_framework` is named" in spec["description"]
+    card = (data / "README.md").read_text()  # the card says why the eval.yaml names no framework
+    section = card[card.index("\n## As a Hub benchmark\n"):]
+    assert "It names no `evaluation_framework`" in section and all(f"- `{t['id']}`" in section for t in spec["tasks"])
     code, _, err = cli("predict", bench, "--data", data, "--model", model, "--out", tmp_path / "p.json")
     assert code == 0, err
     code, stdout, err = cli("evaluate", bench, "--data", data, "--predictions", tmp_path / "p.json", "--report",
@@ -62,8 +73,15 @@ def test_built_folder_and_model_results_follow_the_hub_schema(bench, model, buil
     assert [e["dataset"]["task_id"] for e in entries] == [t["id"] for t in spec["tasks"]]
     first = entries[0]
     assert first["value"] == metrics[spec["tasks"][0]["id"]] and f"split {metrics['split']}" in first["notes"]
+    assert first["notes"].startswith("1 - MAPE from 0 to 1; " if bench == "disco" else "acc-all in %; ")
     code, _, err = cli("verify", data)
     assert code == 0, err
+
+
+def test_a_build_without_leaderboards_says_why_it_has_no_eval_yaml(built):
+    data = built("vl-bias")  # CounterBias scores no higher-is-better headline metric
+    assert not (data / "eval.yaml").exists()
+    assert "This folder has no `eval.yaml`: vl-bias has no leaderboard metric" in (data / "README.md").read_text()
 
 
 def test_hub_results_bad_usage_is_one_line(built, cli, tmp_path):

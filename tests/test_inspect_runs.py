@@ -192,7 +192,8 @@ def test_a_pushed_repo_runs_as_inspect_s_hub_task(inspect_runs, cli, monkeypatch
     repo = tmp_path / bench
     code, _, err = push_to_copy(cli, monkeypatch, case["data"], repo, "--inspect-task", case["task"])
     assert code == 0, err
-    task_id = yaml.safe_load((repo / "eval.yaml").read_text())["tasks"][-1]["id"]
+    hub_task = yaml.safe_load((repo / "eval.yaml").read_text())["tasks"][-1]
+    task_id = hub_task["id"]
     env = {**os.environ, "VLBENCH_BASE_URL": case["url"], "VLBENCH_API_KEY": "none",
            "PYTHONPATH": os.pathsep.join([*(f"{INSPECT}/{p}" for p in ("harness", "deps", "stubs")), str(ROOT)])}
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "inspect_hub_task.py"), str(repo), f"org/{bench}",
@@ -211,6 +212,14 @@ def test_a_pushed_repo_runs_as_inspect_s_hub_task(inspect_runs, cli, monkeypatch
         text, image = message["content"]
         shown = sample["attachments"].get(image["image"].removeprefix("attachment://"), image["image"])
         assert (text["text"], shown, sample["target"]) == (row["input"], row["image"], row["target"])
+    if bench == "gqa-ood":  # acc_head's task asks the head questions only, the rows its metric reads
+        from core.data import load_table
+        from evaluator.harness.docs import parse_id
+        from evaluator.tasks import get_task
+
+        head = set(get_task(bench).ids(load_table(case["data"], "head", hub_task["split"])))
+        assert hub_task["config"] == "inspect_head" and all(
+            parse_id(s["metadata"]["vlbench"]["id"]) in head for s in samples)
     metrics = evaluate_json(cli, bench, repo, log)  # the pushed repo serves as --data
     assert metrics["coverage"]["scored"] == LIMIT and read_submission(bench, repo, log)[1]["format"] == "inspect"
     if run == "letter-b":

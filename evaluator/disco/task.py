@@ -59,7 +59,7 @@ class PeopleCount(Ask):
 
 
 class DiscoTask(Task):
-    headline = (Headline("1 - MAPE", "one_minus_mape"), Headline("MAE", "mae", higher_is_better=False))
+    headline = (Headline("1 - MAPE", "one_minus_mape", scale="0-1"), Headline("MAE", "mae", higher_is_better=False))
     name = "disco"
     config = "default"
     default_split = "test"

@@ -42,7 +42,8 @@ def train_file(options: ModelOptions) -> Path:
 
 
 class GQAOODTask(Task):
-    headline = (Headline("acc-all", "acc_all"), Headline("acc-tail", "acc_tail"), Headline("acc-head", "acc_head"))
+    headline = (Headline("acc-all", "acc_all"), Headline("acc-tail", "acc_tail", config="tail"),
+                Headline("acc-head", "acc_head", config="head"))
     name = "gqa-ood"
     config = "all"
     default_split = "testdev"

@@ -14,11 +14,15 @@ build (its manifest's SHA-256 checked), is:
   task's samples itself) and `vlbench` (the record the exported task's scorer logs, without the output), which
   Inspect keeps as the sample's metadata, so `vlbench evaluate` reads the run's `.eval` log back by id and
   scores it by the paper's rules;
+- `inspect/<config>/<split>-00000-of-00001.parquet`, the `inspect_<config>` config, for a leaderboard whose metric
+  reads one built config's rows (GQA-OOD's acc-tail, config `tail`): the rows of `inspect` whose item is in it;
 - `eval.yaml` with `evaluation_framework: inspect-ai`: one task per leaderboard (evaluator/publish/hub_results.py),
-  each over the `inspect` config, solved by `generate` (greedy, the exported answer budget) and scored by a
-  built-in proxy (`match` at the beginning for a letter, `exact` for a generated answer); its description says
-  that the leaderboard's values are vlbench's;
-- `README.md`, the card with the `inspect` config declared and a section on running it;
+  each over the prompts of the rows its metric reads (`inspect`, or `inspect_<config>`), solved by `generate`
+  (greedy, the exported answer budget) and scored by a built-in proxy (`match` at the beginning for a letter,
+  `exact` for a generated answer). HFTask has no metric field, so the description names each task's metric and
+  scale and says that Inspect's proxy is a fraction from 0 to 1 while the leaderboards hold vlbench's values;
+- `README.md`, the card with the configs declared and its last section (on the Hub as a benchmark) replaced by
+  one on running it in Inspect;
 - `inspect/vlbench_layer.json`: what the layer replaced and added, with SHA-256s, so that `vlbench verify`
   checks a downloaded repo (the build's own files against its manifest, the layer against this record).
 """
@@ -92,14 +96,29 @@ def hub_table(task, table, docs: list[dict], meta: dict):
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def inspect_eval_yaml(benchmark: str, meta: dict, repo_id: str) -> dict:
-    """eval.yaml for the inspect-ai framework: one task per leaderboard over the `inspect` config."""
-    from evaluator.publish.hub_results import hub_tasks
+def layer_config(built_config: str | None) -> str:
+    """The layer's config holding the prompts of a built config's rows (None: every row, `inspect`)."""
+    return CONFIG if built_config is None else f"{CONFIG}_{built_config}"
 
-    tasks = hub_tasks(benchmark)
+
+def rows_of_config(task, rows, built):
+    """The layer's rows (`hub_table`) whose item is a row of `built`, another config's table of the split."""
+    import pyarrow as pa
+
+    from evaluator.harness.docs import parse_id
+
+    keep = set(task.ids(built))
+    return rows.filter(pa.array([parse_id(r["id"]) in keep for r in rows.column("vlbench").to_pylist()],
+                                pa.bool_()))
+
+
+def inspect_eval_yaml(benchmark: str, meta: dict, repo_id: str, tasks: list) -> dict:
+    """eval.yaml for the inspect-ai framework: one task per leaderboard (`tasks`, (task id, Headline)) over the
+    prompts of the rows its metric reads."""
+    from evaluator.publish.hub_results import leaderboards_text
+
     if not tasks:
         raise ParamsError(f"{benchmark}: no leaderboard metric (higher is better) to make a Hub task of")
-    labels = ", ".join(label for _, _, label in tasks)
     first = tasks[0][0]
     field_spec = {"input": "input", "target": "target", "id": "id", "metadata": ["vlbench"],
                   **({"input_image": "image"} if meta["images"] else {})}
@@ -107,35 +126,50 @@ def inspect_eval_yaml(benchmark: str, meta: dict, repo_id: str) -> dict:
     return {
         "name": benchmark,
         "description": (f"{benchmark}, built from its raw sources by vlbench, asked in vlbench's words "
-                        f"(`inspect eval hf/{repo_id}/{first}` runs it). The per-sample score Inspect prints is a "
-                        f"proxy (`{SCORERS[meta['form']]['name']}` against the reference answer); the "
-                        f"leaderboards ({labels}, in %, higher is better, on the {meta['split']} split) hold "
-                        f"vlbench's values: `vlbench evaluate {benchmark} --data {repo_id} --predictions "
-                        "LOG.eval` scores the run's log by the paper's rules."),
+                        f"(`inspect eval hf/{repo_id}/{first}` runs it). Each task asks the prompts of the rows its "
+                        "leaderboard's metric reads. The per-sample score Inspect prints is a proxy "
+                        f"(`{SCORERS[meta['form']]['name']}` against the reference answer, its accuracy a fraction "
+                        "from 0 to 1); the leaderboards (higher is better) hold vlbench's values, each on its own "
+                        f"scale: {leaderboards_text(tasks, lambda h: layer_config(h.config), meta['split'])}. "
+                        f"`vlbench evaluate {benchmark} --data {repo_id} --predictions LOG.eval` scores a run's log "
+                        "by the paper's rules."),
         "evaluation_framework": "inspect-ai",
-        "tasks": [copy.deepcopy({"id": tid, "config": CONFIG, "split": meta["split"], "field_spec": field_spec,
-                                 "solvers": [solver], "scorers": [SCORERS[meta["form"]]]}) for tid, _, _ in tasks],
+        "tasks": [copy.deepcopy({"id": tid, "config": layer_config(h.config), "split": meta["split"],
+                                 "field_spec": field_spec, "solvers": [solver], "scorers": [SCORERS[meta["form"]]]})
+                  for tid, h in tasks],
     }
 
 
-def card_with_config(text: str, benchmark: str, split: str, repo_hint: str, first_task: str) -> str:
-    """The build's card with the `inspect` config declared and a section on running it in Inspect."""
+def card_with_config(text: str, benchmark: str, split: str, repo_hint: str, tasks: list,
+                     data: dict[str, str]) -> str:
+    """The build's card with the layer's configs declared (`data`: config -> its file) and its last section, on
+    the Hub as a benchmark (evaluator/publish/hub_results.card_section), replaced by one on running its tasks
+    (`tasks`: (task id, Headline)) in Inspect."""
     from huggingface_hub import DatasetCard
+
+    from evaluator.publish.hub_results import CARD_HEADING
 
     card = DatasetCard(text)
     configs = list(card.data.get("configs") or [])
-    configs.append({"config_name": CONFIG, "data_files": [{"split": split, "path": f"{CONFIG}/{split}-*"}]})
+    configs += [{"config_name": name, "data_files": [{"split": split, "path": rel.replace("-00000-of-00001.", "-*.")}]}
+                for name, rel in data.items()]
     card.data.configs = configs
+    subsets = [f"`{name}` those of the rows of config `{name[len(CONFIG) + 1:]}`" for name in data if name != CONFIG]
     section = "\n".join([
         "", "## Running it in Inspect", "",
         f"The `{CONFIG}` config holds this benchmark's prompts in vlbench's words, one row per prompt (the image "
-        "after the text, as Inspect shows a Hub task's image), and `eval.yaml` makes a task of each leaderboard:",
-        "",
-        f"    inspect eval hf/{repo_hint}/{first_task} --model PROVIDER/MODEL --log-dir LOGS", "",
-        "Inspect's printed score is a proxy. Score the log by the benchmark's own rules (intervals, `compare` "
-        "and leaderboards follow):", "",
+        "after the text, as Inspect shows a Hub task's image)" + "".join(f", {s}" for s in subsets) + ". `eval.yaml` "
+        "(`evaluation_framework: inspect-ai`) makes a task of each leaderboard, over the prompts its metric reads:",
+        "", *(f"- `{tid}`: {h.label} {h.scale_words}, config `{layer_config(h.config)}`, split `{split}`"
+              for tid, h in tasks), "",
+        f"    inspect eval hf/{repo_hint}/{tasks[0][0]} --model PROVIDER/MODEL --log-dir LOGS", "",
+        "Inspect's printed score is a proxy, its accuracy a fraction from 0 to 1. Score the log by the benchmark's "
+        "own rules, each metric on its scale (intervals, `compare` and leaderboards follow):", "",
         f"    vlbench evaluate {benchmark} --data {repo_hint} --predictions LOGS/....eval", ""])
-    return str(card).rstrip("\n") + "\n" + section
+    body = str(card)
+    if CARD_HEADING in body:  # the plain build's section says why its eval.yaml names no framework
+        body = body[:body.rindex("\n" + CARD_HEADING)]
+    return body.rstrip("\n") + "\n" + section
 
 
 def write_layer(build: Path, task_dir: Path, repo_id: str, staging: Path) -> list[str]:
@@ -143,8 +177,8 @@ def write_layer(build: Path, task_dir: Path, repo_id: str, staging: Path) -> lis
     import pyarrow.parquet as pq
     import yaml
 
-    from core.data import load_table, read_parquet
-    from evaluator.publish.hub_results import EVAL_YAML
+    from core.data import available_splits, load_table, read_parquet
+    from evaluator.publish.hub_results import EVAL_YAML, built_hub_tasks, hub_tasks
     from evaluator.splits import checked_table
     from evaluator.tasks import get_task
 
@@ -155,22 +189,29 @@ def write_layer(build: Path, task_dir: Path, repo_id: str, staging: Path) -> lis
     table = checked_table(task, build, meta["split"], load_table(build, meta["config"], meta["split"]))
     rows = hub_table(task, table, docs, meta)
     meta = {**meta, "images": any(rows.column("image").to_pylist())}
-    spec = inspect_eval_yaml(meta["benchmark"], meta, repo_id)
-    data = f"{CONFIG}/{meta['split']}-00000-of-00001.parquet"
+    configs = {task.config} | {h.config for _, h in hub_tasks(task.name) if h.config}
+    tasks, _, _ = built_hub_tasks(task.name, {c: available_splits(build, c) for c in configs}, meta["split"])
+    spec = inspect_eval_yaml(meta["benchmark"], meta, repo_id, tasks)
+    data = {CONFIG: f"{CONFIG}/{meta['split']}-00000-of-00001.parquet"}
     (staging / CONFIG).mkdir(parents=True)
-    pq.write_table(rows, staging / data)
+    pq.write_table(rows, staging / data[CONFIG])
+    for built_config in sorted({h.config for _, h in tasks if h.config}):
+        data[layer_config(built_config)] = f"{CONFIG}/{built_config}/{meta['split']}-00000-of-00001.parquet"
+        (staging / CONFIG / built_config).mkdir()
+        pq.write_table(rows_of_config(task, rows, load_table(build, built_config, meta["split"])),
+                       staging / data[layer_config(built_config)])
     (staging / EVAL_YAML).write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=100))
-    card = card_with_config((build / "README.md").read_text(), meta["benchmark"], meta["split"], repo_id,
-                            spec["tasks"][0]["id"])
+    card = card_with_config((build / "README.md").read_text(), meta["benchmark"], meta["split"], repo_id, tasks,
+                            data)
     (staging / "README.md").write_text(card)
     listed = {item["path"]: item["sha256"] for item in json.loads((build / MANIFEST).read_bytes())["outputs"]}
     layer = {"written_by": WRITTEN_BY, "benchmark": meta["benchmark"], "split": meta["split"], "form": meta["form"],
              "manifest_sha256": meta["manifest_sha256"], "vlbench": meta["vlbench"],
              "replaced": {rel: {"built_sha256": listed.get(rel), "sha256": sha256_file(staging / rel)}
                           for rel in (EVAL_YAML, "README.md")},
-             "added": {data: sha256_file(staging / data)}}
+             "added": {rel: sha256_file(staging / rel) for rel in data.values()}}
     (staging / LAYER).write_text(dumps(layer, indent=2, sort_keys=True) + "\n")
-    return sorted([EVAL_YAML, "README.md", data, LAYER])
+    return sorted([EVAL_YAML, "README.md", *data.values(), LAYER])
 
 
 def layer_problems(folder: Path, listed: dict) -> tuple[list[str], set[str]]:

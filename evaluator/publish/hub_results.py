@@ -3,16 +3,19 @@
 * A built folder carries `eval.yaml` at its root, what registers a dataset repo as a Hub benchmark:
   `name`, `description` and `tasks`, one task per leaderboard -- here one per headline metric of the
   registry (higher is better; a lower-is-better metric such as DISCO's MAE is left out, a Hub
-  leaderboard ranks descending), each with the `config` and `split` that `vlbench evaluate` scores.
+  leaderboard ranks descending), each with the `config` and `split` holding the rows its metric reads
+  (the task's config, or the metric's own: GQA-OOD's acc-tail over the `tail` config). A Hub task has no
+  metric field, so the description names each task's metric and scale (in %, or from 0 to 1: VisDial's
+  MRR, DISCO's 1 - MAPE), as `vlbench evaluate` reports it.
   `evaluation_framework` is left out: it must name a framework registered with the Hub, and vlbench
-  is not one (yet).
+  is not one (yet); the card's last section says so (`card_section`).
 * `vlbench evaluate --hub-results DIR` writes `DIR/.eval_results/<benchmark>.yaml` for a model repo:
   a list with one entry per task of that eval.yaml -- `dataset` (`id`: the benchmark's dataset repo,
-  `task_id`, `revision` when known), `value` (the metric, in %), `date` (ISO-8601), `source` with
+  `task_id`, `revision` when known), `value` (the metric on its scale), `date` (ISO-8601), `source` with
   `--hub-source URL` (`url`: where the evaluation can be read, the pushed report or samples; `name`) and
-  `notes` (the split, the confidence interval and how it was computed, the coverage).
+  `notes` (the scale, the split, the confidence interval and how it was computed, the coverage).
 * `vlbench push --inspect-task` replaces the built eval.yaml with one for the inspect-ai framework
-  (evaluator/harness/hub.py): the same task ids, over the exported prompts.
+  (evaluator/harness/hub.py): the same task ids, over the exported prompts of the rows each metric reads.
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ from __future__ import annotations
 import datetime
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.errors import ParamsError
+
+if TYPE_CHECKING:
+    from evaluator.base import Headline
 
 EVAL_YAML = "eval.yaml"
 RESULTS_FOLDER = ".eval_results"
@@ -33,14 +40,20 @@ def task_id(key: str) -> str:
     return re.sub(r"[^a-z0-9_]+", "_", key.lower()).strip("_")
 
 
-def hub_tasks(benchmark: str) -> list[tuple[str, str, str]]:
-    """(task id, metrics key, label) of each leaderboard of a benchmark."""
+def hub_tasks(benchmark: str) -> list[tuple[str, Headline]]:
+    """(task id, headline metric) of each leaderboard of a benchmark."""
     from evaluator.tasks import get_task, has_task
 
     if not has_task(benchmark):
         return []
-    headline = get_task(benchmark).headline
-    return [(task_id(h.key), h.key, h.label) for h in headline if h.higher_is_better]
+    return [(task_id(h.key), h) for h in get_task(benchmark).headline if h.higher_is_better]
+
+
+def leaderboards_text(tasks: list[tuple[str, Headline]], config_of, split: str) -> str:
+    """Each task's metric, scale and rows, in words: "`acc_tail`: acc-tail in %, over config tail"; `config_of`
+    gives the config a task's headline metric reads."""
+    return "; ".join(f"`{tid}`: {h.label} {h.scale_words}, over config {config_of(h)}" for tid, h in tasks) + \
+        f" (split {split})"
 
 
 def _dump(data) -> str:
@@ -49,26 +62,62 @@ def _dump(data) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
 
 
-def eval_yaml(benchmark: str, splits: dict[str, list[str]]) -> str | None:
-    """eval.yaml of a built folder whose configs hold `splits` (None: the benchmark has no task, or
-    the task's config was not built)."""
+def built_hub_tasks(benchmark: str, splits: dict[str, list[str]],
+                    split: str | None = None) -> tuple[list[tuple[str, Headline]], str, str]:
+    """(tasks, config, split) of a built folder whose configs hold `splits`: the leaderboards whose rows were
+    built, over `split` or else the task's default split where it was built (no tasks: the benchmark has none,
+    or the task's config was not built)."""
     from evaluator.tasks import get_task
 
-    if not hub_tasks(benchmark):
-        return None
+    tasks = hub_tasks(benchmark)
+    if not tasks:
+        return [], "", ""
     task = get_task(benchmark)
     built = sorted(splits.get(task.config, []))
     if not built:
+        return [], task.config, ""
+    if split is None:
+        split = task.default_split if task.default_split in built else built[0]
+    return [(tid, h) for tid, h in tasks if split in splits.get(h.config or task.config, [])], task.config, split
+
+
+def eval_yaml(benchmark: str, splits: dict[str, list[str]]) -> str | None:
+    """eval.yaml of a built folder whose configs hold `splits` (None: no leaderboard was built)."""
+    tasks, config, split = built_hub_tasks(benchmark, splits)
+    if not tasks:
         return None
-    split = task.default_split if task.default_split in built else built[0]
-    labels = ", ".join(label for _, _, label in hub_tasks(benchmark))
     return _dump({
         "name": benchmark,
-        "description": (f"{benchmark}, built from its raw sources by vlbench. Leaderboards: {labels}, in % "
-                        f"(higher is better) on the {split} split of config {task.config}, as scored by "
-                        f"`vlbench evaluate {benchmark}`."),
-        "tasks": [{"id": tid, "config": task.config, "split": split} for tid, _, _ in hub_tasks(benchmark)],
+        "description": (f"{benchmark}, built from its raw sources by vlbench. Leaderboards (higher is better), "
+                        f"as `vlbench evaluate {benchmark}` scores them: "
+                        f"{leaderboards_text(tasks, lambda h: h.config or config, split)}. "
+                        f"No `evaluation_framework` is named: {NO_FRAMEWORK}"),
+        "tasks": [{"id": tid, "config": h.config or config, "split": split} for tid, h in tasks],
     })
+
+
+NO_FRAMEWORK = ("that field names a framework registered with the Hub, and vlbench is not one; "
+                "`vlbench push BUILD --inspect-task TASK` makes the repo a benchmark for inspect-ai.")
+CARD_HEADING = "## As a Hub benchmark"
+
+
+def card_section(benchmark: str, splits: dict[str, list[str]]) -> str:
+    """The plain build card's last section: what its eval.yaml registers, and why it names no evaluation
+    framework (or why there is no eval.yaml)."""
+    tasks, config, split = built_hub_tasks(benchmark, splits)
+    lines = ["", CARD_HEADING, ""]
+    if not tasks:
+        why = (f"{benchmark} has no leaderboard metric where higher is better" if not hub_tasks(benchmark) else
+               f"the config its leaderboards read ({config}) was not built")
+        lines.append(f"This folder has no `{EVAL_YAML}`: {why}, and a Hub benchmark is a list of leaderboards.")
+        return "\n".join(lines) + "\n"
+    lines += [f"`{EVAL_YAML}` registers this folder as a Hub benchmark, one task per leaderboard:", ""]
+    lines += [f"- `{tid}`: {h.label} {h.scale_words}, over config `{h.config or config}`, split `{split}`"
+              for tid, h in tasks]
+    lines += ["", f"It names no `evaluation_framework`: {NO_FRAMEWORK} A model repo's results for these tasks are "
+              f"written by `vlbench evaluate {benchmark} --data DATA --predictions FILE --hub-results DIR "
+              "--hub-dataset ORG/NAME` (`DIR/.eval_results/`)."]
+    return "\n".join(lines) + "\n"
 
 
 def read_eval_yaml(folder: Path) -> dict:
@@ -111,16 +160,17 @@ def write_eval_results(out: Path, benchmark: str, folder: Path, metrics: dict, d
         raise ParamsError(f"--hub-dataset {dataset_id!r}: expected the benchmark's Hub dataset repo id, ORG/NAME")
     check_source(source, out)
     spec = read_eval_yaml(folder)
-    keys = {tid: key for tid, key, _ in hub_tasks(benchmark)}
+    keys = {tid: h for tid, h in hub_tasks(benchmark)}
     intervals = metrics.get("intervals", {})
     coverage = metrics.get("coverage", {})
     entries = []
     for task in spec["tasks"]:
-        key = keys.get(task.get("id"))
+        headline = keys.get(task.get("id"))
+        key = headline.key if headline else None
         value = value_at(metrics, key) if key else None
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue
-        notes = [f"split {metrics['split']}"]
+        notes = [f"{headline.label} {headline.scale_words}", f"split {metrics['split']}"]
         bounds = intervals.get("metrics", {}).get(key)
         if bounds:
             notes.append(f"95% CI [{bounds[0]}, {bounds[1]}] ({intervals['resamples']} cluster-bootstrap resamples "

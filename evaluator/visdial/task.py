@@ -74,7 +74,7 @@ class OptionLikelihood(Ask):
 
 
 class VisDialTask(Task):
-    headline = (Headline("MRR", "mrr"), Headline("R@10", "r@10"), Headline("NDCG", "ndcg"))
+    headline = (Headline("MRR", "mrr", scale="0-1"), Headline("R@10", "r@10"), Headline("NDCG", "ndcg"))
     name = "visdial"
     config = "default"
     default_split = "val"
