@@ -468,13 +468,50 @@ def write_tiny_mllama(path: Path, seed: int = 0) -> Path:
     return Path(path)
 
 
+MISTRAL3_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}[SYSTEM_PROMPT]"
+    "{% for c in m['content'] %}{{ c['text'] }}{% endfor %}[/SYSTEM_PROMPT]{% elif m['role'] == 'user' %}[INST]"
+    "{% for c in m['content'] %}{% if c['type'] == 'image' %}[IMG]{% else %}{{ c['text'] }}{% endif %}{% endfor %}"
+    "[/INST]{% else %}{% for c in m['content'] %}{{ c['text'] }}{% endfor %}{{ eos_token }}{% endif %}{% endfor %}")
+
+
+def write_tiny_mistral3(path: Path, seed: int = 0) -> Path:
+    """A Mistral3ForConditionalGeneration (Mistral Small 3.1's shape: a Pixtral tower of 8 px patches, images
+    resized to a longest edge of 32 px in whole 16 px squares, 2 x 2 patches merged per image token, rows closed by
+    [IMG_BREAK] and the image by [IMG_END]; a Mistral decoder) whose [INST] template writes <s>, over a tokenizer
+    that adds it too. Its processor_config.json names transformers' PixtralProcessor, as the published
+    checkpoints' do; without torchvision vlbench builds evaluator/models/pixtral.py's in its place."""
+    from transformers import Mistral3Config, Mistral3ForConditionalGeneration, PixtralImageProcessorPil
+
+    from evaluator.models.pixtral import PixtralProcessorPil
+
+    special = ["<unk>", "<pad>", "<s>", "</s>", "[INST]", "[/INST]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[IMG]",
+               "[IMG_BREAK]", "[IMG_END]"]
+    tokenizer = _tokenizer(special, {"pad_token": "<pad>", "eos_token": "</s>", "image_token": "[IMG]"}, "<s>")
+    config = Mistral3Config(
+        text_config={"model_type": "mistral", **_text(tokenizer, pad_token_id=1, bos_token_id=2, eos_token_id=3)},
+        vision_config={"model_type": "pixtral", "hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2,
+                       "num_attention_heads": 4, "head_dim": 8, "image_size": 32, "patch_size": 8},
+        spatial_merge_size=2, image_token_index=tokenizer.convert_tokens_to_ids("[IMG]"),
+        multimodal_projector_bias=False, architectures=["Mistral3ForConditionalGeneration"])
+    processor = PixtralProcessorPil(image_processor=PixtralImageProcessorPil(size={"longest_edge": 32},
+                                                                             patch_size={"height": 8, "width": 8}),
+                                    tokenizer=tokenizer, patch_size=8, spatial_merge_size=2,
+                                    chat_template=MISTRAL3_CHAT_TEMPLATE)
+    _save(Mistral3ForConditionalGeneration, config, path, processor, seed)
+    saved = json.loads((Path(path) / "processor_config.json").read_text())
+    (Path(path) / "processor_config.json").write_text(json.dumps({**saved, "processor_class": "PixtralProcessor"},
+                                                                 indent=2, sort_keys=True))
+    return Path(path)
+
+
 # The families whose tiny checkpoint the tests run (model type -> writer), for the docs' families table.
 TINY_FAMILIES = {"llava": write_tiny_llava, "llava_next": write_tiny_llava_next, "qwen2_vl": write_tiny_qwen2_vl,
                  "qwen2_5_vl": write_tiny_qwen2_5_vl, "qwen3_vl": write_tiny_qwen3_vl, "qwen3_5": write_tiny_qwen3_5,
                  "paligemma": write_tiny_paligemma, "mllama": write_tiny_mllama, "gemma3": write_tiny_gemma3,
                  "idefics3": write_tiny_idefics3, "smolvlm": write_tiny_smolvlm, "aya_vision": write_tiny_aya_vision,
                  "glm4v": write_tiny_glm4v, "ovis2": write_tiny_ovis2, "llava_onevision": write_tiny_llava_onevision,
-                 "internvl": write_tiny_internvl}
+                 "internvl": write_tiny_internvl, "mistral3": write_tiny_mistral3}
 # Those whose tiny checkpoint (heads of 32) the tests also run through vllm: (tests/test_families.py; LLaVA's in
 # tests/test_vllm.py); Qwen3.5 there in bfloat16, which vLLM's CPU build requires of its linear-attention layers.
 VLLM_TINY_FAMILIES = ("llava_next", "qwen2_vl", "gemma3", "idefics3", "smolvlm", "qwen2_5_vl", "qwen3_vl", "qwen3_5",

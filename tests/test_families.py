@@ -263,48 +263,26 @@ def test_every_family_answers_every_benchmarks_ask(family, built, row_images, so
     assert {s["frames"] for s in samples} == {2}
 
 
-def _config_folder(path: Path, config, processor_files: bool = False) -> Path:
+def _config_folder(path: Path, config) -> Path:
     """A checkpoint folder holding CONFIG and a one-tensor weights file: enough for the checks made before any
-    weight is read; with PROCESSOR_FILES, Mistral 3's tokenizer, Pixtral image processor and processor class."""
+    weight is read."""
     from safetensors.torch import save_file
 
     config.save_pretrained(path)
     save_file({"x": torch.zeros(1)}, str(path / "model.safetensors"))
-    if processor_files:
-        from transformers import PixtralImageProcessorPil
-
-        from pipelines.tiny_families import _tokenizer
-
-        _tokenizer(["<unk>", "<pad>", "<s>", "</s>", "[IMG]"], {"pad_token": "<pad>", "eos_token": "</s>",
-                                                               "image_token": "[IMG]"}, "<s>").save_pretrained(path)
-        PixtralImageProcessorPil(size={"longest_edge": 32}, patch_size=8).save_pretrained(path)
-        (path / "processor_config.json").write_text(json.dumps({"processor_class": "PixtralProcessor",
-                                                                "patch_size": 8}))
-        (path / "chat_template.jinja").write_text(LLAVA_CHAT_TEMPLATE)
     return path
 
 
 def test_families_vlbench_does_not_ask_are_one_line_each(cli, built, sample_sources, tmp_path):
-    """Florence-2 (an encoder-decoder, hf: and vllm:), Phi-4-multimodal (a multimodal causal LM transformers does
-    not list as image-text-to-text) and, without torchvision, Mistral 3 (whose PixtralProcessor transformers
-    offers only with torchvision): one line each naming the cause and what to do, exit 2, nothing written."""
-    import importlib.util
-
-    from transformers import AutoConfig, Mistral3Config
+    """Florence-2 (an encoder-decoder, hf: and vllm:) and Phi-4-multimodal (a multimodal causal LM transformers does
+    not list as image-text-to-text): one line each naming the cause and what to do, exit 2, nothing written."""
+    from transformers import AutoConfig
 
     cases = [("hf", _config_folder(tmp_path / "florence2", AutoConfig.for_model("florence2")),
               "a florence2 model is an encoder-decoder"),
              ("vllm", tmp_path / "florence2", "a florence2 model is an encoder-decoder"),
              ("hf", _config_folder(tmp_path / "phi4", AutoConfig.for_model("phi4_multimodal")),
               "pass openai:MODEL")]
-    if importlib.util.find_spec("torchvision") is None:
-        mistral3 = Mistral3Config(text_config={"model_type": "mistral", "vocab_size": 110, "hidden_size": 32,
-                                               "num_key_value_heads": 2,
-                                               "num_hidden_layers": 1, "num_attention_heads": 4, "head_dim": 8},
-                                  vision_config={"model_type": "pixtral", "hidden_size": 32, "num_hidden_layers": 1,
-                                                 "num_attention_heads": 4, "image_size": 32, "patch_size": 8})
-        cases.append(("hf", _config_folder(tmp_path / "mistral3", mistral3, processor_files=True),
-                      "the PixtralProcessor needs torchvision; pip install torchvision"))
     for kind, path, needle in cases:
         out = tmp_path / "p.json"
         code, _, err = cli("predict", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco",
@@ -352,6 +330,64 @@ def through_vllm(tmp_path_factory):
             model, _, dtype = result["model"].partition(":")
             results[Path(model).name + (f":{dtype}" if dtype else "")] = result
     return folders, image, results
+
+
+def test_a_processor_transformers_offers_only_with_torchvision_and_vlbench_does_not_build_is_one_line(
+        monkeypatch, cli, built, sample_sources, tmp_path):
+    """Where vlbench had no build of a torchvision-only processor class (its WITHOUT_TORCHVISION emptied: Mistral 3's
+    PixtralProcessor is the only such class in the locked transformers), the checkpoint is one line saying to install
+    torchvision, exit 2, nothing written."""
+    from evaluator.models import pixtral
+    from pipelines.tiny_families import write_tiny_mistral3
+
+    monkeypatch.setattr(pixtral, "WITHOUT_TORCHVISION", {})
+    path = write_tiny_mistral3(tmp_path / "mistral3")
+    out = tmp_path / "p.json"
+    code, _, err = cli("predict", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco",
+                       "--model", f"hf:{path}", "--limit", "1", "--out", out)
+    assert_one_error_line(code, err, ["the PixtralProcessor needs torchvision; pip install torchvision"])
+    assert not out.exists()
+
+
+@pytest.mark.skipif(not VLLM_PYTHON, reason="no vLLM venv (the reference PixtralProcessor needs its torchvision): "
+                    "`make test` builds it (scripts/vllm_venv.sh)")
+def test_mistral3_s_processor_without_torchvision_gives_transformers_own_ids(tmp_path):
+    """Mistral 3 is scored here, where torchvision is missing: vlbench builds its Pixtral processor over the PIL image
+    processor (evaluator/models/pixtral.py). The golden is transformers' own PixtralProcessor on the same tiny
+    checkpoint, run in the vLLM venv (which has torchvision; tests/pixtral_probe.py): for images wider, taller,
+    smaller and larger than the 32 px longest edge, the token ids ([IMG] per 16 px square, [IMG_BREAK] closing each
+    row, [IMG_END] the last) and image sizes are equal; the pixels equal to float precision where the image needs no
+    resampling (32 x 32), and within PIL's and torchvision's bicubic resampling of each other elsewhere."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    from served_helpers import vllm_env
+
+    from evaluator.models.vlm_checkpoint import load_processor
+    from pipelines.tiny_families import write_tiny_mistral3
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from pixtral_probe import SHAPES, TEXT, image
+
+    path = write_tiny_mistral3(tmp_path / "mistral3")
+    done = subprocess.run([VLLM_PYTHON, str(Path(__file__).parent / "pixtral_probe.py"), str(path)], env=vllm_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    reference = json.loads(done.stdout.strip().splitlines()[-1])
+    assert reference["class"] == "PixtralProcessor"  # transformers' own, not vlbench's
+    processor, note = load_processor(str(path), hf_config(str(path)))
+    assert type(processor).__name__ == "ImageOnlyPixtralProcessorPil" and "PixtralProcessorPil" in note
+    counts = []
+    for (width, height), theirs in zip(SHAPES, reference["encoded"]):
+        ours = processor(images=[image(width, height)], text=[TEXT], return_tensors="np")
+        assert ours["input_ids"][0].tolist() == theirs["input_ids"], (width, height)
+        assert ours["image_sizes"].tolist() == theirs["image_sizes"], (width, height)
+        pixels, expected = np.asarray(ours["pixel_values"]), np.asarray(theirs["pixel_values"])
+        assert pixels.shape == expected.shape
+        assert np.abs(pixels - expected).max() < (1e-4 if (width, height) == (32, 32) else 0.5), (width, height)
+        counts.append(theirs["input_ids"].count(processor.image_token_id))
+    assert sorted(set(counts)) == [1, 2, 4]  # 1 x 1, 1 x 2 and 2 x 2 squares: the shapes exercise the rule
 
 
 @pytest.mark.skipif(not VLLM_PYTHON, reason="no vLLM venv: `make test` builds it (scripts/vllm_venv.sh)")

@@ -41,24 +41,36 @@ def is_generative(config) -> bool:
     return config.model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
 
-def _image_only_processor(path: str, config, spec: str):
-    """The processor without its video part, for installs without torchvision: the image processor,
-    the tokenizer and the chat template of the checkpoint, in the checkpoint's processor class, with the
-    settings its processor_config.json saves (LLaVA-OneVision's image-token count, InternVL's image sequence
-    length...). A processor that cannot be built without its video part (its image processor or its
-    constructor needs torchvision) is one error line saying to install torchvision."""
+VIDEO_PART_NOTE = ("the processor's video part needs torchvision (not installed): loaded its image and text parts "
+                   "only (no benchmark here reads video)")
+
+
+def _image_only_processor(path: str, config, spec: str) -> tuple[object, str]:
+    """(processor, note): the processor without its video part, for installs without torchvision: the image
+    processor, the tokenizer and the chat template of the checkpoint, in the checkpoint's processor class (or,
+    for a class transformers offers only with torchvision, vlbench's build of it: evaluator/models/pixtral.py),
+    with the settings its processor_config.json saves (LLaVA-OneVision's image-token count, InternVL's image
+    sequence length, Mistral 3's patch size...). A processor that cannot be built without its video part (its
+    image processor or its constructor needs torchvision) is one error line saying to install torchvision."""
     import transformers
     from transformers import AutoImageProcessor, AutoTokenizer
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
-    base = getattr(transformers, PROCESSOR_MAPPING_NAMES.get(config.model_type, ""), None)
+    from evaluator.models.pixtral import WITHOUT_TORCHVISION
+
+    name = PROCESSOR_MAPPING_NAMES.get(config.model_type) or ""
+    base, note = getattr(transformers, name, None), VIDEO_PART_NOTE
     if base is None:
         raise ModelError(f"{spec}: no processor class known for a {config.model_type} model")
     try:
-        attributes = [a for a in base.get_attributes() if "video" not in a]
+        base.get_attributes()
     except ImportError:  # a processor class transformers offers only with torchvision (Mistral 3's Pixtral)
-        raise ModelError(f"{spec}: the {PROCESSOR_MAPPING_NAMES[config.model_type]} needs torchvision; "
-                         "pip install torchvision") from None
+        if name not in WITHOUT_TORCHVISION:
+            raise ModelError(f"{spec}: the {name} needs torchvision; pip install torchvision") from None
+        base = WITHOUT_TORCHVISION[name]
+        note = (f"transformers offers the {name} only with torchvision (not installed): vlbench built its "
+                f"{base.__name__}, the same image tokens over the PIL image processor")
+    attributes = [a for a in base.get_attributes() if "video" not in a]
     if set(attributes) != {"image_processor", "tokenizer"}:
         raise ModelError(f"{spec}: the {base.__name__} needs torchvision for more than videos; pip install torchvision")
     image_only = type(f"ImageOnly{base.__name__}", (base,), {"get_attributes": classmethod(lambda cls: attributes)})
@@ -85,7 +97,7 @@ def _image_only_processor(path: str, config, spec: str):
     settings = json.loads(video.read_text()) if video.is_file() else nested_video
     if isinstance(settings, dict):
         processor.video_processor = SimpleNamespace(**settings)
-    return processor
+    return processor, note
 
 
 def without_video(processor_class) -> dict:
@@ -109,9 +121,7 @@ def load_processor(path: str, config, revision: str | None = None, spec: str | N
     except Exception as exc:  # noqa: BLE001 -- files the processor cannot be built from: the model's, one line
         if not isinstance(exc, (ImportError, OSError)) or "torchvision" not in str(exc).lower():
             raise ModelError(f"{spec or 'hf:' + path}: cannot load the processor ({exception_line(exc)})") from None
-    return _image_only_processor(path, config, spec or f"hf:{path}"), (
-        "the processor's video part needs torchvision (not installed): loaded its image and text parts only "
-        "(no benchmark here reads video)")
+    return _image_only_processor(path, config, spec or f"hf:{path}")
 
 
 def snapshot_revision(path: str, config) -> str | None:
