@@ -385,7 +385,8 @@ def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder,
     rounded, `stable_cosines`), different `group_column` values, correct responses that stay two texts once
     re-tagged (`same_after_retag`), then (unless nli_model=none) queries entailed both ways and responses
     entailed neither way. Returns {"pairs": i, j, cosines (rounded; settled where they decide, so
-    `written_cosines` settles those a build writes), NLI labels; "counts": the funnel; "near_threshold": the
+    `written_cosines` settles those a build writes), NLI labels; "counts": the funnel (`queries_entailed`: the
+    pairs whose queries passed NLI both ways, None with nli_model=none); "near_threshold": the
     cosine decisions within one COSINE_PRECISION of a threshold (pairs of different groups), with the side
     each fell on}."""
     q_code, q_texts = factorize(items.column("query").to_pylist())
@@ -408,11 +409,12 @@ def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder,
     candidates = len(i)
     same = same_after_retag(q_texts, r_texts, q_code, r_code, i, j)
     i, j, q_cos, r_cos = i[~same], j[~same], q_cos[~same], r_cos[~same]
-    labels = {}
+    labels, entailed = {}, None
     if nli is not None:
         fwd, bwd = both_ways(nli, q_texts, q_code[i], q_code[j], undecided=True)
         ok = _is_entailment(fwd) & _is_entailment(bwd)
         i, j, q_cos, r_cos, fwd, bwd = i[ok], j[ok], q_cos[ok], r_cos[ok], fwd[ok], bwd[ok]
+        entailed = len(i)  # the pairs whose responses the NLI check then asks about
         r_fwd, r_bwd = both_ways(nli, r_texts, r_code[i], r_code[j], undecided=False)
         ok = ~(_is_entailment(r_fwd) | _is_entailment(r_bwd))
         labels = dict(zip(_NLI_COLUMNS, (fwd[ok], bwd[ok], r_fwd[ok], r_bwd[ok])))
@@ -426,8 +428,9 @@ def mine_pairs(items: pa.Table, params: PairingParams, encoder: SentenceEncoder,
         for k in np.flatnonzero(within).tolist():
             for column, value in zip(close, (int(ci[k]), int(cj[k]), name, float(values[k]), bool(passed[k]))):
                 close[column].append(value)
-    return {"pairs": pa.table(columns), "counts": pa.table({"candidates": [candidates],
-                                                            "same_after_retag": [int(same.sum())], "kept": [len(i)]}),
+    counts = {"candidates": [candidates], "same_after_retag": [int(same.sum())],
+              "queries_entailed": pa.array([entailed], pa.int64()), "kept": [len(i)]}
+    return {"pairs": pa.table(columns), "counts": pa.table(counts),
             "near_threshold": pa.table(close, schema=pa.schema([("i", pa.int64()), ("j", pa.int64()),
                                                                  ("cosine", pa.string()), ("value", pa.float64()),
                                                                  ("kept", pa.bool_())]))}

