@@ -141,11 +141,11 @@ def stand_in(source: Path, path: Path, rate: float, response_rate: float, calibr
         return write_tiny_nli(path)
     items = [r for r in vcr_items(source, False)["items"].to_pylist() if r["reasoning_type"] == "causal"]
     rng = random.Random(0)
-    sample = [(tuple(rng.sample(sorted({r[k] for r in items}), 2))) for k in ("query", "response") for _ in
-              range(pairs)]
-    folder, measured = write_entailing_nli(path, sample[:pairs], sample[pairs:], rate, response_rate)
+    questions, answers = ([tuple(rng.sample(texts, 2)) for _ in range(pairs)] for texts in
+                          (sorted({r["query"] for r in items}), sorted({r["response"] for r in items})))
+    folder, measured = write_entailing_nli(path, questions, answers, rate, response_rate)
     calibrated.update(measured)
-    sampled += sample[:pairs]
+    sampled += questions
     return folder
 
 

@@ -359,16 +359,13 @@ def test_mistral3_s_processor_without_torchvision_gives_transformers_own_ids(tmp
     row, [IMG_END] the last) and image sizes are equal; the pixels equal to float precision where the image needs no
     resampling (32 x 32), and within PIL's and torchvision's bicubic resampling of each other elsewhere."""
     import subprocess
-    import sys
 
     import numpy as np
+    from pixtral_probe import SHAPES, TEXT, image
     from served_helpers import vllm_env
 
     from evaluator.models.vlm_checkpoint import load_processor
     from pipelines.tiny_families import write_tiny_mistral3
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from pixtral_probe import SHAPES, TEXT, image
 
     path = write_tiny_mistral3(tmp_path / "mistral3")
     done = subprocess.run([VLLM_PYTHON, str(Path(__file__).parent / "pixtral_probe.py"), str(path)], env=vllm_env(),

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from core.errors import ParamsError, VlbenchError
 from core.hashing import sha256_file
@@ -113,8 +113,8 @@ def rows_of_config(task, rows, built):
 
 
 def inspect_eval_yaml(benchmark: str, meta: dict, repo_id: str, tasks: list) -> dict:
-    """eval.yaml for the inspect-ai framework: one task per leaderboard (`tasks`, (task id, Headline)) over the
-    prompts of the rows its metric reads."""
+    """eval.yaml for the inspect-ai framework: one task per leaderboard (`tasks`: (task id, Headline, the layer's
+    config holding the prompts of the rows its metric reads))."""
     from evaluator.publish.hub_results import leaderboards_text
 
     if not tasks:
@@ -130,38 +130,39 @@ def inspect_eval_yaml(benchmark: str, meta: dict, repo_id: str, tasks: list) -> 
                         "leaderboard's metric reads. The per-sample score Inspect prints is a proxy "
                         f"(`{SCORERS[meta['form']]['name']}` against the reference answer, its accuracy a fraction "
                         "from 0 to 1); the leaderboards (higher is better) hold vlbench's values, each on its own "
-                        f"scale: {leaderboards_text(tasks, lambda h: layer_config(h.config), meta['split'])}. "
+                        f"scale: {leaderboards_text(tasks, meta['split'])}. "
                         f"`vlbench evaluate {benchmark} --data {repo_id} --predictions LOG.eval` scores a run's log "
                         "by the paper's rules."),
         "evaluation_framework": "inspect-ai",
-        "tasks": [copy.deepcopy({"id": tid, "config": layer_config(h.config), "split": meta["split"],
-                                 "field_spec": field_spec, "solvers": [solver], "scorers": [SCORERS[meta["form"]]]})
-                  for tid, h in tasks],
+        "tasks": [copy.deepcopy({"id": tid, "config": config, "split": meta["split"], "field_spec": field_spec,
+                                 "solvers": [solver], "scorers": [SCORERS[meta["form"]]]}) for tid, _, config in tasks],
     }
 
 
 def card_with_config(text: str, benchmark: str, split: str, repo_hint: str, tasks: list,
-                     data: dict[str, str]) -> str:
-    """The build's card with the layer's configs declared (`data`: config -> its file) and its last section, on
-    the Hub as a benchmark (evaluator/publish/hub_results.card_section), replaced by one on running its tasks
-    (`tasks`: (task id, Headline)) in Inspect."""
+                     data: dict[str | None, str]) -> str:
+    """The build's card with the layer's configs declared (`data`: the built config whose rows a config holds,
+    None for every row -> its file) and its last section, on the Hub as a benchmark
+    (evaluator/publish/hub_results.card_section), replaced by one on running its tasks (as `inspect_eval_yaml`
+    takes them) in Inspect."""
     from huggingface_hub import DatasetCard
 
     from evaluator.publish.hub_results import CARD_HEADING
 
     card = DatasetCard(text)
     configs = list(card.data.get("configs") or [])
-    configs += [{"config_name": name, "data_files": [{"split": split, "path": rel.replace("-00000-of-00001.", "-*.")}]}
-                for name, rel in data.items()]
+    configs += [{"config_name": layer_config(built), "data_files": [{"split": split,
+                                                                    "path": f"{PurePosixPath(rel).parent}/{split}-*"}]}
+                for built, rel in data.items()]
     card.data.configs = configs
-    subsets = [f"`{name}` those of the rows of config `{name[len(CONFIG) + 1:]}`" for name in data if name != CONFIG]
+    subsets = [f"`{layer_config(built)}` those of the rows of config `{built}`" for built in data if built]
     section = "\n".join([
         "", "## Running it in Inspect", "",
         f"The `{CONFIG}` config holds this benchmark's prompts in vlbench's words, one row per prompt (the image "
         "after the text, as Inspect shows a Hub task's image)" + "".join(f", {s}" for s in subsets) + ". `eval.yaml` "
         "(`evaluation_framework: inspect-ai`) makes a task of each leaderboard, over the prompts its metric reads:",
-        "", *(f"- `{tid}`: {h.label} {h.scale_words}, config `{layer_config(h.config)}`, split `{split}`"
-              for tid, h in tasks), "",
+        "", *(f"- `{tid}`: {h.label} {h.scale_words}, config `{config}`, split `{split}`" for tid, h, config in tasks),
+        "",
         f"    inspect eval hf/{repo_hint}/{tasks[0][0]} --model PROVIDER/MODEL --log-dir LOGS", "",
         "Inspect's printed score is a proxy, its accuracy a fraction from 0 to 1. Score the log by the benchmark's "
         "own rules, each metric on its scale (intervals, `compare` and leaderboards follow):", "",
@@ -190,16 +191,17 @@ def write_layer(build: Path, task_dir: Path, repo_id: str, staging: Path) -> lis
     rows = hub_table(task, table, docs, meta)
     meta = {**meta, "images": any(rows.column("image").to_pylist())}
     configs = {task.config} | {h.config for _, h in hub_tasks(task.name) if h.config}
-    tasks, _, _ = built_hub_tasks(task.name, {c: available_splits(build, c) for c in configs}, meta["split"])
+    built, _, _ = built_hub_tasks(task.name, {c: available_splits(build, c) for c in configs}, meta["split"])
+    tasks = [(tid, h, layer_config(h.config)) for tid, h, _ in built]
     spec = inspect_eval_yaml(meta["benchmark"], meta, repo_id, tasks)
-    data = {CONFIG: f"{CONFIG}/{meta['split']}-00000-of-00001.parquet"}
+    data = {None: f"{CONFIG}/{meta['split']}-00000-of-00001.parquet"}
     (staging / CONFIG).mkdir(parents=True)
-    pq.write_table(rows, staging / data[CONFIG])
-    for built_config in sorted({h.config for _, h in tasks if h.config}):
-        data[layer_config(built_config)] = f"{CONFIG}/{built_config}/{meta['split']}-00000-of-00001.parquet"
+    pq.write_table(rows, staging / data[None])
+    for built_config in sorted({h.config for _, h, _ in tasks if h.config}):
+        data[built_config] = f"{CONFIG}/{built_config}/{meta['split']}-00000-of-00001.parquet"
         (staging / CONFIG / built_config).mkdir()
         pq.write_table(rows_of_config(task, rows, load_table(build, built_config, meta["split"])),
-                       staging / data[layer_config(built_config)])
+                       staging / data[built_config])
     (staging / EVAL_YAML).write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=100))
     card = card_with_config((build / "README.md").read_text(), meta["benchmark"], meta["split"], repo_id, tasks,
                             data)

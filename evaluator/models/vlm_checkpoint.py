@@ -63,14 +63,15 @@ def _image_only_processor(path: str, config, spec: str) -> tuple[object, str]:
     if base is None:
         raise ModelError(f"{spec}: no processor class known for a {config.model_type} model")
     try:
-        base.get_attributes()
+        attributes = base.get_attributes()
     except ImportError:  # a processor class transformers offers only with torchvision (Mistral 3's Pixtral)
         if name not in WITHOUT_TORCHVISION:
             raise ModelError(f"{spec}: the {name} needs torchvision; pip install torchvision") from None
         base = WITHOUT_TORCHVISION[name]
+        attributes = base.get_attributes()
         note = (f"transformers offers the {name} only with torchvision (not installed): vlbench built its "
                 f"{base.__name__}, the same image tokens over the PIL image processor")
-    attributes = [a for a in base.get_attributes() if "video" not in a]
+    attributes = [a for a in attributes if "video" not in a]
     if set(attributes) != {"image_processor", "tokenizer"}:
         raise ModelError(f"{spec}: the {base.__name__} needs torchvision for more than videos; pip install torchvision")
     image_only = type(f"ImageOnly{base.__name__}", (base,), {"get_attributes": classmethod(lambda cls: attributes)})

@@ -49,10 +49,9 @@ def hub_tasks(benchmark: str) -> list[tuple[str, Headline]]:
     return [(task_id(h.key), h) for h in get_task(benchmark).headline if h.higher_is_better]
 
 
-def leaderboards_text(tasks: list[tuple[str, Headline]], config_of, split: str) -> str:
-    """Each task's metric, scale and rows, in words: "`acc_tail`: acc-tail in %, over config tail"; `config_of`
-    gives the config a task's headline metric reads."""
-    return "; ".join(f"`{tid}`: {h.label} {h.scale_words}, over config {config_of(h)}" for tid, h in tasks) + \
+def leaderboards_text(tasks: list[tuple[str, Headline, str]], split: str) -> str:
+    """Each task's metric, scale and config, in words: "`acc_tail`: acc-tail in %, over config tail"."""
+    return "; ".join(f"`{tid}`: {h.label} {h.scale_words}, over config {config}" for tid, h, config in tasks) + \
         f" (split {split})"
 
 
@@ -63,10 +62,10 @@ def _dump(data) -> str:
 
 
 def built_hub_tasks(benchmark: str, splits: dict[str, list[str]],
-                    split: str | None = None) -> tuple[list[tuple[str, Headline]], str, str]:
-    """(tasks, config, split) of a built folder whose configs hold `splits`: the leaderboards whose rows were
-    built, over `split` or else the task's default split where it was built (no tasks: the benchmark has none,
-    or the task's config was not built)."""
+                    split: str | None = None) -> tuple[list[tuple[str, Headline, str]], str, str]:
+    """(tasks, the task's config, split) of a built folder whose configs hold `splits`: the leaderboards whose rows
+    were built, each as (task id, headline, the built config it reads), over `split` or else the task's default
+    split where it was built (no tasks: the benchmark has none, or the task's config was not built)."""
     from evaluator.tasks import get_task
 
     tasks = hub_tasks(benchmark)
@@ -78,21 +77,22 @@ def built_hub_tasks(benchmark: str, splits: dict[str, list[str]],
         return [], task.config, ""
     if split is None:
         split = task.default_split if task.default_split in built else built[0]
-    return [(tid, h) for tid, h in tasks if split in splits.get(h.config or task.config, [])], task.config, split
+    read = [(tid, h, h.config or task.config) for tid, h in tasks]
+    return [(tid, h, c) for tid, h, c in read if split in splits.get(c, [])], task.config, split
 
 
 def eval_yaml(benchmark: str, splits: dict[str, list[str]]) -> str | None:
     """eval.yaml of a built folder whose configs hold `splits` (None: no leaderboard was built)."""
-    tasks, config, split = built_hub_tasks(benchmark, splits)
+    tasks, _, split = built_hub_tasks(benchmark, splits)
     if not tasks:
         return None
     return _dump({
         "name": benchmark,
         "description": (f"{benchmark}, built from its raw sources by vlbench. Leaderboards (higher is better), "
                         f"as `vlbench evaluate {benchmark}` scores them: "
-                        f"{leaderboards_text(tasks, lambda h: h.config or config, split)}. "
+                        f"{leaderboards_text(tasks, split)}. "
                         f"No `evaluation_framework` is named: {NO_FRAMEWORK}"),
-        "tasks": [{"id": tid, "config": h.config or config, "split": split} for tid, h in tasks],
+        "tasks": [{"id": tid, "config": config, "split": split} for tid, _, config in tasks],
     })
 
 
@@ -112,8 +112,7 @@ def card_section(benchmark: str, splits: dict[str, list[str]]) -> str:
         lines.append(f"This folder has no `{EVAL_YAML}`: {why}, and a Hub benchmark is a list of leaderboards.")
         return "\n".join(lines) + "\n"
     lines += [f"`{EVAL_YAML}` registers this folder as a Hub benchmark, one task per leaderboard:", ""]
-    lines += [f"- `{tid}`: {h.label} {h.scale_words}, over config `{h.config or config}`, split `{split}`"
-              for tid, h in tasks]
+    lines += [f"- `{tid}`: {h.label} {h.scale_words}, over config `{c}`, split `{split}`" for tid, h, c in tasks]
     lines += ["", f"It names no `evaluation_framework`: {NO_FRAMEWORK} A model repo's results for these tasks are "
               f"written by `vlbench evaluate {benchmark} --data DATA --predictions FILE --hub-results DIR "
               "--hub-dataset ORG/NAME` (`DIR/.eval_results/`)."]
