@@ -58,6 +58,24 @@ class Headline:
         return {"%": "in %", "0-1": "from 0 to 1"}[self.scale]
 
 
+@dataclass(frozen=True)
+class Sealing:
+    """What a participant sees of a split sealed for a hidden challenge (`vlbench seal`, evaluator/sealed.py): the
+    columns of the task's config kept in the public half (every other column -- answers, labels, counts, a
+    metric's truth, a statistic computed from them -- goes into the sealed answer file), with the release it
+    follows (`source`). `opaque_ids`: the benchmark's ids (or its row order) give answers away, so the public half
+    names each row by a keyed hash of its id, in the order of those hashes. `one_row_per`: a column whose value a
+    sealed split holds once (VisDial: a later round's history holds the earlier rounds' answers), why, and the
+    `--param` that builds such a split (`build_param`)."""
+
+    public: tuple[str, ...]
+    source: str
+    opaque_ids: bool = False
+    one_row_per: str | None = None
+    one_row_why: str = ""
+    build_param: str | None = None
+
+
 class Task(ABC):
     name: ClassVar[str]
     config: ClassVar[str]  # the built config the task reads
@@ -77,6 +95,7 @@ class Task(ABC):
     hf_families: ClassVar[tuple[HfFamily, ...]] = ()  # the non-generative `hf:` checkpoints it loads
     generative_reason: ClassVar[str] = "the benchmark declares no way to ask a generative model"
     headline: ClassVar[tuple[Headline, ...]] = ()  # the metrics a reader looks at first
+    sealing: ClassVar[Sealing | None] = None  # how a split is sealed for a hidden challenge (None: it cannot be)
     images_folder: ClassVar[str | None] = None  # its image folder under `vlbench suite --images-root`
     # The majority-vote model of Gat et al., NeurIPS 2021, Eq. 4: a task that has one defines
     # `majority(self, train) -> model`; None (the default, and a task may say so explicitly): it has none.

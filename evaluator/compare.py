@@ -36,7 +36,7 @@ def compare_predictions(request: ScoringRequest, predictions: list[Path], *, rep
     options = task_options(task, list(request.options))
     if report is not None:
         check_report_folder(report)
-    folder, split, table = open_split(task, request.data, request.split)
+    folder, split, table = open_split(task, request.data, request.split, request.answers)
     if by is not None:
         table = with_column(task, folder, split, table, by)
     ids = task.ids(table)

@@ -18,7 +18,7 @@ import pyarrow as pa
 from core.errors import SubmissionError
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Headline, Task
+from evaluator.base import Headline, Sealing, Task
 from evaluator.models.ask import Ask
 from evaluator.models.menu import Baseline, HfFamily, has_architecture, is_model_type
 from evaluator.models.options import ModelOptions
@@ -122,6 +122,12 @@ class PairedTask(Task):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if "generative" in cls.__dict__:
+            # A sub-question, its pair and what the model is shown (the image, the text, the choices); the label,
+            # which choice was re-tagged from the pair's other item, the source item and the mining scores stay
+            # sealed.
+            cls.sealing = Sealing(("id", "pair_id", "sub_question", "image", *cls.generative.input_columns),
+                                  "the build's sub-questions and choices, without labels")
         if "choices" in cls.__dict__:
             cls.value_check = staticmethod(is_score_list(cls.choices))
             cls.value_desc = f"lists of {cls.choices} finite numbers"

@@ -6,6 +6,7 @@ beside what is their own (the files, a model, a report folder)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from evaluator.submission import PARTIAL_HINT
 
@@ -26,3 +27,4 @@ class ScoringRequest:
     reasoning_tags: tuple | None = None  # markers of a harness log's thinking (None: the families' own)
     resamples: int = DEFAULT_RESAMPLES  # cluster-bootstrap resamples of the 95% intervals (0: none)
     seed: int = 0  # of the resamples
+    answers: Path | None = None  # the sealed answer file of a sealed build's public half (evaluator/sealed.py)

@@ -68,7 +68,7 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--log-samples"),
                          (rotations_path(out), "--circular")):
         check_output_file(path, option)
-    folder, split, table = open_split(task, data, split)
+    folder, split, table = open_split(task, data, split, truth=False)
     rows_chosen = limit is not None or offset != 0
     if rows_chosen:
         if offset < 0 or offset >= table.num_rows or (limit is not None and limit < 1):
@@ -76,6 +76,7 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
                               "(offset in 0..rows - 1, limit at least 1)")
         table = table.slice(offset, limit)
     adapter = task.make_model(model, dataclasses.replace(options, data=folder))
+    _check_public_inputs(adapter, model, data, folder, table)
     if log_samples and adapter.samples is None:
         raise ParamsError(f"--log-samples: {model} has no prompts or raw outputs to log (generative hf: models do)")
     world = world_from_env()
@@ -116,6 +117,21 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     return split, len(predictions)
 
 
+def _check_public_inputs(adapter, model: str, data: str, folder: Path, table: pa.Table) -> None:
+    """A model run on the public half of a sealed build reads only what it holds: one that reads a sealed column
+    (VCR's QA->R prompts read the correct answer) is one line, before any weight is loaded."""
+    from evaluator.models.model import input_columns
+    from evaluator.sealed import sealed_record
+
+    if sealed_record(folder) is None:
+        return
+    held = [c for c in input_columns(adapter, table) if c not in table.column_names]
+    if held:
+        raise ModelError(f"{model}: reads column {held[0]}, which --data {data} (the public half of a sealed build) "
+                         "holds apart with the answers; a participant's model sees only "
+                         f"{', '.join(table.column_names)}")
+
+
 def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None = None, by: str | None = None,
              hub_results: Path | None = None, hub_dataset: str | None = None, hub_source: str | None = None) -> dict:
     """Validate a prediction file against a split and compute the benchmark's metrics, with 95%
@@ -138,7 +154,7 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
     from evaluator.publish.hub_results import check_source
 
     check_source(hub_source, hub_results)
-    folder, split, table = open_split(task, data, request.split)
+    folder, split, table = open_split(task, data, request.split, request.answers)
     if by is not None:
         table = with_column(task, folder, split, table, by)
     preds, converted = load_submission(task, predictions, request.fmt, task.ids(table), request.harness_data,

@@ -13,12 +13,43 @@ from core.errors import ParamsError
 from core.params import apply_overrides
 
 
-def open_split(task, data: str, split: str | None):
+def open_split(task, data: str, split: str | None, answers: Path | None = None, truth: bool = True):
     """(folder, split, table) of `--data` and `--split` (the task's default split when None), the table checked
-    (`checked_table`)."""
+    (`checked_table`). The public half of a sealed build (evaluator/sealed.py) is read with its sealed answer file
+    (`answers`, `--answers`): the built table again, row for row, its rows named as the public half names them;
+    without it, only where the command needs no truth (`truth` False: `predict`), as the public columns."""
+    from evaluator import sealed
+
     folder = resolve_data(data)
+    record = sealed.sealed_record(folder)
+    if record is None:
+        if answers is not None:
+            raise ParamsError(f"--answers {answers}: {data} is not the public half of a sealed build (`vlbench seal`); "
+                              "its answers are in its tables")
+        split = pick_split(folder, task.config, split, task.default_split)
+        return folder, split, checked_table(task, folder, split, load_table(folder, task.config, split))
     split = pick_split(folder, task.config, split, task.default_split)
-    return folder, split, checked_table(task, folder, split, load_table(folder, task.config, split))
+    if split in (record.get("open_splits") or []):  # copied whole by the seal: its answers are in it
+        return folder, split, checked_table(task, folder, split, load_table(folder, task.config, split))
+    public = load_table(folder, task.config, split)
+    where = f"{folder / task.config}/{split}"
+    if answers is None:
+        if truth:
+            raise ParamsError(f"--data {data}: is the public half of a sealed build (its answers are held apart); pass "
+                              "--answers FILE, the sealed answer file `vlbench seal` wrote")
+        problems = sealed.public_problems(task, folder, record, {split: public})
+        if problems:
+            raise ParamsError(f"{problems[0]}; check it with `vlbench verify`")
+        return folder, split, public
+    found = sealed.read_answers(answers)
+    sealed.check_pair(folder, record, found)
+    if split not in found.tables:
+        raise ParamsError(f"--answers {answers}: holds no answers for split {split}")
+    try:
+        table = sealed.joined(task, public, found.tables[split], found.record["splits"][split]["columns"], True)
+    except ParamsError as exc:
+        raise ParamsError(f"{where} with --answers {answers}: {exc}") from None
+    return folder, split, checked_table(task, folder, split, table)
 
 
 def checked_table(task, folder: Path, split: str, table: pa.Table) -> pa.Table:

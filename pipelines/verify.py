@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from builders.base import schema_problem
 from builders.registry import get_builder
 from builders.sources.files import check_relative
 from core.data import load_table
@@ -16,6 +17,7 @@ from core.errors import VlbenchError
 from core.hashing import sha256_file
 from core.manifest import MANIFEST, read_manifest, read_manifest_file
 from evaluator.harness.hub import LAYER, layer_problems
+from evaluator.sealed import sealed_record
 
 
 def git_blob_id(path: Path) -> str:
@@ -57,8 +59,6 @@ def non_finite_columns(tables: dict[str, dict[str, pa.Table]]) -> list[str]:
 def table_problems(builder, tables: dict[str, dict[str, pa.Table]], params: dict) -> list[str]:
     """The one validation path of a benchmark's tables: `build` runs it before publishing OUT and
     `verify` runs it on the published parquet. Columns first (the invariants read them)."""
-    from builders.base import schema_problem
-
     columns = [f"{config}/{split}: {problem}" for config, by_split in sorted(tables.items())
                for split, table in sorted(by_split.items())
                if (problem := schema_problem(builder, config, table)) is not None]
@@ -88,7 +88,9 @@ def folder_entries(folder: Path) -> dict[str, str]:
     return entries
 
 
-def verify(folder: Path) -> Verification:
+def verify(folder: Path, answers: Path | None = None) -> Verification:
+    """What `vlbench verify FOLDER` checks; the public half of a sealed build is checked by `_verify_sealed`
+    (`answers`: its sealed answer file)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise VlbenchError(f"{folder}: " + ("is a file, expected a folder written by `vlbench build`"
@@ -127,7 +129,12 @@ def verify(folder: Path) -> Verification:
             report.problems.append(f"{rel}: not listed in the manifest")
     report.checked.append(f"{len(listed)} files against the manifest's sha256")
     builder = get_builder(manifest["benchmark"])
-    if not report.problems:
+    record = sealed_record(folder)
+    if record is not None:
+        _verify_sealed(folder, manifest, builder, record, answers, report)
+    elif answers is not None:
+        raise VlbenchError(f"--answers {answers}: {folder} is not the public half of a sealed build (`vlbench seal`)")
+    elif not report.problems:
         tables = {c: {s: load_table(folder, c, s) for s in manifest["splits"]} for c in builder.configs}
         report.problems += table_problems(builder, tables, manifest["params"])
         report.checked.append("invariants of " + manifest["benchmark"] + " and finite numbers in every table")
@@ -136,6 +143,102 @@ def verify(folder: Path) -> Verification:
         if rel in published:
             report.published[rel] = (folder / rel).is_file() and git_blob_id(folder / rel) == published[rel]
     return report
+
+
+def _whole_tables(folder: Path, builder, record: dict, found) -> dict[str, dict[str, pa.Table]]:
+    """Every table of the sealed splits again, from the public half and the answer file: the task's config with
+    the built ids, the others as the file holds them."""
+    from evaluator.sealed import joined
+    from evaluator.tasks import get_task
+
+    task = get_task(builder.name)
+    config = record["config"]
+    tables = {config: {split: joined(task, load_table(folder, config, split), found.tables[split],
+                                     found.record["splits"][split]["columns"], False)
+                       for split in record["splits"]}}
+    return {**tables, **found.others}
+
+
+def _verify_sealed(folder: Path, manifest: dict, builder, record: dict, answers: Path | None,
+                   report: Verification) -> None:
+    """The public half of a sealed build holds its tables, card and manifest only; its tables only the columns a
+    participant sees (evaluator/sealed.py's `public_problems`), typed as every build writes them; its card the
+    commitment its manifest records. With `answers`: the answer file is the one committed to, and the two halves
+    give back tables the benchmark's invariants hold on."""
+    from evaluator.sealed import check_pair, public_problems, read_answers
+    from evaluator.tasks import get_task
+
+    task = get_task(builder.name)
+    config, opened = record.get("config"), record.get("open_splits") or []
+    if config != task.config or not isinstance(opened, list) or \
+            sorted([*record["splits"], *opened]) != sorted(manifest["splits"]):
+        report.problems.append(f"{MANIFEST}: its sealed record names config {config} and splits "
+                               f"{sorted(record['splits'])} + {opened}, not {task.config} and {manifest['splits']}")
+        return
+    allowed = {"README.md"} | {p["path"] for p in manifest["outputs"]
+                               if p["path"].startswith(f"{config}/") and p["path"].split("/")[1].split("-")[0]
+                               in manifest["splits"] and p["path"].count("/") == 1}
+    report.problems += [f"{rel}: the public half of a sealed build holds only its tables, card and manifest"
+                        for rel in sorted(p["path"] for p in manifest["outputs"]) if rel not in allowed]
+    card = (folder / "README.md").read_text(errors="replace") if (folder / "README.md").is_file() else ""
+    if record["commitment"] not in card:
+        report.problems.append(f"README.md: does not state the commitment {record['commitment']} its manifest holds")
+    if report.problems:
+        return
+    tables = {split: load_table(folder, config, split) for split in record["splits"]}
+    report.problems += public_problems(task, folder, record, tables)
+    expected = builder.table_features(config).arrow_schema
+    for split, table in sorted(tables.items()):
+        for name in table.column_names:
+            if name in expected.names and not table.schema.field(name).type.equals(expected.field(name).type):
+                report.problems.append(f"{config}/{split}: column {name} is {table.schema.field(name).type}, not "
+                                       f"{expected.field(name).type} as every {builder.name} build writes it")
+        info = record["splits"][split]
+        if not isinstance(info, dict) or info.get("rows") != table.num_rows:
+            report.problems.append(f"{config}/{split}: {table.num_rows:,} rows, not the {info.get('rows')} its sealed "
+                                   "record lists")
+    for split in opened:
+        problem = schema_problem(builder, config, load_table(folder, config, split))
+        if problem is not None:
+            report.problems.append(f"{config}/{split} (open): {problem}")
+    report.checked.append(f"the public half's sealed splits hold only the columns a participant sees "
+                          f"({', '.join(task.sealing.public)}), and its card the commitment")
+    if answers is None or report.problems:
+        return
+    found = read_answers(answers)
+    check_pair(folder, record, found)
+    report.checked.append(f"{answers}: the answer file committed to ({record['commitment']})")
+    report.problems += table_problems(builder, _whole_tables(folder, builder, record, found), manifest["params"])
+    report.checked.append(f"invariants of {builder.name} and finite numbers in every table of the two halves joined")
+
+
+def compare_sealed(folder: Path, report: Verification, answers: Path, against: Path) -> None:
+    """The two halves of a sealed build against the build it was sealed from, row for row: every table of the
+    sealed splits, in every config."""
+    from evaluator.sealed import read_answers
+
+    against = Path(against)
+    if not (against / MANIFEST).is_file():
+        raise VlbenchError(f"--against {against}: no {MANIFEST} (the built folder the public half was sealed from)")
+    if report.problems:
+        return
+    builder = get_builder(read_manifest(folder)["benchmark"])
+    record = sealed_record(folder)
+    whole = _whole_tables(folder, builder, record, read_answers(answers))
+    for config, by_split in sorted(whole.items()):
+        for split, table in sorted(by_split.items()):
+            built = load_table(against, config, split)
+            if table.equals(built):
+                continue
+            if table.column_names != built.column_names or table.num_rows != built.num_rows:
+                report.problems.append(f"{config}/{split}: the two halves give {table.num_rows:,} rows of "
+                                       f"{table.column_names}, the build {built.num_rows:,} of {built.column_names}")
+                continue
+            column = next(c for c in table.column_names if not table.column(c).equals(built.column(c)))
+            row = next(k for k, (a, b) in enumerate(zip(table.column(column).to_pylist(),
+                                                        built.column(column).to_pylist())) if a != b)
+            report.problems.append(f"{config}/{split}: row {row}, column {column} differs from {against}")
+    report.checked.append(f"every table of the sealed splits, row for row, against {against}")
 
 
 def published_manifest(path: Path) -> dict:

@@ -145,6 +145,7 @@ OWN_MEANINGS = {
     "--model": "shortcuts: text-only models (a list); counterbias: a bias probe; the others a spec of the menus",
     "--seed": "shortcuts: the training seeds (a list); the others one seed (options.seed_option)",
     "--predictions": "evaluate: a file; compare: several files; suite: a folder of them",
+    "--answers": "seal: the sealed answer file it writes; the others the one they read (options.answers_option)",
 }
 
 

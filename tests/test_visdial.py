@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import assert_one_error_line
 
 from builders.visdial import reader as visdial
 from builders.visdial.samples import write_visdial
@@ -234,3 +235,25 @@ def test_the_options_invariant_on_arrow_agrees_with_the_literal_rule():
     assert got == {"good": True, "chunked": True, "chunked, wrong answer": False, "sliced": True, "wrong answer": False,
                    "99 options": False, "gt out of range": False, "empty": True}
     assert all(got[name] == literal(t) for name, t in cases.items() if name != "gt out of range")
+
+
+def test_rounds_dense_keeps_the_densely_annotated_round_of_each_dialog(cli, sample_sources, tmp_path):
+    """`--param rounds=dense`: the rows of the every-round build whose relevance the dense annotations give (the
+    sample writer annotates one random round per val dialog, as VisDial v1.0's val release does), nothing else;
+    a split without a dense annotation file is one line naming it."""
+    from core.data import load_table
+
+    code, _, err = cli("build", "visdial", "--source", sample_sources, "--out", tmp_path / "all")
+    assert code == 0, err
+    code, _, err = cli("build", "visdial", "--source", sample_sources, "--out", tmp_path / "dense", "--split", "val",
+                       "--param", "rounds=dense")
+    assert code == 0, err
+    every = load_table(tmp_path / "all", "default", "val").to_pylist()
+    dense = load_table(tmp_path / "dense", "default", "val").to_pylist()
+    assert dense == [row for row in every if row["relevance"] is not None]
+    assert len({row["image_id"] for row in dense}) == len(dense) == len({row["image_id"] for row in every})
+    assert {row["round_id"] for row in dense} != {1}  # not just the first round
+    code, _, err = cli("build", "visdial", "--source", sample_sources, "--out", tmp_path / "train",
+                       "--param", "rounds=dense")
+    assert_one_error_line(code, err, ("rounds=dense", "visdial_1.0_train_dense_annotations.json", "--split"))
+    assert not (tmp_path / "train").exists()

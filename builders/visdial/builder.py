@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -15,8 +16,9 @@ from builders.result import BuildResult, RunStage, run_uncached
 from builders.sources.files import expect_file
 from builders.splits import check_splits
 from builders.visdial import reader as visdial
-from core.errors import SourceError
+from core.errors import ParamsError, SourceError
 from core.markdown import table
+from core.params import param
 
 DIALOG_FILE = "visdial_1.0_{}.json"
 DENSE_FILE = "visdial_1.0_{}_dense_annotations.json"
@@ -24,7 +26,13 @@ DENSE_FILE = "visdial_1.0_{}_dense_annotations.json"
 
 @dataclass(frozen=True)
 class VisDialParams:
-    """VisDial has no build parameters: rows are the release's dialogs, flattened by round."""
+    """Rows are the release's dialogs, flattened by round: every round, or only the rounds with dense relevance
+    annotations (one per dialog in v1.0's val, chosen at random by its authors: the round its test split asks,
+    Das et al., CVPR 2017, and v1.0's release notes), the form a sealed split takes (a later round's history holds
+    the earlier rounds' answers)."""
+
+    rounds: Literal["all", "dense"] = param("all", "which rounds are rows: all, or only those with dense relevance "
+                                                   "(one per dialog in val, as v1.0's test split asks)")
 
 
 def features():
@@ -151,6 +159,10 @@ class VisDialBuilder(Builder):
     def build(self, sources: dict, params: VisDialParams, run_stage: RunStage = run_uncached) -> BuildResult:
         tables = {}
         for split, files in sorted(sources.items()):
+            if params.rounds == "dense" and len(files) < 2:
+                raise ParamsError(f"--param rounds=dense: the {split} split has no {DENSE_FILE.format(split)} (dense "
+                                  "relevance); build only the splits that have one (--split)")
+
             def compute(files=files):
                 dense = visdial.read_dense(files[1]) if len(files) > 1 else {}
                 dialogs = visdial.read_dialogs(files[0])
@@ -161,9 +173,13 @@ class VisDialBuilder(Builder):
                                           f"image {image} round {r}")
                 return {"rows": rows(dialogs, dense)}
             tables[split] = run_stage(f"rows-{split}", {}, list(files), compute)["rows"]
+            if params.rounds == "dense":
+                import pyarrow.compute as pc
+
+                tables[split] = tables[split].filter(pc.invert(pc.is_null(tables[split].column("relevance"))))
         stats = statistics(tables)
         return BuildResult(tables={"default": tables}, features=features(), statistics=stats,
-                           card_fields=card_fields(stats))
+                           card_fields=card_fields(stats, params))
 
 
 def statistics(tables: dict[str, pa.Table]) -> dict:
@@ -180,9 +196,12 @@ def statistics(tables: dict[str, pa.Table]) -> dict:
     return {"splits": out}
 
 
-def card_fields(stats: dict) -> dict[str, str]:
+def card_fields(stats: dict, params: VisDialParams) -> dict[str, str]:
     rows_ = [[s, v["images"], v["rounds"], v["dense_rounds"], v["dense_all_zero"],
               "-" if v["mean_relevant_options"] is None else v["mean_relevant_options"], v["mean_question_words"]]
              for s, v in stats["splits"].items()]
     return {"statistics": table(["Split", "Images", "Rounds", "Rounds with dense relevance",
-                                 "... all-zero", "Options with relevance > 0 (mean)", "Question words (mean)"], rows_)}
+                                 "... all-zero", "Options with relevance > 0 (mean)", "Question words (mean)"], rows_),
+            "rows": ("One row per (image, round)" if params.rounds == "all" else
+                     "One row per image, its round with dense relevance (`rounds=dense`: the form of v1.0's test "
+                     "split, one question per dialog with its history up to it)")}

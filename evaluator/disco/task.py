@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Headline, Task
+from evaluator.base import Headline, Sealing, Task
 from evaluator.disco.metrics import counting_errors, counting_metrics
 from evaluator.models.ask import CLEANING, Ask, parse_count
 from evaluator.models.menu import Baseline, on_train_split
@@ -60,6 +60,9 @@ class PeopleCount(Ask):
 
 class DiscoTask(Task):
     headline = (Headline("1 - MAPE", "one_minus_mape", scale="0-1"), Headline("MAE", "mae", higher_is_better=False))
+    # The image and the audio of a scene; the crowd count stays sealed.
+    sealing = Sealing(("id", "image_id", "quality", "image", "audio", "sample_rate", "audio_frames"),
+                      "DISCO's images and audio, without their counts")
     name = "disco"
     config = "default"
     default_split = "test"

@@ -10,7 +10,7 @@ import pyarrow as pa
 from builders.gqa_ood.rules import PUBLISHED_ALPHAS
 from core.errors import ModelError
 from core.markdown import report_table
-from evaluator.base import HarnessSplit, Headline, Task
+from evaluator.base import HarnessSplit, Headline, Sealing, Task
 from evaluator.gqa_ood import metrics as m
 from evaluator.gqa_ood.baselines import MostFrequentAnswer, QuestionPrior, RandomGroupAnswer
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
@@ -44,6 +44,9 @@ def train_file(options: ModelOptions) -> Path:
 class GQAOODTask(Task):
     headline = (Headline("acc-all", "acc_all"), Headline("acc-tail", "acc_tail", config="tail"),
                 Headline("acc-head", "acc_head", config="head"))
+    # GQA's own test release gives a question, its image and whether it is balanced (Hudson and Manning, CVPR
+    # 2019, §3.8); the answer, the program, the annotations, the groups and head / tail stay sealed.
+    sealing = Sealing(("question_id", "imageId", "question", "isBalanced"), "GQA's test questions file")
     name = "gqa-ood"
     config = "all"
     default_split = "testdev"

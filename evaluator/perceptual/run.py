@@ -73,7 +73,7 @@ def perceptual_score(request: ScoringRequest, model: str, options, *, model_opti
     if report is not None:
         check_report_folder(report, {"--data": data, "--images": model_options.images,
                                      "--videos": model_options.videos})
-    folder, split, table = open_split(task, data, request.split)
+    folder, split, table = open_split(task, data, request.split, request.answers)
     table = _where(table, where)
     if options.by is not None:
         table = with_column(task, folder, split, table, options.by)

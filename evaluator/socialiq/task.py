@@ -9,7 +9,7 @@ import pyarrow as pa
 from core.errors import SubmissionError
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Headline, Task
+from evaluator.base import Headline, Sealing, Task
 from evaluator.models.ask import Ask
 from evaluator.models.menu import Baseline
 from evaluator.models.model import Model
@@ -74,6 +74,11 @@ class AnswerLikelihood(Ask):
 
 class SocialIQTask(Task):
     headline = (Headline("accuracy", "accuracy"), Headline("A2", "a2"))
+    # A question and one of its answers; the label, and the answer's index (a question has more correct answers
+    # than incorrect ones), stay sealed. Ids name an answer correct (`a<j>`) or incorrect (`i<j>`) and rows list
+    # the correct answers first: a sealed split's rows are named and ordered by keyed hashes instead.
+    sealing = Sealing(("id", "video_id", "question_index", "question", "answer"), "Social-IQ's question and answer "
+                      "lists, without their labels", opaque_ids=True)
     name = "socialiq"
     config = "answers"
     default_split = "validation"

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Headline, Task
+from evaluator.base import Headline, Sealing, Task
 from evaluator.models.ask import Ask
 from evaluator.models.menu import Baseline
 from evaluator.models.model import Model, row_random
@@ -105,6 +105,9 @@ class AnswerThenRationale(Ask):
 
 class VCRTask(Task):
     headline = (Headline("Q->A", "q_a"), Headline("QA->R", "qa_r"), Headline("Q->AR", "q_ar"))
+    # VCR's test file gives everything but the two labels (Zellers et al., CVPR 2019, §5).
+    sealing = Sealing(("annot_id", "movie", "img_fn", "metadata_fn", "objects", "question", "answer_choices",
+                       "rationale_choices"), "VCR's test file")
     name = "vcr"
     config = "default"
     default_split = "val"

@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Headline, Task
+from evaluator.base import Headline, Sealing, Task
 from evaluator.models.ask import Ask
 from evaluator.models.menu import Baseline, on_train_split
 from evaluator.models.model import Model, row_random
@@ -75,6 +75,12 @@ class OptionLikelihood(Ask):
 
 class VisDialTask(Task):
     headline = (Headline("MRR", "mrr", scale="0-1"), Headline("R@10", "r@10"), Headline("NDCG", "ndcg"))
+    # VisDial v1.0's test split asks one round per dialog, its history up to that round (Das et al., CVPR 2017,
+    # §4.1); the answer, its index among the options and the dense relevance stay sealed.
+    sealing = Sealing(("id", "image_id", "round_id", "caption", "history", "question", "options"),
+                      "VisDial v1.0's test dialogs", one_row_per="image_id",
+                      one_row_why="a later round's history holds the earlier rounds' answers; build one round per "
+                                  "dialog, as VisDial v1.0's test split asks", build_param="rounds=dense")
     name = "visdial"
     config = "default"
     default_split = "val"

@@ -13,7 +13,7 @@ import pyarrow as pa
 from core.figures import FigureSpec
 from core.markdown import report_table
 from core.params import param
-from evaluator.base import HarnessSplit, Headline, Task
+from evaluator.base import HarnessSplit, Headline, Sealing, Task
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
 from evaluator.models.hf_vqa import clip_answers, vilt_vqa
 from evaluator.models.menu import Baseline, on_train_split
@@ -51,6 +51,9 @@ class TrainPrior(Model):
             self.prior = {t: _most_frequent(c) for t, c in by_type.items()}
 
     def predict(self, table: pa.Table) -> list[str]:
+        """The type's prior answer; `majority` reads no column (its declared inputs: none)."""
+        if not self.prior:
+            return [self.fallback] * table.num_rows
         return [self.prior.get(t, self.fallback) for t in table.column("question_type").to_pylist()]
 
 
@@ -81,6 +84,9 @@ class VqaAnswer(ShortAnswer):
 class VQATask(Task):
     """Shared by vqa-v2 (default split validation) and vqa-cp (default split test)."""
     headline = (Headline("VQA accuracy", "accuracy"),)
+    # VQA's test questions file gives a question and its COCO image (Antol et al., ICCV 2015, §3); the ten answers,
+    # the question and answer types stay sealed.
+    sealing = Sealing(("question_id", "image_id", "coco_split", "question"), "VQA's test questions file")
 
     config = "default"
     id_field, value_field, id_type = "question_id", "answer", int

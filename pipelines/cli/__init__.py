@@ -1,5 +1,5 @@
 """The `vlbench` command line, one module per command family: `build` (list, params, sample-sources, build,
-verify), `score` (predict, evaluate, export-task, perceptual, shortcuts, counterbias), `publish` (compare,
+verify, seal), `score` (predict, evaluate, export-task, perceptual, shortcuts, counterbias), `publish` (compare,
 leaderboard, counterbias-compare, push) and `suite` (suite, suite-compare, demo); the options several
 commands share are declared once in `options` and the model flags in `models`; `app` holds the typer
 application and `main`. Heavy modules are imported inside each command, so `vlbench --help` is instant."""
@@ -8,7 +8,7 @@ from pipelines.cli import build, publish, score, suite  # noqa: F401 -- each reg
 from pipelines.cli.app import app, main
 
 # The order `vlbench --help` lists the commands in: the life of a benchmark, from its sources to a report card.
-ORDER = ("list", "params", "sample-sources", "build", "verify", "push", "predict", "evaluate", "export-task",
+ORDER = ("list", "params", "sample-sources", "build", "verify", "seal", "push", "predict", "evaluate", "export-task",
          "compare", "leaderboard", "perceptual", "suite", "suite-compare", "shortcuts", "counterbias",
          "counterbias-compare", "demo")
 app.registered_commands.sort(key=lambda command: ORDER.index(command.name or command.callback.__name__))

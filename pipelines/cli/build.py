@@ -1,4 +1,4 @@
-"""The build commands: `vlbench list`, `params`, `sample-sources`, `build` and `verify`."""
+"""The build commands: `vlbench list`, `params`, `sample-sources`, `build`, `verify` and `seal`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from pipelines.cli.app import app, echo_err, whole_process
-from pipelines.cli.options import BENCH, BUILT, overwrite_option
+from pipelines.cli.options import BENCH, BUILT, answers_option, overwrite_option
 
 
 @app.command("list")
@@ -117,6 +117,42 @@ def build(
                + (f" (reused cached stages: {', '.join(cached)})" if cached else ""))
 
 
+@app.command("seal")
+def seal_command(
+    folder: str = typer.Argument(..., metavar="BUILD", help="A built folder (or a Hub dataset repo id)."),
+    public: Path = typer.Option(..., "--public", metavar="OUT", help="The public half: the folder to publish."),
+    answers: Path = typer.Option(..., "--answers", metavar="FILE",
+                                 help="The sealed answer file: keep it private until the reveal."),
+    split: list[str] = typer.Option([], "--split", help="A split to seal (repeat; default: the benchmark's "
+                                                        "evaluation split)."),
+    open_split: list[str] = typer.Option([], "--open", metavar="SPLIT",
+                                         help="A split copied whole, answers included (a train split; repeat)."),
+    reveal_on: Optional[str] = typer.Option(None, "--reveal-on", metavar="YYYY-MM-DD",
+                                            help="When the answers will be published (the card says so)."),
+    overwrite: bool = overwrite_option("Replace an OUT or FILE this command did not write."),
+):
+    """Seal a build for a hidden challenge: a public folder with no answer in it, a sealed answer file, and a
+    salted SHA-256 commitment to that file in the public card."""
+    import datetime
+
+    from core.errors import ParamsError
+    from pipelines.seal import seal
+
+    try:
+        day = datetime.date.fromisoformat(reveal_on) if reveal_on is not None else None
+    except ValueError:
+        raise ParamsError("--reveal-on: a date as YYYY-MM-DD") from None
+    record = seal(folder, public, answers, split or None, day, overwrite, open_split)
+    for name, info in record["splits"].items():
+        typer.echo(f"{record['config']}/{name}: {info['rows']:,} rows; sealed columns: "
+                   f"{', '.join(info['sealed_columns'])}")
+    for name in record["open_splits"]:
+        typer.echo(f"{record['config']}/{name}: open (copied whole)")
+    typer.echo(f"public half: {public} (publish it)")
+    typer.echo(f"sealed answers: {answers} (keep it private until the reveal)")
+    typer.echo(f"commitment: {record['commitment']}")
+
+
 @app.command("verify")
 def verify_command(
     folder: Path = BUILT,
@@ -125,17 +161,21 @@ def verify_command(
     against: Optional[Path] = typer.Option(
         None, "--against", metavar="PUBLISHED",
         help="A published build (its folder or manifest.json): fail unless every file is byte-identical to it, "
-             "and name the library versions, params and inputs that differ when one is not."),
+             "and name the library versions, params and inputs that differ when one is not. For the public half "
+             "of a sealed build (with --answers): the build it was sealed from, compared row for row."),
+    answers: Optional[Path] = answers_option("the two halves joined are checked as a build is"),
 ):
-    """Check a built folder: manifest hashes, invariants, and published checksums where known."""
+    """Check a built folder: manifest hashes, invariants, and published checksums where known. The public half of
+    a sealed build: that it holds no answer (and, with --answers, the commitment and the whole tables)."""
     from core.errors import VlbenchError
     from core.sanitise import sanitise
-    from pipelines.verify import compare_with_published, published_manifest, verify
+    from pipelines.verify import compare_sealed, compare_with_published, published_manifest, verify
 
-    published = published_manifest(against) if against is not None else None
-    report = verify(folder)
-    if published is not None:
-        compare_with_published(folder, report, published)
+    report = verify(folder, answers)
+    if against is not None and answers is not None:
+        compare_sealed(folder, report, answers, against)
+    elif against is not None:
+        compare_with_published(folder, report, published_manifest(against))
     for line in report.checked:
         typer.echo(f"checked: {line}")
     for rel, same in report.published.items():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from pathlib import Path
 from typing import Literal, Optional
 
 import typer
@@ -55,6 +56,13 @@ def hub_source_option(where: str) -> typer.models.OptionInfo:
                         help=f"Where {where}; each --hub-results entry names it as its `source`.")
 
 
+def answers_option(then: str) -> typer.models.OptionInfo:
+    """--answers, the sealed answer file of the public half of a sealed build given as --data or FOLDER."""
+    return typer.Option(None, "--answers", metavar="FILE",
+                        help="For the public half of a sealed build (`vlbench seal`): its sealed answer file, checked "
+                             f"against the commitment its card holds; {then}.")
+
+
 # The submission formats `evaluate` and `compare` read (evaluator/interop.py).
 Format = Literal["auto", "vlbench", "lmms-eval", "vlmevalkit", "inspect"]
 
@@ -80,6 +88,7 @@ SCORING_FLAGS: dict[str, tuple[object, object]] = {
              "and the other families' own).")),
     "resamples": (int, bootstrap_option()),
     "seed": (int, seed_option()),
+    "answers": (Optional[Path], answers_option("its answers are joined back in by row")),
 }
 
 

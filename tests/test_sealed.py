@@ -1,0 +1,259 @@
+"""Sealed builds (`vlbench seal`, evaluator/sealed.py): for every benchmark with a task, the public half holds no
+column a participant does not see (nor names one in its schema), `verify` checks it and, with the answer file, the
+commitment and the invariants of the two halves joined; the halves give the build back row for row; and scores
+from public + sealed equal `vlbench evaluate` on the build itself, intervals included. Nothing here names a
+benchmark: the columns come from each Task's `sealing` declaration."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from helpers import assert_one_error_line
+
+from builders.registry import get_benchmark
+from evaluator.tasks import get_task, task_names
+
+
+@pytest.fixture(scope="module")
+def sealable(built, sample_sources, tmp_path_factory):
+    """sealable(bench): a build of the benchmark that can be sealed (its Sealing's `build_param` where it names
+    one: VisDial's one round per dialog)."""
+    from pipelines.build import run_build
+
+    root, done = tmp_path_factory.mktemp("sealable"), {}
+
+    def build(bench: str) -> Path:
+        task = get_task(bench)
+        if task.sealing is None or task.sealing.build_param is None:
+            return built(bench)
+        if bench not in done:
+            entry = get_benchmark(bench)
+            run_build(bench, sample_sources, root / bench, splits=[task.default_split],
+                      assignments=[*entry.demo_params, task.sealing.build_param])
+            done[bench] = root / bench
+        return done[bench]
+
+    return build
+
+
+def _predict(cli, bench: str, data: Path, sources: Path, out: Path) -> Path:
+    entry = get_benchmark(bench)
+    train = () if entry.demo.train_file is None else ("--train-file", sources / entry.demo.train_file)
+    code, _, err = cli("predict", bench, "--data", data, "--model", entry.demo.models[0], "--out", out, *train)
+    assert code == 0, err
+    return out
+
+
+def _metrics(cli, bench: str, data: Path, predictions: Path, report: Path, *extra) -> dict:
+    code, _, err = cli("evaluate", bench, "--data", data, "--predictions", predictions, "--report", report,
+                       "--bootstrap", "200", *extra)
+    assert code == 0, err
+    return json.loads((report / "metrics.json").read_text())
+
+
+def _public_names(answers: Path, split: str, id_column: str) -> dict:
+    """{built id: the id the public half gives it}, read from the answer file (opaque ids only)."""
+    import pyarrow as pa
+
+    with zipfile.ZipFile(answers) as archive:
+        table = pq.read_table(pa.BufferReader(archive.read(f"{split}.parquet")))
+    return dict(zip(table.column(id_column).to_pylist(), table.column("vlbench_public_id").to_pylist()))
+
+
+@pytest.mark.parametrize("bench", task_names())
+def test_a_sealed_build_holds_no_answer_verifies_and_scores_as_the_build(bench, sealable, sample_sources, cli,
+                                                                          tmp_path):
+    task = get_task(bench)
+    build = sealable(bench)
+    public, answers = tmp_path / "public", tmp_path / "keep" / "answers.zip"
+    code, out, err = cli("seal", build, "--public", public, "--answers", answers, "--reveal-on", "2027-03-31")
+    if task.sealing is None:  # a benchmark that declares no public columns cannot be sealed, and says so
+        assert_one_error_line(code, err, (bench, "declares no sealing"))
+        return
+    assert code == 0, err
+    manifest = json.loads((public / "manifest.json").read_text())
+    record = manifest["sealed"]
+    split = task.default_split
+    assert record["splits"][split]["rows"] > 0 and f"commitment: {record['commitment']}" in out
+
+    # The public half: its tables, card and manifest only; its table the declared columns, and its schema's
+    # Hugging Face features name no other.
+    assert sorted(p.relative_to(public).as_posix() for p in public.rglob("*") if p.is_file()) == sorted(
+        ["README.md", "manifest.json", f"{task.config}/{split}-00000-of-00001.parquet"])
+    table = pq.read_table(public / task.config / f"{split}-00000-of-00001.parquet")
+    built = pq.read_table(build / task.config / f"{split}-00000-of-00001.parquet")
+    assert set(table.column_names) <= set(task.sealing.public) and table.num_rows == built.num_rows
+    assert set(record["splits"][split]["sealed_columns"]) == set(built.column_names) - set(table.column_names) != set()
+    assert set(json.loads(table.schema.metadata[b"huggingface"])["info"]["features"]) == set(table.column_names)
+    card = (public / "README.md").read_text()
+    assert record["commitment"] in card and "2027-03-31" in card
+    assert not any(f"`{c}`" in card.split("Sealed (in the answer file")[0] for c in
+                   record["splits"][split]["sealed_columns"])
+
+    # verify: the public half alone; with the answers and the build, row for row
+    code, out, err = cli("verify", public)
+    assert code == 0 and "columns a participant sees" in out, err
+    code, out, err = cli("verify", public, "--answers", answers, "--against", build)
+    assert code == 0 and "row for row" in out and f"invariants of {bench}" in out, err
+
+    # scores: a prediction file made on the build, scored on public + sealed and on the build (ids named as the
+    # public half names them where the benchmark's ids give answers away)
+    predictions = _predict(cli, bench, build, sample_sources, tmp_path / "p.json")
+    submitted = predictions
+    if task.sealing.opaque_ids:
+        names = _public_names(answers, split, task.id_field)
+        entries = json.loads(predictions.read_text())
+        submitted = tmp_path / "submitted.json"
+        submitted.write_text(json.dumps([{**e, task.id_field: names[e[task.id_field]]} for e in entries]))
+        assert set(names) == {e[task.id_field] for e in entries} and set(names) != set(names.values())
+    on_build = _metrics(cli, bench, build, predictions, tmp_path / "on-build")
+    on_sealed = _metrics(cli, bench, public, submitted, tmp_path / "on-sealed", "--answers", answers)
+    on_build.pop("predictions"), on_sealed.pop("predictions")
+    on_build.pop("prediction_record", None), on_sealed.pop("prediction_record", None)
+    assert on_sealed == on_build and "intervals" in on_build
+
+    # without the answers, nothing that needs them runs
+    code, _, err = cli("evaluate", bench, "--data", public, "--predictions", submitted)
+    assert_one_error_line(code, err, ("sealed build", "--answers"))
+
+
+def test_the_commitment_is_what_coreutils_compute_and_binds_every_member(sealable, cli, tmp_path):
+    """The card's recipe, run with `sha256sum` and `sort` over the members Python's zipfile extracts: the same
+    commitment. A changed answer (one label) or another seal's file is refused in one line."""
+    bench = "socialiq"  # a benchmark with another config sealed whole and opaque ids: every kind of member
+    public, answers = tmp_path / "public", tmp_path / "answers.zip"
+    assert cli("seal", sealable(bench), "--public", public, "--answers", answers)[0] == 0
+    record = json.loads((public / "manifest.json").read_text())["sealed"]
+    members = tmp_path / "members"
+    with zipfile.ZipFile(answers) as archive:
+        archive.extractall(members)
+        names = sorted(n for n in archive.namelist() if n != "salt")
+    script = f"(cat salt; sha256sum {' '.join(names)} | LC_ALL=C sort -k2) | sha256sum"
+    found = subprocess.run(["bash", "-c", script], cwd=members, capture_output=True, text=True, check=True)
+    assert found.stdout.split()[0] == record["commitment"]
+
+    # another seal of the same build: another salt, so another commitment and other public names
+    other_public, other = tmp_path / "other-public", tmp_path / "other.zip"
+    assert cli("seal", sealable(bench), "--public", other_public, "--answers", other)[0] == 0
+    assert json.loads((other_public / "manifest.json").read_text())["sealed"]["commitment"] != record["commitment"]
+    code, _, err = cli("verify", public, "--answers", other)
+    assert_one_error_line(code, err, ("other.zip", "commitment"))
+
+    # one label flipped inside the file (a member rewritten, the archive otherwise as written)
+    import io
+
+    import pyarrow as pa
+
+    with zipfile.ZipFile(answers) as archive:
+        content = {n: archive.read(n) for n in archive.namelist()}
+    split = get_task(bench).default_split
+    table = pq.read_table(pa.BufferReader(content[f"{split}.parquet"]))
+    labels = table.column("label").to_pylist()
+    labels[0] = 1 - labels[0]
+    sink = io.BytesIO()
+    pq.write_table(table.set_column(table.column_names.index("label"), "label", pa.array(labels, pa.int8())), sink)
+    content[f"{split}.parquet"] = sink.getvalue()
+    changed = tmp_path / "changed.zip"
+    with zipfile.ZipFile(changed, "w", zipfile.ZIP_STORED) as archive:
+        for name, data in content.items():
+            archive.writestr(name, data)
+    code, _, err = cli("evaluate", bench, "--data", public, "--answers", changed, "--predictions", changed)
+    assert_one_error_line(code, err, ("changed.zip", "commitment"))
+
+
+def test_verify_finds_an_answer_put_back_into_the_public_half(sealable, cli, tmp_path):
+    """A public half whose table regained a sealed column (its manifest updated to match, as a careless
+    re-publication would) fails `verify` naming the column; so does a figure copied in."""
+    from core.manifest import describe_outputs, read_manifest, write_manifest
+
+    bench = "vqa-v2"
+    task = get_task(bench)
+    build = sealable(bench)
+    public, answers = tmp_path / "public", tmp_path / "answers.zip"
+    assert cli("seal", build, "--public", public, "--answers", answers)[0] == 0
+    rel = f"{task.config}/{task.default_split}-00000-of-00001.parquet"
+    table = pq.read_table(public / rel)
+    whole = pq.read_table(build / rel)
+    pq.write_table(table.append_column("answers", whole.column("answers")), public / rel)
+    shutil.copytree(build / "figures", public / "figures")
+    manifest = read_manifest(public)
+    manifest["outputs"] = describe_outputs(public, {})
+    write_manifest(public, manifest)
+    code, _, err = cli("verify", public)
+    assert code == 2 and "figures/answer_types.png: the public half of a sealed build holds only" in err, err
+    shutil.rmtree(public / "figures")
+    manifest["outputs"] = describe_outputs(public, {})
+    write_manifest(public, manifest)
+    code, _, err = cli("verify", public)
+    assert code == 2 and "column answers is not one a participant sees" in err, err
+
+
+def test_seal_refusals_are_one_line_and_write_nothing(sealable, built, cli, tmp_path):
+    """A split a sealed form cannot take (VisDial with every round: a later round's history holds the answers), a
+    benchmark with no task, an answer file inside the public folder, over an existing file, an open split that
+    is also sealed: one line each, nothing written. A model that reads a sealed column is refused before it runs,
+    a model that reads only public columns predicts on the public half, and an open split keeps its answers."""
+    public, answers = tmp_path / "public", tmp_path / "answers.zip"
+    code, _, err = cli("seal", built("visdial"), "--public", public, "--answers", answers)
+    assert_one_error_line(code, err, ("one row per image_id", "--param rounds=dense"))
+    code, _, err = cli("seal", built("vl-bias"), "--public", public, "--answers", answers)
+    assert_one_error_line(code, err, ("vl-bias", "counterbias"))
+    code, _, err = cli("seal", built("vcr"), "--public", public, "--answers", public / "answers.zip")
+    assert_one_error_line(code, err, ("lies inside", "--public"))
+    answers.write_text("mine")
+    code, _, err = cli("seal", built("vcr"), "--public", public, "--answers", answers)
+    assert_one_error_line(code, err, ("exists", "--overwrite"))
+    assert answers.read_text() == "mine" and not public.exists()
+    code, _, err = cli("seal", built("vcr"), "--public", public, "--answers", tmp_path / "a.zip", "--split", "val",
+                       "--open", "val")
+    assert_one_error_line(code, err, ("--open val", "sealed or open"))
+    assert not public.exists() and not (tmp_path / "a.zip").exists()
+
+    code, _, err = cli("seal", built("vcr"), "--public", public, "--answers", tmp_path / "a.zip", "--open", "train")
+    assert code == 0, err
+    code, _, err = cli("predict", "vcr", "--data", public, "--model", "baseline:overlap", "--out", tmp_path / "p.json")
+    assert_one_error_line(code, err, ("baseline:overlap", "answer_label", "holds apart"))
+    code, _, err = cli("predict", "vcr", "--data", public, "--model", "baseline:random", "--out", tmp_path / "p.json")
+    assert code == 0, err
+    code, _, err = cli("predict", "vcr", "--data", public, "--split", "train", "--model", "baseline:overlap", "--out",
+                       tmp_path / "train.json")
+    assert code == 0, err  # the open split is read whole: a model may read its answers
+    code, _, err = cli("evaluate", "vcr", "--data", public, "--split", "train", "--predictions",
+                       tmp_path / "train.json")
+    assert code == 0, err  # and it is scored without an answer file
+    code, _, err = cli("verify", public)
+    assert code == 0, err
+
+
+def test_an_answer_file_that_is_not_one_is_one_line(sealable, cli, tmp_path):
+    """The answer file is read as untrusted input: not a ZIP, a compressed member (nothing is inflated), a member
+    its record does not list, a missing record: one line each, naming the file."""
+    public, answers = tmp_path / "public", tmp_path / "answers.zip"
+    assert cli("seal", sealable("vqa-v2"), "--public", public, "--answers", answers)[0] == 0
+    with zipfile.ZipFile(answers) as archive:
+        content = {n: archive.read(n) for n in archive.namelist()}
+
+    def written(name: str, members: dict, compression=zipfile.ZIP_STORED) -> Path:
+        path = tmp_path / name
+        with zipfile.ZipFile(path, "w", compression) as archive:
+            for member, data in members.items():
+                archive.writestr(member, data)
+        return path
+
+    text = tmp_path / "text.zip"
+    text.write_text("not a zip")
+    for path, needles in (
+            (text, ("text.zip", "not a sealed answer file")),
+            (written("deflated.zip", content, zipfile.ZIP_DEFLATED), ("deflated.zip", "compressed")),
+            (written("extra.zip", {**content, "x/../../evil": b"1"}), ("extra.zip", "does not list")),
+            (written("norecord.zip", {k: v for k, v in content.items() if k != "seal.json"}),
+             ("norecord.zip", "seal.json")),
+            (tmp_path / "missing.zip", ("missing.zip", "no such file"))):
+        code, _, err = cli("verify", public, "--answers", path)
+        assert_one_error_line(code, err, needles)
