@@ -83,7 +83,8 @@ class Task(ABC):
     id_field: ClassVar[str | tuple[str, ...]]  # the submission's id field(s)
     value_field: ClassVar[str | tuple[str, ...]]  # the submission's prediction field(s)
     id_type: ClassVar[type]
-    value_check: ClassVar[Callable[[Any], bool]]  # wrap with staticmethod in the subclass
+    # wrap with staticmethod in the subclass; a tuple of one check per field where `value_field` is a tuple
+    value_check: ClassVar[Callable[[Any], bool] | tuple[Callable[[Any], bool], ...]]
     value_desc: ClassVar[str]  # what value_check accepts, for error messages
     metric_labels: ClassVar[dict[str, str]]  # per-sample metric -> table label (perceptual report)
     layout: ClassVar[str]  # perceptual report layout: "by-subset" or "by-model"

@@ -60,6 +60,22 @@ def is_score_list(length: int):
     return check
 
 
+def is_score_grid(rows: int, length: int):
+    """Checker for `rows` lists of `length` finite numbers (VCR's rationale scores given each answer)."""
+    row = is_score_list(length)
+
+    def check(value) -> bool:
+        return isinstance(value, list) and len(value) == rows and all(row(v) for v in value)
+    return check
+
+
+def either(*checks):
+    """Checker for a value any of `checks` accepts."""
+    def check(value) -> bool:
+        return any(c(value) for c in checks)
+    return check
+
+
 def read_json(path: Path):
     """A JSON file's content; unreadable or malformed is a one-line SubmissionError naming the file."""
     try:
@@ -93,9 +109,11 @@ def check_entries(path: Path, items, id_field, value_field, id_type: type, value
 
     `id_field` may be a tuple of fields (VisDial's image_id + round_id): the id is then the tuple.
     `value_field` may be a tuple of fields (VCR's answer_scores + rationale_scores), each checked by
-    `value_check`: the value is then the tuple of their values."""
+    `value_check` (or by its own, where `value_check` is a tuple of one check per field): the value is then the
+    tuple of their values."""
     fields = id_field if isinstance(id_field, tuple) else (id_field,)
     values = value_field if isinstance(value_field, tuple) else (value_field,)
+    checks = value_check if isinstance(value_check, tuple) else (value_check,) * len(values)
     id_name = "/".join(fields)
     wanted = ", ".join(f'"{f}"' for f in (*fields, *values))
     if not isinstance(items, list):
@@ -111,7 +129,7 @@ def check_entries(path: Path, items, id_field, value_field, id_type: type, value
         if any(not isinstance(k, id_type) or isinstance(k, bool) for k in parts):
             problems.setdefault(f"'{id_name}' values that are not {id_type.__name__}", []).append(key)
             continue
-        wrong = next((f for f in values if not value_check(item[f])), None)
+        wrong = next((f for f, check in zip(values, checks) if not check(item[f])), None)
         if wrong is not None:
             problems.setdefault(f"'{wrong}' values that are not {value_desc}", []).append(key)
             continue

@@ -94,7 +94,8 @@ def check_benchmark(cli, entry: Benchmark, sources: Path, data: Path, tmp_path: 
     id_fields = (task.id_field,) if isinstance(task.id_field, str) else task.id_field
     value_fields = (task.value_field,) if isinstance(task.value_field, str) else task.value_field
     ids = [e[id_fields[0]] if len(id_fields) == 1 else tuple(e[f] for f in id_fields) for e in entries]
-    assert ids == task.ids(table) and all(task.value_check(e[value_fields[0]]) for e in entries)
+    check = task.value_check[0] if isinstance(task.value_check, tuple) else task.value_check
+    assert ids == task.ids(table) and all(check(e[value_fields[0]]) for e in entries)
     code, _, err = cli("evaluate", entry.name, "--data", data, "--predictions", predictions, "--report",
                        tmp_path / "report", "--bootstrap", "50")
     assert code == 0, err

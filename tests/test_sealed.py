@@ -257,3 +257,36 @@ def test_an_answer_file_that_is_not_one_is_one_line(sealable, cli, tmp_path):
             (tmp_path / "missing.zip", ("missing.zip", "no such file"))):
         code, _, err = cli("verify", public, "--answers", path)
         assert_one_error_line(code, err, needles)
+
+
+@pytest.mark.slow
+def test_a_vlm_on_vcr_s_public_half_scores_as_on_the_build(sealable, cli, tmp_path):
+    """VCR's public half has no labels, so a generative VLM is asked the rationales given each answer (the VCR
+    leaderboard's form) and the scorer reads the list of the correct answer: the same log-likelihoods as the build's
+    prompts given the correct answer, so the same scores, intervals included (the tiny LLaVA, scored in float32)."""
+    from helpers import write_row_images
+
+    from pipelines.tiny_models import write_tiny_llava
+
+    model = write_tiny_llava(tmp_path / "tiny-llava")
+    build = sealable("vcr")
+    images = write_row_images("vcr", build, tmp_path / "images")
+    public, answers = tmp_path / "public", tmp_path / "answers.zip"
+    assert cli("seal", build, "--public", public, "--answers", answers)[0] == 0
+    runs = {}
+    for name, data in (("build", build), ("public", public)):
+        code, _, err = cli("predict", "vcr", "--data", data, "--model", f"hf:{model}", "--images", images, "--out",
+                           tmp_path / f"{name}.json")
+        assert code == 0, err
+        runs[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    assert all(len(e["rationale_scores"]) == 4 and len(e["rationale_scores"][0]) == 4 for e in runs["public"])
+    labels = {r["annot_id"]: r["answer_label"] for r in pq.read_table(build / "default" / "val-00000-of-00001.parquet")
+              .select(["annot_id", "answer_label"]).to_pylist()}
+    for given, each in zip(runs["build"], runs["public"]):
+        assert each["answer_scores"] == pytest.approx(given["answer_scores"], abs=1e-4)
+        assert each["rationale_scores"][labels[given["annot_id"]]] == pytest.approx(given["rationale_scores"],
+                                                                                    abs=1e-4)
+    on_build = _metrics(cli, "vcr", build, tmp_path / "build.json", tmp_path / "on-build")
+    on_sealed = _metrics(cli, "vcr", public, tmp_path / "public.json", tmp_path / "on-sealed", "--answers", answers)
+    keys = ("q_a", "qa_r", "q_ar", "intervals", "items", "coverage")
+    assert {k: on_sealed[k] for k in keys} == {k: on_build[k] for k in keys}

@@ -101,10 +101,66 @@ def test_sample_end_to_end(sample_build, cli, tmp_path):
         assert code == 0, err
 
 
+def test_rationales_given_each_answer_are_read_at_the_correct_one(sample_build, cli, tmp_path):
+    """The VCR leaderboard's form: rationale_scores as 4 lists, the rationales' scores given answer 0..3. Hand-made:
+    the list at the correct answer ranks the right rationale first and every other list ranks it last, so QA->R is
+    100 (the correct answer's list read) where reading any other list would give 0; then the correct answer's list
+    is the one made wrong: 0. The flat form of the same scores gives the same metrics."""
+    rows = _rows(sample_build)
+
+    def grid(r: dict, right_at_label: bool) -> list:
+        good = [float(k == r["rationale_label"]) for k in range(4)]
+        bad = [float(k != r["rationale_label"]) for k in range(4)]
+        return [(good if right_at_label else bad) if a == r["answer_label"] else (bad if right_at_label else good)
+                for a in range(4)]
+
+    def scored(name: str, rationales) -> dict:
+        entries = [{"annot_id": a, "answer_scores": [float(k == r["answer_label"]) for k in range(4)],
+                    "rationale_scores": rationales(r)} for a, r in rows.items()]
+        (tmp_path / name).write_text(json.dumps(entries))
+        code, out, err = cli("evaluate", "vcr", "--data", sample_build, "--predictions", tmp_path / name,
+                             "--bootstrap", "0")
+        assert code == 0, err
+        return json.loads(out)
+
+    right = scored("right.json", lambda r: grid(r, True))
+    assert right["q_a"] == right["qa_r"] == right["q_ar"] == 100.0
+    wrong = scored("wrong.json", lambda r: grid(r, False))
+    assert wrong["qa_r"] == wrong["q_ar"] == 0.0
+    flat = scored("flat.json", lambda r: grid(r, True)[r["answer_label"]])
+    assert {k: flat[k] for k in ("q_a", "qa_r", "q_ar")} == {k: right[k] for k in ("q_a", "qa_r", "q_ar")}
+
+
+def test_the_vlm_asks_the_rationales_given_each_answer_where_the_labels_are_held_apart(sample_build):
+    """On a table without labels (a sealed split's public half) the Ask makes five prompts per item: Q->A, then
+    QA->R given each answer in order; `combine` gives the four rationale lists. With labels: two prompts."""
+    from core.data import load_table
+    from evaluator.vcr.task import AnswerThenRationale
+
+    ask = AnswerThenRationale()
+    table = load_table(sample_build, "default", "val")
+    values, continuations, rows = ask.prompts(table)
+    assert len(values) == 2 * table.num_rows and rows[:4] == [0, 0, 1, 1]
+    public = table.drop_columns(["answer_label", "rationale_label"])
+    values, continuations, rows = ask.prompts(public)
+    item = table.slice(0, 1).to_pylist()[0]
+    assert rows[:6] == [0, 0, 0, 0, 0, 1] and len(values) == 5 * table.num_rows
+    assert values[:5] == [{"query": item["question"]}, *({"query": f"{item['question']} {a}"}
+                                                          for a in item["answer_choices"])]
+    assert continuations[:5] == [item["answer_choices"], *[item["rationale_choices"]] * 4]
+    assert ask.combine([[1.0] * 4, [0.0] * 4, [1.0] * 4, [2.0] * 4, [3.0] * 4]) == \
+        ([1.0] * 4, [[0.0] * 4, [1.0] * 4, [2.0] * 4, [3.0] * 4])
+    assert "answer_label" not in ask.input_columns
+
+
 @pytest.mark.parametrize("edit, needle", [
     (lambda p: p.pop("rationale_scores"), 'entries without "annot_id", "answer_scores", "rationale_scores"'),
     (lambda p: p.update(rationale_scores=[1, 2, 3]), "'rationale_scores' values that are not lists of 4"),
     (lambda p: p.update(answer_scores=[1, 2, float("nan"), 4]), "'answer_scores' values that are not lists of 4"),
+    # the per-answer form is the rationales' only: 4 lists of 4, never the answers'
+    (lambda p: p.update(answer_scores=[[0, 1, 2, 3]] * 4), "'answer_scores' values that are not lists of 4"),
+    (lambda p: p.update(rationale_scores=[[0, 1, 2, 3]] * 3), "'rationale_scores' values that are not lists of 4"),
+    (lambda p: p.update(rationale_scores=[[0, 1, 2, 3]] * 3 + [[0, 1, 2]]), "'rationale_scores' values"),
 ])
 def test_a_bad_submission_is_one_line(sample_build, cli, tmp_path, edit, needle):
     rows = _rows(sample_build)

@@ -19,6 +19,7 @@ Each with a 95% interval by the cluster bootstrap over the benchmark's own clust
 from __future__ import annotations
 
 import string
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
@@ -73,6 +74,13 @@ def circular_report(task, table: pa.Table, predictions: dict, rotations: dict, r
     codes, unit = clusters if clusters is not None else (np.arange(table.num_rows), "row")
     asks = []  # (cluster, rotation, options, chosen, right option)
     seen: dict[int, int] = {}  # row -> its prompts met so far
+    asked = Counter(row_of)  # row -> its prompts: those the rotations were recorded for, or another layout
+    for row, n in sorted(asked.items()):
+        key = ids[row]
+        if key in rotations and key in predictions and len(rotations[key]) != n:
+            raise SubmissionError(f"rotations of row {key}: {len(rotations[key])} prompts recorded, where the split "
+                                  f"asks {n} (predictions made on another form of the split: a sealed split's "
+                                  "public half asks VCR's rationales given each answer)")
     for k, row in enumerate(row_of):
         prompt_index = seen[row] = seen.get(row, -1) + 1
         key = ids[row]

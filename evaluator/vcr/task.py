@@ -1,5 +1,7 @@
-"""VCR scoring: submissions `[{"annot_id": ..., "answer_scores": [4], "rationale_scores": [4]}]` (the
-rationale scores given the correct answer, as the VCR leaderboard takes them); Q->A, QA->R, Q->AR."""
+"""VCR scoring: submissions `[{"annot_id": ..., "answer_scores": [4], "rationale_scores": [4]}]` (the rationale
+scores given the correct answer), or with `rationale_scores` as 4 lists of 4, the rationales' scores given each
+answer in order (the VCR leaderboard's form, which a split without labels -- a sealed one -- needs: only the list
+of the correct answer is scored); Q->A, QA->R, Q->AR."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from evaluator.models.ask import Ask
 from evaluator.models.menu import Baseline
 from evaluator.models.model import Model, row_random
 from evaluator.perceptual.score import Modality
-from evaluator.submission import Coverage, is_score_list
+from evaluator.submission import Coverage, either, is_score_grid, is_score_list
 from evaluator.vcr.metrics import vcr_correct
 
 METRICS = (("Q->A", "q_a"), ("QA->R", "qa_r"), ("Q->AR", "q_ar"))
@@ -65,29 +67,32 @@ class BlindTextScorer(Model):
 
 
 class AnswerThenRationale(Ask):
-    """Two prompts per item, scored by log-likelihood: the four answers given the image and the
-    question (Q->A), then the four rationales given the image, the question and the correct answer
-    (QA->R, as the leaderboard scores rationales). The template's {query} is the question, then the
-    question followed by the correct answer (VCR-Visor's explanatory query)."""
+    """Prompts scored by log-likelihood: the four answers given the image and the question (Q->A), then the four
+    rationales given the image, the question and an answer (QA->R): the correct answer where the table holds the
+    label (a build), each of the four answers in turn where it does not (a sealed split's public half: the VCR
+    leaderboard's form, Zellers et al., CVPR 2019, §5). The template's {query} is the question, then the question
+    followed by the answer (VCR-Visor's explanatory query). `answer_label` is read only where it is there."""
 
     mode = "score"
     default_prompt = "{query}"
     fields = ("query",)
-    input_columns = ("img_fn", "metadata_fn", "question", "answer_choices", "answer_label", "rationale_choices")
+    input_columns = ("img_fn", "metadata_fn", "question", "answer_choices", "rationale_choices")
     image_column = "img_fn"
 
     def values(self, table: pa.Table) -> list[dict[str, str]]:
         return [{"query": q} for q in table.column("question").to_pylist()]
 
     def prompts(self, table: pa.Table) -> tuple[list[dict[str, str]], list[list[str]], list[int]]:
-        """Per item, the Q->A prompt (`values`) with the answers, then the QA->R prompt with the rationales."""
+        """Per item, the Q->A prompt (`values`) with the answers, then the QA->R prompt with the rationales given
+        the correct answer (or one per answer, where the table has no labels)."""
         values, continuations, rows = [], [], []
-        items = table.select(["answer_choices", "answer_label", "rationale_choices"]).to_pylist()
-        for k, (asked, item) in enumerate(zip(self.values(table), items)):
-            answer = item["answer_choices"][item["answer_label"]]
-            values += [asked, {"query": f"{asked['query']} {answer}"}]
-            continuations += [item["answer_choices"], item["rationale_choices"]]
-            rows += [k, k]
+        labelled = "answer_label" in table.column_names
+        items = table.select(["answer_choices", "rationale_choices", *(["answer_label"] if labelled else [])])
+        for k, (asked, item) in enumerate(zip(self.values(table), items.to_pylist())):
+            given = [item["answer_choices"][item["answer_label"]]] if labelled else item["answer_choices"]
+            values += [asked, *({"query": f"{asked['query']} {answer}"} for answer in given)]
+            continuations += [item["answer_choices"], *([item["rationale_choices"]] * len(given))]
+            rows += [k] * (1 + len(given))
         return values, continuations, rows
 
     def answers(self, table: pa.Table) -> list[int]:
@@ -98,9 +103,11 @@ class AnswerThenRationale(Ask):
     def prediction(self, output) -> list[float]:
         return list(output)
 
-    def combine(self, outputs: list) -> tuple[list[float], list[float]]:
-        """(answer scores, rationale scores) of an item."""
-        return tuple(self.prediction(o) for o in outputs)
+    def combine(self, outputs: list) -> tuple[list[float], list]:
+        """(answer scores, rationale scores) of an item: the rationales' scores given the correct answer, or the
+        four lists given each answer."""
+        answers, *rationales = (self.prediction(o) for o in outputs)
+        return answers, rationales[0] if len(rationales) == 1 else rationales
 
 
 class VCRTask(Task):
@@ -112,7 +119,8 @@ class VCRTask(Task):
     config = "default"
     default_split = "val"
     id_field, value_field, id_type = "annot_id", ("answer_scores", "rationale_scores"), str
-    value_check, value_desc = staticmethod(is_score_list(4)), "lists of 4 finite numbers"
+    value_check = (is_score_list(4), either(is_score_list(4), is_score_grid(4, 4)))  # per field
+    value_desc = "lists of 4 finite numbers (rationale_scores: or 4 such lists, given each answer)"
     baselines = (Baseline("random", lambda task, options, spec: RandomScores(options.seed)),
                  *(Baseline(name, lambda task, options, spec, name=name: BlindTextScorer(name), note)
                    for name, note in (("length", "blind: a choice's word count"),
@@ -142,14 +150,17 @@ class VCRTask(Task):
                                         "QA->R")}
 
     def predictions_file(self, table: pa.Table, predictions: list) -> list[dict]:
-        return [{"annot_id": i, "answer_scores": [float(s) for s in a], "rationale_scores": [float(s) for s in r]}
-                for i, (a, r) in zip(self.ids(table), predictions)]
+        return [{"annot_id": i, "answer_scores": np.asarray(a, np.float64).tolist(),
+                 "rationale_scores": np.asarray(r, np.float64).tolist()} for i, (a, r) in zip(self.ids(table),
+                                                                                                predictions)]
 
     def per_sample(self, table: pa.Table, predictions: list, options=None) -> dict:
+        """Q->A, QA->R and Q->AR per item; rationale scores given each answer are read at the correct answer."""
+        labels = table.column("answer_label").to_numpy().astype(np.int64)
         answers = np.array([a for a, _ in predictions], dtype=np.float64).reshape(-1, 4)
-        rationales = np.array([r for _, r in predictions], dtype=np.float64).reshape(-1, 4)
-        return vcr_correct(answers, table.column("answer_label").to_numpy().astype(np.int64), rationales,
-                           table.column("rationale_label").to_numpy().astype(np.int64))
+        rationales = np.array([r[label] if isinstance(r[0], list) else r
+                               for (_, r), label in zip(predictions, labels)], dtype=np.float64).reshape(-1, 4)
+        return vcr_correct(answers, labels, rationales, table.column("rationale_label").to_numpy().astype(np.int64))
 
     def score(self, table: pa.Table, predictions: dict, coverage: Coverage, options=None) -> dict:
         """Accuracy over the scored items, in %."""
