@@ -95,12 +95,13 @@ def sanitise(text, secrets=(), limit: int | None = 300) -> str:
 SECRET_WORDS = frozenset({"token", "key", "secret", "password", "passwd", "apikey", "credential", "credentials"})
 # The variables vlbench (or what it calls: huggingface_hub, openai, an exported task's Inspect provider) reads keys
 # from; --api-key-env may name another
-KEY_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "VLBENCH_API_KEY")
+KEY_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "OPENAI_API_KEY", "VLBENCH_API_KEY", "VLBENCH_TOKEN")
 MIN_SECRET_LENGTH = 8  # a shorter value (`1`, `none`) is no key, and masking it would mangle ordinary text
-# The published shapes of common keys: Hugging Face, OpenAI and Anthropic, GitHub, Slack, AWS, Google, Groq
+# The published shapes of common keys: Hugging Face, OpenAI and Anthropic, GitHub, Slack, AWS, Google, Groq, and
+# the tokens of vlbench's own challenge service (pipelines/serve/store.py)
 _KEY_SHAPE = re.compile(r"(?<![A-Za-z0-9])(?:hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_\-]{20,}|gh[pousr]_[A-Za-z0-9]{30,}|"
                         r"github_pat_[A-Za-z0-9_]{30,}|xox[abprs]-[A-Za-z0-9\-]{10,}|AKIA[0-9A-Z]{16}|"
-                        r"AIza[0-9A-Za-z_\-]{35}|gsk_[A-Za-z0-9]{30,})")
+                        r"AIza[0-9A-Za-z_\-]{35}|gsk_[A-Za-z0-9]{30,}|vlb_[0-9a-f]{12}_[A-Za-z0-9_\-]{40,})")
 
 
 def names_a_secret(name: str) -> bool:

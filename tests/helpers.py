@@ -290,3 +290,15 @@ def run_in_terminal(command: list[str], env: dict, cwd: Path, timeout: float,
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def public_names(answers: Path, split: str, id_column: str) -> dict:
+    """{built id: the id the public half gives it}, read from the answer file (opaque ids only)."""
+    import zipfile
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with zipfile.ZipFile(answers) as archive:
+        table = pq.read_table(pa.BufferReader(archive.read(f"{split}.parquet")))
+    return dict(zip(table.column(id_column).to_pylist(), table.column("vlbench_public_id").to_pylist()))

@@ -146,6 +146,7 @@ OWN_MEANINGS = {
     "--seed": "shortcuts: the training seeds (a list); the others one seed (options.seed_option)",
     "--predictions": "evaluate: a file; compare: several files; suite: a folder of them",
     "--answers": "seal: the sealed answer file it writes; the others the one they read (options.answers_option)",
+    "--host": "serve: the address it listens on; serve team add: the new team is a host",
 }
 
 

@@ -28,7 +28,8 @@ OTHER_TOOLS = {"--data-parallel-address": "vllm serve", "--data-parallel-rpc-por
 
 
 def _cli_options() -> tuple[dict[str, set[str]], set[str]]:
-    """{command: its --options} of the vlbench app, and the app's own options (--help included)."""
+    """{command: its --options} of the vlbench app (a group's commands by their path, `serve team add`), and the
+    app's own options (--help included)."""
     import typer
 
     from pipelines.cli import app
@@ -38,8 +39,26 @@ def _cli_options() -> tuple[dict[str, set[str]], set[str]]:
     def options(params) -> set[str]:
         return {o for p in params for o in [*p.opts, *getattr(p, "secondary_opts", [])] if o.startswith("--")}
 
-    return ({name: options(c.params) | {"--help"} for name, c in group.commands.items()},
+    def commands(node, path: str) -> dict[str, set[str]]:
+        if not hasattr(node, "commands"):
+            return {path: options(node.params) | {"--help"}}
+        return {name: found for sub, command in node.commands.items()
+                for name, found in commands(command, f"{path} {sub}").items()}
+
+    return ({name: found for sub, c in group.commands.items() for name, found in commands(c, sub).items()},
             options(group.params) | {"--help"})
+
+
+def _command_path(words: list[str], commands: dict) -> str:
+    """The command a line's words name: `serve team add`, or a group's default `run` where the next word is none
+    of its commands (`vlbench serve CONFIG`)."""
+    path = words[0]
+    for word in words[1:]:
+        if f"{path} {word}" in commands or any(c.startswith(f"{path} {word} ") for c in commands):
+            path = f"{path} {word}"
+        else:
+            break
+    return f"{path} run" if path not in commands and f"{path} run" in commands else path
 
 
 def _bench_script_flags() -> set[str]:
@@ -87,6 +106,7 @@ def _command_problems(text: str) -> tuple[list[str], int]:
         if command.startswith("-"):
             continue  # `vlbench --help`, `vlbench --allow-pickle-weights ...`
         seen += 1
+        command = _command_path(line.split()[1:], commands)
         if command not in commands:
             problems.append(f"`{line}`: no command {command!r}")
             continue
@@ -213,7 +233,7 @@ def test_the_site_generates_its_reference_from_the_code(site):
     holds its parameter table with the dataclass's defaults; the contracts come from docstrings."""
     commands, _ = _cli_options()
     cli = (site / "reference" / "cli.html").read_text()
-    assert all(f"vlbench {name}" in cli for name in commands) and "--legacy-json" in cli
+    assert all(f"vlbench {name.removesuffix(' run')}" in cli for name in commands) and "--legacy-json" in cli
     gqa = (site / "benchmarks" / "gqa-ood.html").read_text()
     assert "<code>alpha</code>" in gqa and "<code>0.2</code>" in gqa and "<code>tail_comparison</code>" in gqa
     contracts = (site / "reference" / "contracts.html").read_text()

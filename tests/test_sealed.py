@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from helpers import assert_one_error_line
+from helpers import assert_one_error_line, public_names
 
 from builders.registry import get_benchmark
 from evaluator.tasks import get_task, task_names
@@ -55,15 +55,6 @@ def _metrics(cli, bench: str, data: Path, predictions: Path, report: Path, *extr
                        "--bootstrap", "200", *extra)
     assert code == 0, err
     return json.loads((report / "metrics.json").read_text())
-
-
-def _public_names(answers: Path, split: str, id_column: str) -> dict:
-    """{built id: the id the public half gives it}, read from the answer file (opaque ids only)."""
-    import pyarrow as pa
-
-    with zipfile.ZipFile(answers) as archive:
-        table = pq.read_table(pa.BufferReader(archive.read(f"{split}.parquet")))
-    return dict(zip(table.column(id_column).to_pylist(), table.column("vlbench_public_id").to_pylist()))
 
 
 @pytest.mark.parametrize("bench", task_names())
@@ -107,7 +98,7 @@ def test_a_sealed_build_holds_no_answer_verifies_and_scores_as_the_build(bench, 
     predictions = _predict(cli, bench, build, sample_sources, tmp_path / "p.json")
     submitted = predictions
     if task.sealing.opaque_ids:
-        names = _public_names(answers, split, task.id_field)
+        names = public_names(answers, split, task.id_field)
         entries = json.loads(predictions.read_text())
         submitted = tmp_path / "submitted.json"
         submitted.write_text(json.dumps([{**e, task.id_field: names[e[task.id_field]]} for e in entries]))

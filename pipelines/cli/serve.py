@@ -1,0 +1,98 @@
+"""The challenge service's commands: `vlbench serve CONFIG` (the service), `vlbench serve team add NAME` (a team
+or a host and its token) and `vlbench submit` (a file to a running service)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from typer.core import TyperGroup
+
+from pipelines.cli.app import app, echo_err
+
+
+class _ServeGroup(TyperGroup):
+    """`vlbench serve CONFIG` runs the service; `vlbench serve team ...` manages teams: a first argument that is not
+    a subcommand is the CONFIG of `run`."""
+
+    def resolve_command(self, ctx, args):
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["run", *args]
+        return super().resolve_command(ctx, args)
+
+
+serve_app = typer.Typer(cls=_ServeGroup, no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+                        help="Run a challenge: `vlbench serve CONFIG [--host H] [--port P] [--workers N]` serves the "
+                             "submission API and scores submissions against sealed answers; `vlbench serve team add "
+                             "NAME --config CONFIG` adds a team (docs: Host a challenge).")
+team_app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+                       help="The challenge's teams and hosts.")
+serve_app.add_typer(team_app, name="team")
+app.add_typer(serve_app, name="serve")
+
+CONFIG = typer.Argument(..., metavar="CONFIG", help="The challenge's YAML configuration.")
+CONFIG_OPTION = typer.Option(..., "--config", metavar="CONFIG", help="The challenge's YAML configuration.")
+
+
+@serve_app.command("run", hidden=True)
+def serve_run(
+    config: Path = CONFIG,
+    host: str = typer.Option("127.0.0.1", "--host", help="The address to listen on (loopback by default; put a "
+                                                         "reverse proxy with TLS in front of it)."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="The port to listen on."),
+    workers: int = typer.Option(1, "--workers", min=0, max=64,
+                                help="Scoring worker processes started here (0: workers run elsewhere)."),
+):
+    """Run the service: the web application and its scoring workers."""
+    from pipelines.serve.run import serve
+
+    serve(config, host, port, workers)
+
+
+@team_app.command("add")
+def team_add(
+    name: str = typer.Argument(..., metavar="NAME", help="The team's name, as its pages show it."),
+    config: Path = CONFIG_OPTION,
+    host: bool = typer.Option(False, "--host", help="A host: sees every submission and its full metrics."),
+):
+    """Add a team (or a host) and print its token, once: only its hash is kept."""
+    from pipelines.serve.config import load_config
+    from pipelines.serve.store import Store
+
+    token = Store(load_config(config).storage).add_team(name, host=host)
+    echo_err(f"{'host' if host else 'team'} {name!r} added; its token follows, shown this once (set it as "
+             "VLBENCH_TOKEN for `vlbench submit`):")
+    typer.echo(token)  # stdout, unmasked: the one place a token is ever shown
+
+
+@serve_app.command("teams")
+def teams_list(config: Path = CONFIG_OPTION):
+    """List the teams and hosts (never their tokens)."""
+    from pipelines.serve.config import load_config
+    from pipelines.serve.store import Store
+
+    for team in Store(load_config(config).storage).teams():
+        typer.echo(f"{team.id}\t{'host' if team.host else 'team'}\t{team.name}")
+
+
+@app.command("submit")
+def submit_command(
+    file: Path = typer.Argument(..., metavar="FILE", help="The predictions (any format `vlbench evaluate` reads)."),
+    server: str = typer.Option(..., "--server", metavar="URL", help="The challenge service, e.g. "
+                                                                     "https://challenge.example.org"),
+    phase: str = typer.Option(..., "--phase", metavar="PHASE", help="The phase to submit to."),
+    wait: float = typer.Option(0.0, "--wait", metavar="SECONDS", min=0.0,
+                               help="Wait up to this long for the score (0: return once it is queued)."),
+):
+    """Submit a prediction file to a challenge; the team's token is read from VLBENCH_TOKEN."""
+    import json
+
+    from core.errors import SubmissionError
+    from pipelines.serve.client import submit
+
+    record = submit(server, phase, file, wait)
+    typer.echo(f"submission {record.get('id')}: {record.get('status')}")
+    if record.get("status") == "refused":
+        raise SubmissionError(f"submission {record.get('id')} refused: {record.get('error')}")
+    if record.get("shown") is not None:
+        typer.echo(json.dumps(record["shown"], indent=1, sort_keys=True))

@@ -1,0 +1,203 @@
+"""A challenge's configuration (`vlbench serve CONFIG`): YAML read safely and checked field by field, every problem
+one line naming the key (`phases[1].limits.per_day`). Paths in it are relative to the file's folder."""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.errors import ParamsError
+
+NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")  # a phase's name: it reaches URLs and file names
+NAME_RULE = "lower-case letters, digits, '-' and '_', starting with a letter or digit, at most 63 characters"
+MAX_UPLOAD_MB = 512
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How many submissions a team may make: per UTC day, in all, and at once (queued or scoring). A refused
+    submission counts against none of them."""
+
+    per_day: int | None = None
+    total: int | None = None
+    concurrent: int | None = 1
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of a challenge: the benchmark and its build (the public half of a sealed build with its answer
+    file where the phase is hidden), the split scored, when it is open, what a team is shown and its limits."""
+
+    name: str
+    benchmark: str
+    data: Path
+    answers: Path | None
+    split: str | None
+    starts: datetime.datetime | None
+    ends: datetime.datetime | None
+    hidden: bool
+    limits: Limits
+    metrics: tuple[str, ...]  # the headline keys shown (empty: the benchmark's headline)
+    rounding: int  # decimals of every score shown
+
+    def open_at(self, now: datetime.datetime) -> bool:
+        return (self.starts is None or now >= self.starts) and (self.ends is None or now < self.ends)
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    challenge: str
+    storage: Path  # the database (SQLite by default) and the stored submissions
+    database: str | None  # a PostgreSQL URL; None: SQLite in `storage`
+    max_upload_bytes: int
+    phases: tuple[Phase, ...] = field(default_factory=tuple)
+
+    def phase(self, name: str) -> Phase:
+        for phase in self.phases:
+            if phase.name == name:
+                return phase
+        raise ParamsError(f"phase {name!r}: the challenge has {', '.join(p.name for p in self.phases)}")
+
+
+def _fail(path: Path, key: str, problem: str):
+    raise ParamsError(f"{path}: {key}: {problem}")
+
+
+def _known(path: Path, key: str, found: dict, allowed: set[str]) -> None:
+    extra = sorted(set(found) - allowed, key=str)
+    if extra:
+        _fail(path, f"{key}{'.' if key else ''}{extra[0]}", f"not a key of this section ({', '.join(sorted(allowed))})")
+
+
+def _text(path, key, value, required=True) -> str | None:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > 200 or any(ord(c) < 32 for c in value):
+        _fail(path, key, "a line of text of at most 200 characters")
+    return value
+
+
+def _count(path, key, value, minimum: int, maximum: int = 10 ** 9) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
+        _fail(path, key, f"an integer from {minimum} to {maximum:,}")
+    return value
+
+
+def _when(path, key, value) -> datetime.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime.datetime):
+        moment = value
+    elif isinstance(value, datetime.date):
+        moment = datetime.datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            _fail(path, key, "a date or time as YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ")
+    else:
+        _fail(path, key, "a date or time as YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ")
+    return moment.replace(tzinfo=datetime.timezone.utc) if moment.tzinfo is None else \
+        moment.astimezone(datetime.timezone.utc)
+
+
+def _path(path: Path, key, value, must_exist=True) -> Path:
+    if not isinstance(value, str) or not value:
+        _fail(path, key, "a path")
+    found = (path.parent / value) if not Path(value).is_absolute() else Path(value)
+    if must_exist and not found.exists():
+        _fail(path, key, f"{value}: no such file or folder")
+    return found
+
+
+def _phase(path: Path, key: str, raw) -> Phase:
+    from evaluator.sealed import sealed_record
+    from evaluator.tasks import get_task
+
+    if not isinstance(raw, dict):
+        _fail(path, key, "a mapping (name, benchmark, data, ...)")
+    _known(path, key, raw, {"name", "benchmark", "data", "answers", "split", "starts", "ends", "visibility", "limits",
+                            "metrics", "rounding"})
+    name = raw.get("name")
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        _fail(path, f"{key}.name", NAME_RULE)
+    benchmark = _text(path, f"{key}.benchmark", raw.get("benchmark"))
+    try:
+        task = get_task(benchmark)
+    except ParamsError as exc:
+        _fail(path, f"{key}.benchmark", str(exc))
+    data = _path(path, f"{key}.data", raw.get("data"))
+    answers = _path(path, f"{key}.answers", raw["answers"]) if raw.get("answers") is not None else None
+    visibility = raw.get("visibility", "hidden")
+    if visibility not in ("hidden", "public"):
+        _fail(path, f"{key}.visibility", "hidden or public")
+    try:
+        sealed = sealed_record(data)
+    except ParamsError as exc:
+        _fail(path, f"{key}.data", str(exc))
+    if sealed is not None and answers is None:
+        _fail(path, f"{key}.answers", "the phase's data is the public half of a sealed build: name its answer file")
+    if visibility == "hidden" and sealed is None:
+        _fail(path, f"{key}.data", "a hidden phase scores the public half of a sealed build (`vlbench seal`)")
+    split = raw.get("split")
+    if split is not None:
+        from core.names import check_split_name
+
+        try:
+            check_split_name(split, f"{path}: {key}.split")
+        except ParamsError as exc:
+            raise ParamsError(str(exc)) from None
+    limits = raw.get("limits") or {}
+    if not isinstance(limits, dict):
+        _fail(path, f"{key}.limits", "a mapping (per_day, total, concurrent)")
+    _known(path, f"{key}.limits", limits, {"per_day", "total", "concurrent"})
+    metrics = raw.get("metrics") or []
+    headline = [h.key for h in task.headline]
+    if not isinstance(metrics, list) or any(m not in headline for m in metrics):
+        _fail(path, f"{key}.metrics", f"a list of {benchmark}'s headline metrics ({', '.join(headline)})")
+    starts, ends = _when(path, f"{key}.starts", raw.get("starts")), _when(path, f"{key}.ends", raw.get("ends"))
+    if starts is not None and ends is not None and ends <= starts:
+        _fail(path, f"{key}.ends", "after starts")
+    return Phase(name=name, benchmark=benchmark, data=data, answers=answers, split=split, starts=starts, ends=ends,
+                 hidden=visibility == "hidden",
+                 limits=Limits(per_day=_count(path, f"{key}.limits.per_day", limits.get("per_day"), 1),
+                               total=_count(path, f"{key}.limits.total", limits.get("total"), 1),
+                               concurrent=_count(path, f"{key}.limits.concurrent", limits.get("concurrent", 1), 1)),
+                 metrics=tuple(metrics), rounding=_count(path, f"{key}.rounding", raw.get("rounding", 2), 0, 6))
+
+
+def load_config(path: Path) -> Config:
+    """The challenge's configuration, checked (one line naming the key for any problem)."""
+    import yaml
+
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ParamsError(f"{path}: cannot be read ({exc.strerror})") from None
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+        raise ParamsError(f"{path}: not YAML ({str(exc).splitlines()[0][:160]})") from None
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{path}: a mapping with challenge, storage and phases")
+    _known(path, "", raw, {"challenge", "storage", "database", "max_upload_mb", "phases"})
+    challenge = _text(path, "challenge", raw.get("challenge"))
+    storage = _path(path, "storage", raw.get("storage", "serve-data"), must_exist=False)
+    database = raw.get("database")
+    if database is not None and (not isinstance(database, str) or not database.startswith(("postgresql://",
+                                                                                           "postgres://"))):
+        _fail(path, "database", "a PostgreSQL URL (postgresql://...), or left out for SQLite in the storage folder")
+    mb = _count(path, "max_upload_mb", raw.get("max_upload_mb", 200), 1, MAX_UPLOAD_MB)
+    phases = raw.get("phases")
+    if not isinstance(phases, list) or not phases:
+        _fail(path, "phases", "a list of at least one phase")
+    found = tuple(_phase(path, f"phases[{k}]", p) for k, p in enumerate(phases))
+    names = [p.name for p in found]
+    if len(set(names)) != len(names):
+        _fail(path, "phases", f"two phases are named {next(n for n in names if names.count(n) > 1)}")
+    return Config(path=path, challenge=challenge, storage=storage, database=database, max_upload_bytes=mb << 20,
+                  phases=found)

@@ -1,0 +1,124 @@
+"""Scoring workers of the challenge service: each claims a queued submission (pipelines/serve/store.py), scores it
+with the code of `vlbench evaluate` (evaluator.run.evaluate, on the phase's build with its sealed answers), and
+records the metrics (for the hosts) and what the team is shown. A submission `evaluate` refuses gets its one line
+and costs the team nothing. A worker renews its lease while it scores; one killed mid-score leaves the submission
+to another once the lease lapses."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from pathlib import Path
+
+from core.errors import VlbenchError
+from pipelines.serve.config import Config, Phase
+from pipelines.serve.store import Store
+
+LEASE_SECONDS = 60.0
+POLL_SECONDS = 0.5
+SUFFIXES = (".json", ".jsonl", ".eval", ".xlsx", ".tsv", ".csv")  # the formats `evaluate` reads, by suffix
+
+
+def stored_path(storage: Path, sha256: str, filename: str) -> Path:
+    """Where a submission's bytes lie: content-addressed by SHA-256, with the suffix `evaluate` reads its format by
+    (.json when the upload's name has none of them)."""
+    suffix = Path(filename).suffix.lower()
+    return Path(storage) / "submissions" / f"{sha256}{suffix if suffix in SUFFIXES else '.json'}"
+
+
+def metric(metrics: dict, key: str):
+    value = metrics
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def shown(task, phase: Phase, metrics: dict) -> dict:
+    """What a team is shown of a scored submission. A hidden phase: the configured headline metrics only, each with
+    its 95% interval, rounded to the phase's decimals (no per-item, per-type or subset score). A public phase: every
+    metric `evaluate` reports."""
+    if not phase.hidden:
+        return metrics
+    keys = phase.metrics or tuple(h.key for h in task.headline)
+    labels = {h.key: h.label for h in task.headline}
+    bounds = (metrics.get("intervals") or {}).get("metrics", {})
+
+    def rounded(value):
+        return None if value is None else round(float(value), phase.rounding)
+
+    return {"scores": [{"metric": key, "label": labels.get(key, key), "value": rounded(metric(metrics, key)),
+                        "interval": [rounded(b) for b in bounds[key]] if key in bounds else None} for key in keys],
+            "rounding": phase.rounding}
+
+
+def score(config: Config, phase: Phase, path: Path) -> tuple[dict, dict]:
+    """(metrics, what the team is shown) of a stored submission: `vlbench evaluate` of the file on the phase's
+    split, its answers joined from the sealed file."""
+    from evaluator.request import ScoringRequest
+    from evaluator.run import evaluate
+    from evaluator.tasks import get_task
+
+    request = ScoringRequest(phase.benchmark, str(phase.data), phase.split, answers=phase.answers)
+    metrics = evaluate(request, path)
+    return metrics, shown(get_task(phase.benchmark), phase, metrics)
+
+
+def _team_line(message: str, path: Path, filename: str, config: Config) -> str:
+    """A refusal as the team sees it: their file's name for the stored one, the phase's folders unnamed."""
+    message = message.splitlines()[0].replace(str(path), filename)
+    for phase in config.phases:
+        for folder, words in ((phase.answers, "the sealed answers"), (phase.data, f"phase {phase.name}'s data")):
+            if folder is not None:
+                message = message.replace(str(folder), words)
+    return message[:500]
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+def score_one(config: Config, store: Store, name: str, lease: float = LEASE_SECONDS) -> bool:
+    """Claim and score one submission; False when none is waiting."""
+    row = store.claim(name, lease)
+    if row is None:
+        return False
+    done = threading.Event()
+
+    def renew():  # the lease outlives a long score, never a dead worker
+        while not done.wait(lease / 3):
+            if not store.renew(row["id"], name, lease):
+                return
+
+    keeper = threading.Thread(target=renew, name="vlbench-lease", daemon=True)
+    keeper.start()
+    started = time.perf_counter()
+    path = stored_path(config.storage, row["sha256"], row["filename"])
+    try:
+        phase = config.phase(row["phase"])
+        metrics, view = score(config, phase, path)
+        store.finish(row["id"], name, metrics=metrics, shown=view, seconds=time.perf_counter() - started)
+    except VlbenchError as exc:  # the submission's problem, as `evaluate` words it: shown to its team
+        store.finish(row["id"], name, error=_team_line(str(exc), path, row["filename"], config),
+                     seconds=time.perf_counter() - started)
+    except Exception:  # a fault of the service, not of the submission: logged for the hosts, costs the team nothing
+        logging.getLogger("vlbench.serve").exception("scoring submission %s failed", row["id"])
+        store.finish(row["id"], name, error="scoring failed inside the service (logged for the hosts); this "
+                                            "submission does not count against any limit",
+                     seconds=time.perf_counter() - started)
+    finally:
+        done.set()
+        keeper.join()
+    return True
+
+
+def run_worker(config: Config, stop: threading.Event | None = None, lease: float = LEASE_SECONDS) -> None:
+    """Score submissions until `stop` is set (for ever, in a worker process)."""
+    store, name = Store(config.storage), worker_name()
+    stop = stop or threading.Event()
+    while not stop.is_set():
+        if not score_one(config, store, name, lease):
+            stop.wait(POLL_SECONDS)

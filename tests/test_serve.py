@@ -1,0 +1,254 @@
+"""`vlbench serve` (pipelines/serve/): the challenge's configuration checked key by key; teams' tokens stored hashed;
+a real service (uvicorn on loopback, a scoring worker process, SQLite in WAL mode) started and stopped by a fixture:
+a submission made with `vlbench submit` is scored by the code of `vlbench evaluate` (the shown scores are evaluate's
+on the unsealed build, rounded as configured, for every benchmark), a refused one gets its one line and costs
+nothing, limits are exact, uploads are bounded and stored content-addressed, a team sees only its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from helpers import assert_one_error_line, public_names
+
+from builders.registry import get_benchmark
+from evaluator.tasks import get_task, task_names
+
+pytestmark = pytest.mark.allow_hosts(["127.0.0.1"])  # the service listens on loopback only
+ROOT = Path(__file__).resolve().parents[1]
+VLBENCH = [sys.executable, "-m", "pipelines.cli"]
+
+
+@pytest.fixture(autouse=True)
+def _no_network():
+    """Overrides conftest's: sockets may be made, and connect to loopback only (the module's mark)."""
+    yield
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def sealed_phases(built, sample_sources, tmp_path_factory):
+    """Every benchmark with a task sealed (VisDial built one round per dialog), with a prediction file made on the
+    build by its registry's first demo model: {bench: (build, public, answers, predictions)}."""
+    from pipelines.build import run_build
+    from pipelines.cli import main
+
+    root, found = tmp_path_factory.mktemp("serve-phases"), {}
+    for bench in task_names():
+        task, entry = get_task(bench), get_benchmark(bench)
+        build = built(bench)
+        if task.sealing.build_param is not None:
+            build = root / f"{bench}-build"
+            run_build(bench, sample_sources, build, splits=[task.default_split],
+                      assignments=[*entry.demo_params, task.sealing.build_param])
+        public, answers, predictions = root / bench, root / "private" / f"{bench}.zip", root / f"{bench}.json"
+        train = [] if entry.demo.train_file is None else ["--train-file", str(sample_sources / entry.demo.train_file)]
+        for argv in (["seal", str(build), "--public", str(public), "--answers", str(answers)],
+                     ["predict", bench, "--data", str(build), "--model", entry.demo.models[0], "--out",
+                      str(predictions), *train]):
+            try:
+                main(argv)
+            except SystemExit as done:
+                assert done.code in (0, None), argv
+        found[bench] = (build, public, answers, predictions)
+    return found
+
+
+def _write_config(folder: Path, phases: dict, **top) -> Path:
+    config = {"challenge": "Test challenge", "storage": str(folder / "store"), **top,
+              "phases": [{"name": bench, "benchmark": bench, "data": str(public), "answers": str(answers),
+                          "rounding": 3, "limits": {"per_day": 3, "total": 5, "concurrent": 2}}
+                         for bench, (_, public, answers, _) in phases.items()]}
+    path = folder / "challenge.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture(scope="module")
+def service(sealed_phases, tmp_path_factory):
+    """A running service over every sealed phase, on a free loopback port, with one scoring worker; stopped (its
+    process group) at the end. {url, config, host token, two team tokens}."""
+    folder = tmp_path_factory.mktemp("service")
+    config = _write_config(folder, sealed_phases, max_upload_mb=1)
+    tokens = {}
+    for name, host in (("hosts", True), ("Team <A>", False), ("team b", False)):
+        done = subprocess.run([*VLBENCH, "serve", "team", "add", name, "--config", str(config),
+                               *(["--host"] if host else [])], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        tokens[name] = done.stdout.strip()
+    port = _free_port()
+    server = subprocess.Popen([*VLBENCH, "serve", str(config), "--port", str(port), "--workers", "1"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/api/v1/status", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            assert server.poll() is None, server.stdout.read()
+            time.sleep(0.2)
+    else:
+        os.killpg(server.pid, signal.SIGKILL)
+        pytest.fail("the service did not start within 120 s")
+    yield {"url": url, "config": config, "folder": folder, "tokens": tokens}
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(10)
+
+
+def _submit(service, token: str, phase: str, path: Path, wait: float = 120):
+    env = {**os.environ, "VLBENCH_TOKEN": token}
+    return subprocess.run([*VLBENCH, "submit", str(path), "--server", service["url"], "--phase", phase, "--wait",
+                           str(wait)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=wait + 60)
+
+
+def _get(service, token: str | None, route: str):
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.get(f"{service['url']}{route}", headers=headers, timeout=30)
+
+
+# -- the configuration -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("edit, needles", [
+    (lambda c: c.update(colour="red"), ["colour", "not a key"]),
+    (lambda c: c["phases"][0]["limits"].update(per_day=0), ["phases[0].limits.per_day", "integer from 1"]),
+    (lambda c: c["phases"][0]["limits"].update(per_day="5"), ["phases[0].limits.per_day"]),
+    (lambda c: c["phases"][0].pop("answers"), ["phases[0].answers", "answer file"]),
+    (lambda c: c["phases"][0].update(name="Test Phase"), ["phases[0].name", "lower-case"]),
+    (lambda c: c["phases"][0].update(starts="next tuesday"), ["phases[0].starts", "YYYY-MM-DD"]),
+    (lambda c: c["phases"][0].update(starts="2027-02-01", ends="2027-01-01"), ["phases[0].ends", "after starts"]),
+    (lambda c: c["phases"][0].update(metrics=["no_such_metric"]), ["phases[0].metrics", "headline"]),
+    (lambda c: c["phases"][0].update(benchmark="no-such-bench"), ["phases[0].benchmark"]),
+    (lambda c: c["phases"].append(dict(c["phases"][0])), ["phases", "two phases are named"]),
+    (lambda c: c.update(database="mysql://x"), ["database", "PostgreSQL URL"]),
+    (lambda c: c.update(max_upload_mb=10 ** 6), ["max_upload_mb"]),
+])
+def test_a_bad_config_is_one_line_naming_the_key(sealed_phases, cli, tmp_path, edit, needles):
+    path = _write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]})
+    config = yaml.safe_load(path.read_text())
+    edit(config)
+    path.write_text(yaml.safe_dump(config))
+    code, _, err = cli("serve", "team", "add", "x", "--config", path)
+    assert_one_error_line(code, err, [str(path), *needles])
+
+
+def test_a_hidden_phase_needs_a_sealed_build(sealed_phases, built, cli, tmp_path):
+    path = _write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]})
+    config = yaml.safe_load(path.read_text())
+    config["phases"][0].update(data=str(built("vqa-cp")))
+    config["phases"][0].pop("answers")
+    path.write_text(yaml.safe_dump(config))
+    code, _, err = cli("serve", "team", "add", "x", "--config", path)
+    assert_one_error_line(code, err, ["phases[0].data", "sealed build"])
+
+
+def test_tokens_are_stored_hashed_and_a_wrong_one_names_no_team(tmp_path):
+    from pipelines.serve.store import Store
+
+    store = Store(tmp_path)
+    token = store.add_team("Team A")
+    assert token.startswith("vlb_") and store.team_of(token).name == "Team A"
+    assert token.split("_", 2)[2].encode() not in (tmp_path / "serve.sqlite3").read_bytes()
+    wrong = token[:-1] + ("x" if token[-1] != "x" else "y")
+    assert store.team_of(wrong) is None and store.team_of(None) is None and store.team_of("vlb_") is None
+    with pytest.raises(Exception, match="exists already"):
+        store.add_team("Team A")
+
+
+# -- the running service ---------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_a_served_score_is_evaluate_s_on_the_unsealed_build_for_every_benchmark(service, sealed_phases, cli,
+                                                                                tmp_path):
+    team = service["tokens"]["Team <A>"]
+    for bench, (build, public, answers, predictions) in sealed_phases.items():
+        task = get_task(bench)
+        submitted = predictions
+        if task.sealing.opaque_ids:  # named as the public half names its rows
+            names = public_names(answers, task.default_split, task.id_field)
+            submitted = tmp_path / f"{bench}-public.json"
+            submitted.write_text(json.dumps([{**e, task.id_field: names[e[task.id_field]]}
+                                             for e in json.loads(predictions.read_text())]))
+        done = _submit(service, team, bench, submitted)
+        assert done.returncode == 0 and "scored" in done.stdout, done.stderr
+        code, out, err = cli("evaluate", bench, "--data", build, "--predictions", predictions, "--report",
+                             tmp_path / bench)
+        assert code == 0, err
+        expected = json.loads((tmp_path / bench / "metrics.json").read_text())
+        shown = json.loads(done.stdout.split("\n", 1)[1])
+        assert [s["metric"] for s in shown["scores"]] == [h.key for h in task.headline]
+        for score in shown["scores"]:
+            value = expected[score["metric"]]
+            assert score["value"] == (None if value is None else round(value, 3)), (bench, score)
+            bounds = expected.get("intervals", {}).get("metrics", {}).get(score["metric"])
+            assert score["interval"] == (None if bounds is None else [round(b, 3) for b in bounds]), (bench, score)
+
+
+@pytest.mark.slow
+def test_a_refused_submission_costs_nothing_and_limits_are_exact(service, sealed_phases, tmp_path):
+    """per_day 3: a refused submission (an empty list) is one line on the team's record and counts against no
+    limit; three good ones are scored; the fourth is refused at the door (429) without being recorded."""
+    team = service["tokens"]["team b"]
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    done = _submit(service, team, "disco", bad)
+    assert done.returncode == 2 and "refused" in done.stderr and "bad.json" in done.stderr, done.stderr
+    predictions = sealed_phases["disco"][3]
+    for _ in range(3):
+        done = _submit(service, team, "disco", predictions)
+        assert done.returncode == 0, done.stderr
+    done = _submit(service, team, "disco", predictions)
+    assert_one_error_line(done.returncode, done.stderr, ["429", "3 submission(s) allowed", "does not count"])
+    mine = _get(service, team, "/api/v1/submissions?phase=disco").json()["submissions"]
+    assert [s["status"] for s in mine] == ["scored"] * 3 + ["refused"]
+    assert mine[-1]["error"].startswith("bad.json: ") and "metrics" not in mine[0]
+    stored = {p.name for p in (service["folder"] / "store" / "submissions").iterdir()}
+    assert len({s["sha256"] for s in mine}) == 2 and {f"{s['sha256']}.json" for s in mine} <= stored
+
+
+@pytest.mark.slow
+def test_a_team_sees_its_own_and_a_host_sees_every_submission(service, sealed_phases):
+    host, a, b = (service["tokens"][k] for k in ("hosts", "Team <A>", "team b"))
+    assert _submit(service, a, "vqa-v2", sealed_phases["vqa-v2"][3]).returncode == 0
+    theirs = _get(service, a, "/api/v1/submissions?phase=vqa-v2").json()["submissions"][0]
+    assert _get(service, b, f"/api/v1/submissions/{theirs['id']}").status_code == 404
+    assert _get(service, None, "/api/v1/submissions").status_code == 401
+    assert _get(service, "vlb_000000000000_" + "x" * 43, "/api/v1/submissions").status_code == 401
+    seen = _get(service, host, f"/api/v1/submissions/{theirs['id']}").json()
+    assert seen["team"] == "Team <A>" and seen["metrics"]["benchmark"] == "vqa-v2" and seen["attempts"] == 1
+    assert "metrics" not in theirs and set(theirs["shown"]) == {"scores", "rounding"}
+
+
+@pytest.mark.slow
+def test_an_upload_over_the_limit_is_refused_and_nothing_is_recorded(service):
+    token = service["tokens"]["team b"]
+    before = _get(service, token, "/api/v1/submissions").json()["submissions"]
+
+    def body():
+        for _ in range(40):
+            yield b" " * (1 << 16)  # 2.5 MB, streamed without a length: the limit is 1 MB
+
+    response = httpx.post(f"{service['url']}/api/v1/phases/vcr/submissions", content=body(), timeout=60,
+                          headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 413 and "1 MB" in response.json()["error"]
+    assert _get(service, token, "/api/v1/submissions").json()["submissions"] == before
+    assert not list((service["folder"] / "store" / "incoming").iterdir())
+    with sqlite3.connect(service["folder"] / "store" / "serve.sqlite3") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
