@@ -59,8 +59,9 @@ def _card(task, builder, record: dict, reveal_on: datetime.date | None, splits: 
                    "hex digits of HMAC-SHA-256(salt, id) and ordered by those names; the answer file maps them back."
                    if sealing.opaque_ids else ""),
         "commitment": record["commitment"], "algorithm": seal_engine.ALGORITHM,
-        "reveal": (f"The hosts will publish the answer file on {reveal_on.isoformat()}." if reveal_on else
-                   "The hosts will publish the answer file when the challenge ends."),
+        "reveal": (f"The hosts will publish the answer file on {reveal_on.isoformat()} (`vlbench serve reveal`)."
+                   if reveal_on else "The hosts will publish the answer file when the challenge ends (`vlbench serve "
+                                     "reveal`)."),
     }
     template = resources.files("data_cards").joinpath(CARD_TEMPLATE).read_text()
     return render_card(template, fields, features.__getitem__, splits, task.config)

@@ -79,40 +79,63 @@ def _write_config(folder: Path, phases: dict, **top) -> Path:
     return path
 
 
+def _add_team(config: Path, name: str, host: bool = False) -> str:
+    done = subprocess.run([*VLBENCH, "serve", "team", "add", name, "--config", str(config),
+                           *(["--host"] if host else [])], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+class Running:
+    """`vlbench serve CONFIG` in its own process group on a free loopback port, its workers with it: started
+    (bounded wait for its status route), and killed whole on `stop` (SIGTERM, then SIGKILL), or at once with
+    `kill` (SIGKILL: what a crash or an OOM kill does)."""
+
+    def __init__(self, config: Path, workers: int = 1):
+        port = _free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.process = subprocess.Popen([*VLBENCH, "serve", str(config), "--port", str(port), "--workers",
+                                         str(workers)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/api/v1/status", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                if self.process.poll() is not None:
+                    raise AssertionError(self.process.stdout.read()) from None
+                time.sleep(0.2)
+        self.kill()
+        pytest.fail("the service did not start within 120 s")
+
+    def kill(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
 @pytest.fixture(scope="module")
 def service(sealed_phases, tmp_path_factory):
-    """A running service over every sealed phase, on a free loopback port, with one scoring worker; stopped (its
-    process group) at the end. {url, config, host token, two team tokens}."""
+    """A running service over every sealed phase, with one scoring worker; stopped at the end.
+    {url, config, folder, tokens: the host's and two teams'}."""
     folder = tmp_path_factory.mktemp("service")
     config = _write_config(folder, sealed_phases, max_upload_mb=1)
-    tokens = {}
-    for name, host in (("hosts", True), ("Team <A>", False), ("team b", False)):
-        done = subprocess.run([*VLBENCH, "serve", "team", "add", name, "--config", str(config),
-                               *(["--host"] if host else [])], cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr
-        tokens[name] = done.stdout.strip()
-    port = _free_port()
-    server = subprocess.Popen([*VLBENCH, "serve", str(config), "--port", str(port), "--workers", "1"], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/api/v1/status", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            assert server.poll() is None, server.stdout.read()
-            time.sleep(0.2)
-    else:
-        os.killpg(server.pid, signal.SIGKILL)
-        pytest.fail("the service did not start within 120 s")
-    yield {"url": url, "config": config, "folder": folder, "tokens": tokens}
-    os.killpg(server.pid, signal.SIGTERM)
+    tokens = {name: _add_team(config, name, host) for name, host in (("hosts", True), ("Team <A>", False),
+                                                                      ("team b", False))}
+    running = Running(config)
     try:
-        server.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait(10)
+        yield {"url": running.url, "config": config, "folder": folder, "tokens": tokens}
+    finally:
+        running.stop()
 
 
 def _submit(service, token: str, phase: str, path: Path, wait: float = 120):
@@ -252,3 +275,103 @@ def test_an_upload_over_the_limit_is_refused_and_nothing_is_recorded(service):
     assert not list((service["folder"] / "store" / "incoming").iterdir())
     with sqlite3.connect(service["folder"] / "store" / "serve.sqlite3") as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def _rows(folder: Path) -> list[dict]:
+    with sqlite3.connect(f"file:{folder / 'store' / 'serve.sqlite3'}?mode=ro", uri=True) as db:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute("SELECT id, status, attempts, metrics, error FROM submissions ORDER BY id")]
+
+
+@pytest.mark.slow
+def test_kill_9_mid_score_and_mid_upload_loses_nothing_and_scores_once(sealed_phases, tmp_path):
+    """The whole service (web process and worker) killed with SIGKILL while a submission is being scored, and again
+    while a file is being uploaded; restarted: every accepted submission is scored exactly once (the interrupted
+    one taken over when its lease lapsed: a second attempt, the same metrics), the cut-off upload was never
+    recorded, and the per-day limit counts each submission once."""
+    phases = {"vqa-cp": sealed_phases["vqa-cp"]}
+    config = _write_config(tmp_path, phases, lease_seconds=3)
+    raw = yaml.safe_load(config.read_text())
+    raw["phases"][0]["limits"] = {"per_day": 9, "concurrent": 20}
+    config.write_text(yaml.safe_dump(raw))
+    token = _add_team(config, "team k")
+    headers = {"Authorization": f"Bearer {token}", "X-Vlbench-Filename": "p.json"}
+    body = phases["vqa-cp"][3].read_bytes()
+    running = Running(config)
+    try:
+        accepted = [httpx.post(f"{running.url}/api/v1/phases/vqa-cp/submissions", content=body, headers=headers,
+                               timeout=30) for _ in range(8)]
+        assert [r.status_code for r in accepted] == [202] * 8
+        deadline = time.monotonic() + 60
+        while not any(r["status"] == "scoring" for r in _rows(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        running.kill()
+    finally:
+        running.stop()
+    at_kill = _rows(tmp_path)
+    interrupted = [r["id"] for r in at_kill if r["status"] == "scoring"]
+    assert len(at_kill) == 8 and len(interrupted) == 1 and any(r["status"] == "queued" for r in at_kill), at_kill
+
+    running = Running(config)  # restarted
+    try:
+        def slow_body():
+            yield body[:100]
+            time.sleep(60)  # the server is killed meanwhile
+            yield body[100:]
+
+        def upload():
+            try:
+                httpx.post(f"{running.url}/api/v1/phases/vqa-cp/submissions", content=slow_body(), timeout=120,
+                           headers=headers)
+            except httpx.HTTPError:
+                pass  # the connection drops: the team sees it and submits again
+
+        import threading
+
+        uploader = threading.Thread(target=upload, daemon=True)
+        uploader.start()
+        time.sleep(1.5)
+        running.kill()
+        running = Running(config)  # restarted again
+        deadline = time.monotonic() + 120
+        while any(r["status"] != "scored" for r in _rows(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        rows = _rows(tmp_path)
+        assert len(rows) == 8 and all(r["status"] == "scored" for r in rows), rows
+        assert [r["attempts"] for r in rows] == [2 if r["id"] in interrupted else 1 for r in rows]
+        assert len({r["metrics"] for r in rows}) == 1 and json.loads(rows[0]["metrics"])["benchmark"] == "vqa-cp"
+        ninth = httpx.post(f"{running.url}/api/v1/phases/vqa-cp/submissions", content=body, headers=headers,
+                           timeout=30)
+        tenth = httpx.post(f"{running.url}/api/v1/phases/vqa-cp/submissions", content=body, headers=headers,
+                           timeout=30)
+        assert (ninth.status_code, tenth.status_code) == (202, 429), tenth.text
+    finally:
+        running.stop()
+
+
+@pytest.mark.slow
+def test_the_reveal_publishes_what_anyone_needs_to_check_and_rescore(service, sealed_phases, cli, tmp_path):
+    """After the end (here `--before-end`): each phase's answer file verifies against its public half's commitment,
+    and `vlbench evaluate` of every revealed submission with it gives the metrics the service recorded."""
+    code, _, err = cli("serve", "reveal", service["config"], "--out", tmp_path / "revealed")
+    assert_one_error_line(code, err, ["has not ended", "--before-end"])
+    code, out, err = cli("serve", "reveal", service["config"], "--out", tmp_path / "revealed", "--before-end")
+    assert code == 0, err
+    record = json.loads((tmp_path / "revealed" / "reveal.json").read_text())
+    rescored = 0
+    for name, phase in record["phases"].items():
+        _, public, _, _ = sealed_phases[name]
+        answers = tmp_path / "revealed" / name / "answers.zip"
+        code, _, err = cli("verify", public, "--answers", answers)
+        assert code == 0, err
+        for entry in phase["submissions"]:
+            report = tmp_path / "rescored" / str(entry["id"])
+            code, _, err = cli("evaluate", phase["benchmark"], "--data", public, "--answers", answers,
+                               "--predictions", tmp_path / "revealed" / name / entry["file"], "--report", report)
+            assert code == 0, err
+            again = json.loads((report / "metrics.json").read_text())
+            assert {k: v for k, v in again.items() if k != "predictions"} == \
+                {k: v for k, v in entry["metrics"].items() if k != "predictions"}
+            rescored += 1
+    assert rescored >= len(sealed_phases)  # every benchmark's phase has at least one scored submission
+

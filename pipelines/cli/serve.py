@@ -9,6 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from pipelines.cli.app import app, echo_err
+from pipelines.cli.options import overwrite_option
 
 
 class _ServeGroup(TyperGroup):
@@ -73,6 +74,26 @@ def teams_list(config: Path = CONFIG_OPTION):
 
     for team in Store(load_config(config).storage).teams():
         typer.echo(f"{team.id}\t{'host' if team.host else 'team'}\t{team.name}")
+
+
+@serve_app.command("reveal")
+def reveal_command(
+    config: Path = CONFIG,
+    out: Path = typer.Option(..., "--out", metavar="DIR", help="The folder to publish: answer files, submissions, "
+                                                                 "reveal.json."),
+    before_end: bool = typer.Option(False, "--before-end", help="Reveal a phase that has not ended."),
+    overwrite: bool = overwrite_option("Replace a DIR this command did not write."),
+):
+    """The end of a challenge: the sealed answers (salt included) and every scored submission, to publish."""
+    from pipelines.serve.config import load_config
+    from pipelines.serve.reveal import reveal
+
+    record = reveal(load_config(config), out, before_end, overwrite)
+    for name, phase in record["phases"].items():
+        typer.echo(f"{name}: answers (commitment {phase['commitment']}) and {len(phase['submissions'])} scored "
+                   "submission(s)")
+    typer.echo(f"revealed into {out}: publish it; `vlbench verify PUBLIC --answers {out}/PHASE/answers.zip` checks "
+               "each commitment")
 
 
 @app.command("submit")

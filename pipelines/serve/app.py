@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import secrets
+import time
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -32,6 +33,7 @@ from pipelines.serve.store import LimitReached, Store, Team, now_utc
 from pipelines.serve.worker import stored_path
 
 FILENAME_HEADER = "x-vlbench-filename"
+STALE_UPLOAD_SECONDS = 3600
 CHUNK = 1 << 16
 
 
@@ -62,6 +64,9 @@ def create_app(config: Config) -> Starlette:
     store = Store(config.storage)
     incoming = config.storage / "incoming"
     incoming.mkdir(parents=True, exist_ok=True)
+    for left in incoming.glob(".upload-*"):  # an upload a killed server never finished (never recorded); another
+        if time.time() - left.stat().st_mtime > STALE_UPLOAD_SECONDS:  # process's upload in progress is younger
+            left.unlink(missing_ok=True)
     (config.storage / "submissions").mkdir(parents=True, exist_ok=True)
 
     def team_of(request: Request) -> Team | None:

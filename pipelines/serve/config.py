@@ -53,6 +53,7 @@ class Config:
     storage: Path  # the database (SQLite by default) and the stored submissions
     database: str | None  # a PostgreSQL URL; None: SQLite in `storage`
     max_upload_bytes: int
+    lease_seconds: int  # how long a worker's claim lasts unrenewed: a dead worker's submission waits this long
     phases: tuple[Phase, ...] = field(default_factory=tuple)
 
     def phase(self, name: str) -> Phase:
@@ -184,7 +185,7 @@ def load_config(path: Path) -> Config:
         raise ParamsError(f"{path}: not YAML ({str(exc).splitlines()[0][:160]})") from None
     if not isinstance(raw, dict):
         raise ParamsError(f"{path}: a mapping with challenge, storage and phases")
-    _known(path, "", raw, {"challenge", "storage", "database", "max_upload_mb", "phases"})
+    _known(path, "", raw, {"challenge", "storage", "database", "max_upload_mb", "lease_seconds", "phases"})
     challenge = _text(path, "challenge", raw.get("challenge"))
     storage = _path(path, "storage", raw.get("storage", "serve-data"), must_exist=False)
     database = raw.get("database")
@@ -200,4 +201,4 @@ def load_config(path: Path) -> Config:
     if len(set(names)) != len(names):
         _fail(path, "phases", f"two phases are named {next(n for n in names if names.count(n) > 1)}")
     return Config(path=path, challenge=challenge, storage=storage, database=database, max_upload_bytes=mb << 20,
-                  phases=found)
+                  lease_seconds=_count(path, "lease_seconds", raw.get("lease_seconds", 60), 2, 3600), phases=found)

@@ -18,7 +18,6 @@ from core.errors import VlbenchError
 from pipelines.serve.config import Config, Phase
 from pipelines.serve.store import Store
 
-LEASE_SECONDS = 60.0
 POLL_SECONDS = 0.5
 SUFFIXES = (".json", ".jsonl", ".eval", ".xlsx", ".tsv", ".csv")  # the formats `evaluate` reads, by suffix
 
@@ -81,7 +80,7 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
-def score_one(config: Config, store: Store, name: str, lease: float = LEASE_SECONDS) -> bool:
+def score_one(config: Config, store: Store, name: str, lease: float) -> bool:
     """Claim and score one submission; False when none is waiting."""
     row = store.claim(name, lease)
     if row is None:
@@ -115,10 +114,11 @@ def score_one(config: Config, store: Store, name: str, lease: float = LEASE_SECO
     return True
 
 
-def run_worker(config: Config, stop: threading.Event | None = None, lease: float = LEASE_SECONDS) -> None:
-    """Score submissions until `stop` is set (for ever, in a worker process)."""
+def run_worker(config: Config, stop: threading.Event | None = None) -> None:
+    """Score submissions until `stop` is set (for ever, in a worker process), each claimed for the config's
+    `lease_seconds` and renewed while it is scored."""
     store, name = Store(config.storage), worker_name()
     stop = stop or threading.Event()
     while not stop.is_set():
-        if not score_one(config, store, name, lease):
+        if not score_one(config, store, name, config.lease_seconds):
             stop.wait(POLL_SECONDS)
