@@ -253,7 +253,7 @@ def test_perceptual_resampling_reproduces_summarise_on_the_full_sample():
     weighted once, the ratios give exactly summarise's Acc(M) and its means over repeats of P_m,
     P_m / Z_D and P_m / Z_{D,f}. A NaN row (a metric the row does not score) is left out of both."""
     from evaluator.perceptual.score import PerceptualResult, resampling, summarise
-    from evaluator.stats.bootstrap import _cluster_sums, _values
+    from evaluator.stats.bootstrap import _values, cluster_sums
 
     full = np.array([1, 0, 1, 1, np.nan, 0.0])
     without = {"image": {"acc": np.array([[0, 0, 1, 0, np.nan, 0], [1, 0, 0, 0, np.nan, 1.0]])}}
@@ -261,7 +261,7 @@ def test_perceptual_resampling_reproduces_summarise_on_the_full_sample():
                               majority={"acc": np.array([1, 0, 0, 1, 1, 0.0])})
     summary = summarise(result)["acc"]
     r = resampling(result, np.array([0, 0, 1, 2, 3, 3]), "image")
-    n, sums = _cluster_sums(r)
+    n, sums = cluster_sums(r)
     got = {k: float(v[0]) for k, v in _values(sums, np.ones((1, n)), r).items()}
     assert got["all.acc.acc"] == pytest.approx(summary["acc"])
     for key in ("p", "p_zd", "p_zdf"):

@@ -105,7 +105,7 @@ def test_bootstrap_resampling_reproduces_the_table_2_cells():
     targets left out as there; planted per-row values on 6 images x 2 templates."""
     import numpy as np
 
-    from evaluator.stats.bootstrap import _cluster_sums, _values
+    from evaluator.stats.bootstrap import _values, cluster_sums
     from evaluator.vl_bias import counterbias as cb
 
     rng = np.random.default_rng(7)
@@ -120,7 +120,7 @@ def test_bootstrap_resampling_reproduces_the_table_2_cells():
     templates = ["sentence", "phrase"]
     summary = cb.summarise(columns, ["vl"], templates)["vl"]
     r = cb.resampling(columns, ["vl"], templates)
-    n, sums = _cluster_sums(r)
+    n, sums = cluster_sums(r)
     got = {k: float(v[0]) for k, v in _values(sums, np.ones((1, n)), r).items()}
     for kind in ("activity", "occupation"):
         assert got[f"measures.vl.avg.{kind}"] == pytest.approx(summary["avg"][kind])

@@ -129,6 +129,10 @@ def service(sealed_phases, tmp_path_factory):
     {url, config, folder, tokens: the host's and two teams'}."""
     folder = tmp_path_factory.mktemp("service")
     config = _write_config(folder, sealed_phases, max_upload_mb=1)
+    raw = yaml.safe_load(config.read_text())
+    raw["phases"].append({**raw["phases"][[p["name"] for p in raw["phases"]].index("vqa-cp")], "name": "ladder",
+                          "ladder": "parameter-free", "limits": {"per_day": 10, "concurrent": 1}})
+    config.write_text(yaml.safe_dump(raw))
     tokens = {name: _add_team(config, name, host) for name, host in (("hosts", True), ("Team <A>", False),
                                                                       ("team b", False))}
     running = Running(config)
@@ -163,6 +167,9 @@ def _get(service, token: str | None, route: str):
     (lambda c: c["phases"].append(dict(c["phases"][0])), ["phases", "two phases are named"]),
     (lambda c: c.update(database="mysql://x"), ["database", "PostgreSQL URL"]),
     (lambda c: c.update(max_upload_mb=10 ** 6), ["max_upload_mb"]),
+    (lambda c: c["phases"][0].update(ladder="sometimes"), ["phases[0].ladder", "parameter-free"]),
+    (lambda c: c["phases"][0].update(ladder={"step": 0}), ["phases[0].ladder", "step"]),
+    (lambda c: c["phases"][0].update(ladder="parameter-free"), ["phases[0].limits.concurrent", "1 under the Ladder"]),
 ])
 def test_a_bad_config_is_one_line_naming_the_key(sealed_phases, cli, tmp_path, edit, needles):
     path = _write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]})
@@ -360,7 +367,7 @@ def test_the_reveal_publishes_what_anyone_needs_to_check_and_rescore(service, se
     record = json.loads((tmp_path / "revealed" / "reveal.json").read_text())
     rescored = 0
     for name, phase in record["phases"].items():
-        _, public, _, _ = sealed_phases[name]
+        _, public, _, _ = sealed_phases[phase["benchmark"]]
         answers = tmp_path / "revealed" / name / "answers.zip"
         code, _, err = cli("verify", public, "--answers", answers)
         assert code == 0, err
@@ -374,4 +381,29 @@ def test_the_reveal_publishes_what_anyone_needs_to_check_and_rescore(service, se
                 {k: v for k, v in entry["metrics"].items() if k != "predictions"}
             rescored += 1
     assert rescored >= len(sealed_phases)  # every benchmark's phase has at least one scored submission
+
+
+@pytest.mark.slow
+def test_the_ladder_shows_a_new_score_only_when_it_beats_the_best(service, sealed_phases, tmp_path):
+    """Parameter-free Ladder on VQA-CP: the first submission is released (rounded to 1/n of the range, n the
+    clusters); the same file again does not beat itself; a worse one (every answer wrong) is not shown: the best
+    is shown again, with no interval; the host sees the state, the team does not."""
+    team, host = service["tokens"]["Team <A>"], service["tokens"]["hosts"]
+    predictions = sealed_phases["vqa-cp"][3]
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps([{**e, "answer": "zzz"} for e in json.loads(predictions.read_text())]))
+    views = []
+    for path in (predictions, predictions, wrong):
+        done = _submit(service, team, "ladder", path)
+        assert done.returncode == 0, done.stderr
+        views.append(json.loads(done.stdout.split("\n", 1)[1]))
+    assert [v["ladder"]["improved"] for v in views] == [True, False, False]
+    assert views[0]["scores"] == views[1]["scores"] == views[2]["scores"]
+    assert views[0]["scores"][0]["interval"] is None and views[0]["scores"][0]["metric"] == "accuracy"
+    mine = _get(service, team, "/api/v1/submissions?phase=ladder").json()["submissions"]
+    assert "ladder" not in mine[0] and "best_score" not in json.dumps(mine)
+    state = _get(service, host, f"/api/v1/submissions/{mine[0]['id']}").json()["ladder"]
+    assert state["best_of"] == mine[-1]["id"] and state["threshold"] > 0
+    exact = json.loads(_get(service, host, f"/api/v1/submissions/{mine[-1]['id']}").text)["metrics"]["accuracy"]
+    assert state["best_score"] == exact and abs(views[0]["scores"][0]["value"] - exact) <= state["step"] / 2 + 1e-9
 

@@ -72,7 +72,8 @@ def _reported(r: Resampling) -> list[str]:
     return [k for k in (*r.ratios, *r.derived) if not k.startswith("_")]
 
 
-def _cluster_sums(r: Resampling) -> tuple[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
+def cluster_sums(r: Resampling) -> tuple[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """(number of clusters, {ratio: (its numerators, its denominators) summed per cluster})."""
     n = int(r.clusters.max()) + 1 if len(r.clusters) else 0
     return n, {name: (np.bincount(r.clusters, weights=np.asarray(q.num, np.float64), minlength=n),
                       np.bincount(r.clusters, weights=np.asarray(q.den, np.float64), minlength=n))
@@ -120,7 +121,7 @@ def intervals(r: Resampling, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
     None}, "exact": [names]} by the cluster bootstrap, the same seed giving the same intervals; where
     it is exact -- a proportion of independent 0/1 outcomes -- the analytic binomial interval instead
     (listed under "exact")."""
-    n, sums = _cluster_sums(r)
+    n, sums = cluster_sums(r)
     rng = np.random.default_rng(seed)
     chunks = [_values(sums, w, r) for w in _counts(n, resamples, rng)] if n else []
     names = _reported(r)
@@ -154,7 +155,7 @@ def _clopper_pearson(q: Ratio, clusters: np.ndarray, confidence: float) -> list[
 
 def point_values(r: Resampling) -> dict[str, float]:
     """Every metric on the rows as they are (each cluster once): the point estimates beside `intervals`."""
-    n, sums = _cluster_sums(r)
+    n, sums = cluster_sums(r)
     return {k: float(v[0]) for k, v in _values(sums, np.ones((1, n)), r).items()}
 
 
@@ -186,8 +187,8 @@ def compare(a: Resampling, b: Resampling, resamples: int = DEFAULT_RESAMPLES, se
             confidence: float = CONFIDENCE) -> dict:
     """B minus A on the same rows and clusters: per metric the observed difference, its paired
     bootstrap interval, and the two-sided p-value of the paired (within-cluster swap) permutation test."""
-    n, sums_a = _cluster_sums(a)
-    _, sums_b = _cluster_sums(b)
+    n, sums_a = cluster_sums(a)
+    _, sums_b = cluster_sums(b)
     if not np.array_equal(a.clusters, b.clusters) or any(
             not np.array_equal(sums_a[k][1], sums_b[k][1]) for k in sums_a):
         raise ValueError("compare: the two submissions must be scored on the same rows")

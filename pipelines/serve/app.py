@@ -55,7 +55,8 @@ def _record(row, host: bool) -> dict:
            "finished": row["finished"], "error": row["error"],
            "shown": None if row["shown"] is None else json.loads(row["shown"])}
     if host:
-        out.update(metrics=None if row["metrics"] is None else json.loads(row["metrics"]), worker=row["worker"],
+        out.update(metrics=None if row["metrics"] is None else json.loads(row["metrics"]),
+                   ladder=None if row["ladder"] is None else json.loads(row["ladder"]), worker=row["worker"],
                    attempts=row["attempts"], started=row["started"], seconds=row["seconds"])
     return out
 

@@ -41,6 +41,8 @@ class Phase:
     limits: Limits
     metrics: tuple[str, ...]  # the headline keys shown (empty: the benchmark's headline)
     rounding: int  # decimals of every score shown
+    ladder: str | None = None  # "parameter-free" or "step" (Blum and Hardt's Ladder), None: every score shown
+    ladder_step: float | None = None  # the step of `ladder: {step: ETA}`
 
     def open_at(self, now: datetime.datetime) -> bool:
         return (self.starts is None or now >= self.starts) and (self.ends is None or now < self.ends)
@@ -116,6 +118,18 @@ def _path(path: Path, key, value, must_exist=True) -> Path:
     return found
 
 
+def _ladder(path: Path, key: str, value) -> tuple[str | None, float | None]:
+    """`ladder`: left out or false (none), `parameter-free` (Algorithm 2), or `{step: ETA}` (Algorithm 1)."""
+    if value is None or value is False:
+        return None, None
+    if value == "parameter-free":
+        return "parameter-free", None
+    if isinstance(value, dict) and set(value) == {"step"} and isinstance(value["step"], (int, float)) and \
+            not isinstance(value["step"], bool) and 0 < value["step"] <= 100:
+        return "step", float(value["step"])
+    _fail(path, key, "parameter-free, or {step: ETA} with ETA in (0, 100] in the metric's units, or false")
+
+
 def _phase(path: Path, key: str, raw) -> Phase:
     from evaluator.sealed import sealed_record
     from evaluator.tasks import get_task
@@ -123,7 +137,7 @@ def _phase(path: Path, key: str, raw) -> Phase:
     if not isinstance(raw, dict):
         _fail(path, key, "a mapping (name, benchmark, data, ...)")
     _known(path, key, raw, {"name", "benchmark", "data", "answers", "split", "starts", "ends", "visibility", "limits",
-                            "metrics", "rounding"})
+                            "metrics", "rounding", "ladder"})
     name = raw.get("name")
     if not isinstance(name, str) or not NAME.fullmatch(name):
         _fail(path, f"{key}.name", NAME_RULE)
@@ -161,6 +175,9 @@ def _phase(path: Path, key: str, raw) -> Phase:
     headline = [h.key for h in task.headline]
     if not isinstance(metrics, list) or any(m not in headline for m in metrics):
         _fail(path, f"{key}.metrics", f"a list of {benchmark}'s headline metrics ({', '.join(headline)})")
+    ladder, step = _ladder(path, f"{key}.ladder", raw.get("ladder"))
+    if ladder is not None and limits.get("concurrent", 1) != 1:
+        _fail(path, f"{key}.limits.concurrent", "1 under the Ladder (a team's submissions are laddered in turn)")
     starts, ends = _when(path, f"{key}.starts", raw.get("starts")), _when(path, f"{key}.ends", raw.get("ends"))
     if starts is not None and ends is not None and ends <= starts:
         _fail(path, f"{key}.ends", "after starts")
@@ -169,7 +186,8 @@ def _phase(path: Path, key: str, raw) -> Phase:
                  limits=Limits(per_day=_count(path, f"{key}.limits.per_day", limits.get("per_day"), 1),
                                total=_count(path, f"{key}.limits.total", limits.get("total"), 1),
                                concurrent=_count(path, f"{key}.limits.concurrent", limits.get("concurrent", 1), 1)),
-                 metrics=tuple(metrics), rounding=_count(path, f"{key}.rounding", raw.get("rounding", 2), 0, 6))
+                 metrics=tuple(metrics), rounding=_count(path, f"{key}.rounding", raw.get("rounding", 2), 0, 6),
+                 ladder=ladder, ladder_step=step)
 
 
 def load_config(path: Path) -> Config:

@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS submissions (
     id INTEGER PRIMARY KEY, team INTEGER NOT NULL REFERENCES teams(id), phase TEXT NOT NULL,
     sha256 TEXT NOT NULL, filename TEXT NOT NULL, bytes INTEGER NOT NULL, status TEXT NOT NULL,
     submitted TEXT NOT NULL, day TEXT NOT NULL, started TEXT, finished TEXT, worker TEXT, lease REAL,
-    attempts INTEGER NOT NULL DEFAULT 0, seconds REAL, error TEXT, metrics TEXT, shown TEXT);
+    attempts INTEGER NOT NULL DEFAULT 0, seconds REAL, error TEXT, metrics TEXT, shown TEXT, ladder TEXT);
 CREATE INDEX IF NOT EXISTS submissions_by_status ON submissions (status, id);
 CREATE INDEX IF NOT EXISTS submissions_by_team ON submissions (team, phase, status);
 """
@@ -181,16 +181,19 @@ class Store:
                               (time.time() + lease_seconds, submission, worker)).rowcount == 1
 
     def finish(self, submission: int, worker: str, *, metrics: dict | None = None, shown: dict | None = None,
-               error: str | None = None, seconds: float = 0.0) -> bool:
+               ladder: dict | None = None, error: str | None = None, seconds: float = 0.0) -> bool:
         """Record a result, only by the worker holding the submission (a worker whose lease lapsed and was taken
-        over records nothing): scored with its metrics and what the team is shown, or refused with its line."""
+        over records nothing): scored with its metrics, what the team is shown and the team's Ladder state after
+        it (never shown: it holds the best's unrounded score), or refused with its line."""
+        def text(value):
+            return None if value is None else json.dumps(value, sort_keys=True)
+
         with self._write() as db:
             return db.execute(
-                "UPDATE submissions SET status = ?, finished = ?, seconds = ?, metrics = ?, shown = ?, error = ?, "
-                "lease = NULL WHERE id = ? AND worker = ? AND status = 'scoring'",
-                ("refused" if error is not None else "scored", now_utc().isoformat(), seconds,
-                 None if metrics is None else json.dumps(metrics, sort_keys=True),
-                 None if shown is None else json.dumps(shown, sort_keys=True), error, submission, worker)).rowcount == 1
+                "UPDATE submissions SET status = ?, finished = ?, seconds = ?, metrics = ?, shown = ?, ladder = ?, "
+                "error = ?, lease = NULL WHERE id = ? AND worker = ? AND status = 'scoring'",
+                ("refused" if error is not None else "scored", now_utc().isoformat(), seconds, text(metrics),
+                 text(shown), text(ladder), error, submission, worker)).rowcount == 1
 
     def submission(self, submission: int) -> sqlite3.Row | None:
         return self._connection().execute(
@@ -210,6 +213,14 @@ class Store:
         return self._connection().execute(
             f"SELECT s.*, t.name AS team_name FROM submissions s JOIN teams t ON t.id = s.team {clause} "
             "ORDER BY s.id DESC", args).fetchall()
+
+    def ladder_state(self, team: int, phase: str, before: int) -> dict | None:
+        """The team's Ladder state in a phase before submission `before`: that of its latest scored submission
+        (its best shown score and which submission it is of), or None before its first."""
+        row = self._connection().execute(
+            "SELECT ladder FROM submissions WHERE team = ? AND phase = ? AND status = 'scored' AND id < ? "
+            "AND ladder IS NOT NULL ORDER BY id DESC LIMIT 1", (team, phase, before)).fetchone()
+        return None if row is None else json.loads(row["ladder"])
 
     def counts(self) -> dict[str, int]:
         found = dict(self._connection().execute("SELECT status, COUNT(*) FROM submissions GROUP BY status").fetchall())

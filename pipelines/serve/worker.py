@@ -54,16 +54,60 @@ def shown(task, phase: Phase, metrics: dict) -> dict:
             "rounding": phase.rounding}
 
 
-def score(config: Config, phase: Phase, path: Path) -> tuple[dict, dict]:
-    """(metrics, what the team is shown) of a stored submission: `vlbench evaluate` of the file on the phase's
-    split, its answers joined from the sealed file."""
+def score(config: Config, phase: Phase, path: Path,
+          best: tuple[dict, Path] | None = None) -> tuple[dict, dict, dict | None]:
+    """(metrics, what the team is shown, the team's Ladder state after it) of a stored submission: `vlbench
+    evaluate` of the file on the phase's split, its answers joined from the sealed file. Under the Ladder, `best`
+    is the team's Ladder state and the file of its best submission (None before its first)."""
     from evaluator.request import ScoringRequest
     from evaluator.run import evaluate
     from evaluator.tasks import get_task
 
     request = ScoringRequest(phase.benchmark, str(phase.data), phase.split, answers=phase.answers)
     metrics = evaluate(request, path)
-    return metrics, shown(get_task(phase.benchmark), phase, metrics)
+    task = get_task(phase.benchmark)
+    if phase.ladder is None:
+        return metrics, shown(task, phase, metrics), None
+    return (metrics, *laddered(task, phase, metrics, path, best))
+
+
+def _resampling(task, phase: Phase, path: Path):
+    """A submission's resampling on the phase's split (the task's per-cluster terms of its metrics)."""
+    from evaluator.interop import load_submission
+    from evaluator.splits import open_split, task_options
+    from evaluator.submission import match_ids
+
+    folder, split, table = open_split(task, str(phase.data), phase.split, phase.answers)
+    predictions, _ = load_submission(task, path, "auto", task.ids(table), build=(folder, split, table))
+    match_ids(path, predictions, task.ids(table), task.id_field, False, False)
+    return task.resampling(table, predictions, task_options(task, []))
+
+
+def laddered(task, phase: Phase, metrics: dict, path: Path, best: tuple[dict, Path] | None) -> tuple[dict, dict]:
+    """(what a team is shown, its Ladder state) under the Ladder (evaluator/stats/ladder.py): the phase's first
+    metric only, its best released score, and whether this submission moved it; no interval (an interval would
+    show the new score)."""
+    from evaluator.stats.ladder import paired_standard_error, release
+
+    key = (phase.metrics or tuple(h.key for h in task.headline))[0]
+    headline = next(h for h in task.headline if h.key == key)
+    value = metric(metrics, key)
+    state = None if best is None else best[0]
+    if phase.ladder == "step":
+        threshold, step = phase.ladder_step, phase.ladder_step
+    else:
+        new = _resampling(task, phase, path)
+        clusters = int(new.clusters.max()) + 1 if len(new.clusters) else 1
+        step = (new.ratios[key].scale if key in new.ratios else (100.0 if headline.scale == "%" else 1.0)) / clusters
+        threshold = 0.0 if state is None else paired_standard_error(_resampling(task, phase, best[1]), new, key)
+    out = release(None if state is None else state["best"], None if state is None else state["best_score"], value,
+                  headline.higher_is_better, threshold, step)
+    view = {"ladder": {"mechanism": phase.ladder, "metric": key, "improved": out.improved},
+            "scores": [{"metric": key, "label": headline.label, "value": None if out.shown is None else
+                        round(out.shown, phase.rounding), "interval": None}],
+            "rounding": phase.rounding}
+    return view, {"best": out.shown, "best_score": out.best, "threshold": out.threshold, "step": out.step,
+                  "best_of": None if out.improved or state is None else state["best_of"]}
 
 
 def _team_line(message: str, path: Path, filename: str, config: Config) -> str:
@@ -98,8 +142,16 @@ def score_one(config: Config, store: Store, name: str, lease: float) -> bool:
     path = stored_path(config.storage, row["sha256"], row["filename"])
     try:
         phase = config.phase(row["phase"])
-        metrics, view = score(config, phase, path)
-        store.finish(row["id"], name, metrics=metrics, shown=view, seconds=time.perf_counter() - started)
+        best = None
+        if phase.ladder is not None:
+            state = store.ladder_state(row["team"], phase.name, before=row["id"])
+            if state is not None and state.get("best_of") is not None:
+                best_row = store.submission(state["best_of"])
+                best = (state, stored_path(config.storage, best_row["sha256"], best_row["filename"]))
+        metrics, view, ladder = score(config, phase, path, best)
+        if ladder is not None and view["ladder"]["improved"]:
+            ladder["best_of"] = row["id"]
+        store.finish(row["id"], name, metrics=metrics, shown=view, ladder=ladder, seconds=time.perf_counter() - started)
     except VlbenchError as exc:  # the submission's problem, as `evaluate` words it: shown to its team
         store.finish(row["id"], name, error=_team_line(str(exc), path, row["filename"], config),
                      seconds=time.perf_counter() - started)
