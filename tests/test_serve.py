@@ -407,3 +407,80 @@ def test_the_ladder_shows_a_new_score_only_when_it_beats_the_best(service, seale
     exact = json.loads(_get(service, host, f"/api/v1/submissions/{mine[-1]['id']}").text)["metrics"]["accuracy"]
     assert state["best_score"] == exact and abs(views[0]["scores"][0]["value"] - exact) <= state["step"] / 2 + 1e-9
 
+
+
+def test_the_rate_limit_is_a_token_bucket(monkeypatch):
+    """3 a minute: three requests pass, the fourth waits 20 s (one token every 20 s), one token back after 20 s;
+    keys are separate."""
+    from pipelines.serve import app
+
+    now = [1000.0]
+    monkeypatch.setattr(app.time, "monotonic", lambda: now[0])
+    limit = app.RateLimit(3)
+    assert [limit.wait("a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert limit.wait("a") == pytest.approx(20.0) and limit.wait("b") == 0.0
+    now[0] += 20.0
+    assert limit.wait("a") == 0.0 and limit.wait("a") == pytest.approx(20.0)
+
+
+@pytest.mark.slow
+def test_every_route_answers_every_caller_without_a_sealed_answer(service, sealed_phases, tmp_path):
+    """Every route of the application, called with the host's token, a team's and none (and a bad submission, whose
+    refusal line is the team's to read): no response holds a sealed answer of any phase (the answer files' text
+    answers of 6 or more characters: GQA's answers and full answers, VQA's, VisDial's), nor a token; what a team or
+    an anonymous caller reads holds no sealed text value of 10 or more characters at all (question types, GQA's
+    programs and records: the host's metrics break scores down by types). Then one address calling too often gets
+    429 with Retry-After."""
+    import io
+    import zipfile
+
+    import pyarrow.parquet as pq
+
+    sealed_text, answers_text = set(), set()
+    for _, _, answers, _ in sealed_phases.values():
+        with zipfile.ZipFile(answers) as archive:
+            for name in archive.namelist():
+                if name.endswith(".parquet"):
+                    table = pq.read_table(io.BytesIO(archive.read(name)))
+                    for column in table.column_names:
+                        if column.startswith("vlbench_") or column in ("id", "question_id", "annot_id"):
+                            continue
+                        for value in table.column(column).to_pylist():
+                            if isinstance(value, str) and len(value) >= 6:
+                                if len(value) >= 10:  # shorter types ("is this") are words of English errors
+                                    sealed_text.add(value)
+                                if "answer" in column.lower() and not column.endswith("_type"):
+                                    answers_text.add(value)
+    assert len(answers_text) > 100
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps([{"id": "x", "scores": [0.1, 0.2]}]))
+    done = _submit(service, service["tokens"]["Team <A>"], "vcr-visor", bad)
+    assert done.returncode == 2
+    from pipelines.serve.app import create_app
+    from pipelines.serve.config import load_config
+
+    routes = [r.path for r in create_app(load_config(service["config"])).routes]
+    ids = [s["id"] for s in _get(service, service["tokens"]["hosts"], "/api/v1/submissions").json()["submissions"]]
+    bodies = {}
+    for caller in ("hosts", "Team <A>", "team b", None):
+        token, seen = service["tokens"].get(caller), bodies.setdefault(caller, [])
+        for route in routes:
+            if "{id}" in route:
+                seen += [_get(service, token, route.replace("{id}", str(i))).text for i in ids]
+            elif "{phase}" in route:
+                headers = {"Authorization": f"Bearer {token}"} if token else {}
+                seen.append(httpx.post(f"{service['url']}{route.replace('{phase}', 'gqa-ood')}", content=b"[]",
+                                       headers=headers, timeout=30).text)
+            else:
+                seen.append(_get(service, token, route).text)
+    assert all(len(seen) >= len(routes) for seen in bodies.values()) and "metrics" in " ".join(bodies["hosts"])
+    leaked = [s for s in answers_text if any(s in body for seen in bodies.values() for body in seen)]
+    assert not leaked, leaked[:5]
+    leaked = [s for s in sealed_text if any(s in body for caller in ("Team <A>", "team b", None)
+                                            for body in bodies[caller])]
+    assert not leaked, leaked[:5]
+    assert not any(token.split("_", 2)[2] in body for token in service["tokens"].values() for seen in bodies.values()
+                   for body in seen)
+    answers = [httpx.get(f"{service['url']}/api/v1/status", timeout=10) for _ in range(200)]
+    refused = [r for r in answers if r.status_code == 429]
+    assert refused and refused[0].headers["retry-after"].isdigit() and "too many requests" in refused[0].text

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import secrets
 import time
@@ -61,8 +62,31 @@ def _record(row, host: bool) -> dict:
     return out
 
 
+class RateLimit:
+    """A token bucket per key (a token's id, or a client's address without one): `per_minute` requests a minute,
+    in bursts of at most that many. Kept in this web process (each process enforces its own)."""
+
+    def __init__(self, per_minute: int, keys: int = 100_000):
+        self.rate, self.capacity, self.keys = per_minute / 60.0, float(per_minute), keys
+        self.buckets: dict[str, tuple[float, float]] = {}
+
+    def wait(self, key: str) -> float:
+        """0 when a request may go now (and takes a token), else the seconds until it may."""
+        now = time.monotonic()
+        if len(self.buckets) >= self.keys:  # bounded memory: forget full buckets
+            self.buckets = {k: v for k, v in self.buckets.items() if v[0] + (now - v[1]) * self.rate < self.capacity}
+        tokens, seen = self.buckets.get(key, (self.capacity, now))
+        tokens = min(self.capacity, tokens + (now - seen) * self.rate)
+        if tokens < 1.0:
+            self.buckets[key] = (tokens, now)
+            return (1.0 - tokens) / self.rate
+        self.buckets[key] = (tokens - 1.0, now)
+        return 0.0
+
+
 def create_app(config: Config) -> Starlette:
     store = Store(config.storage)
+    limiter = RateLimit(config.requests_per_minute)
     incoming = config.storage / "incoming"
     incoming.mkdir(parents=True, exist_ok=True)
     for left in incoming.glob(".upload-*"):  # an upload a killed server never finished (never recorded); another
@@ -142,9 +166,23 @@ def create_app(config: Config) -> Starlette:
             return _error(404, f"no submission {raw[:20]} of team {team.name!r}")
         return JSONResponse(_record(row, team.host))
 
+    def limited(handler):
+        """The handler behind the rate limit: 429 with Retry-After when the caller's bucket is empty."""
+        async def run(request: Request):
+            team = team_of(request)  # a valid token's team; any other caller by its address
+            key = f"team:{team.id}" if team is not None else f"address:{getattr(request.client, 'host', '')}"
+            wait = limiter.wait(key)
+            if wait > 0:
+                response = _error(429, f"too many requests: at most {config.requests_per_minute} a minute; retry in "
+                                       f"{math.ceil(wait)} s")
+                response.headers["Retry-After"] = str(math.ceil(wait))
+                return response
+            return await handler(request)
+        return run
+
     return Starlette(routes=[
-        Route("/api/v1/status", status, methods=["GET"]),
-        Route("/api/v1/phases/{phase}/submissions", submit, methods=["POST"]),
-        Route("/api/v1/submissions", submissions, methods=["GET"]),
-        Route("/api/v1/submissions/{id}", submission, methods=["GET"]),
+        Route("/api/v1/status", limited(status), methods=["GET"]),
+        Route("/api/v1/phases/{phase}/submissions", limited(submit), methods=["POST"]),
+        Route("/api/v1/submissions", limited(submissions), methods=["GET"]),
+        Route("/api/v1/submissions/{id}", limited(submission), methods=["GET"]),
     ])

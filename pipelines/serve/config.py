@@ -56,6 +56,7 @@ class Config:
     database: str | None  # a PostgreSQL URL; None: SQLite in `storage`
     max_upload_bytes: int
     lease_seconds: int  # how long a worker's claim lasts unrenewed: a dead worker's submission waits this long
+    requests_per_minute: int  # per token (per client address without one), in each web process
     phases: tuple[Phase, ...] = field(default_factory=tuple)
 
     def phase(self, name: str) -> Phase:
@@ -203,7 +204,8 @@ def load_config(path: Path) -> Config:
         raise ParamsError(f"{path}: not YAML ({str(exc).splitlines()[0][:160]})") from None
     if not isinstance(raw, dict):
         raise ParamsError(f"{path}: a mapping with challenge, storage and phases")
-    _known(path, "", raw, {"challenge", "storage", "database", "max_upload_mb", "lease_seconds", "phases"})
+    _known(path, "", raw, {"challenge", "storage", "database", "max_upload_mb", "lease_seconds", "requests_per_minute",
+                           "phases"})
     challenge = _text(path, "challenge", raw.get("challenge"))
     storage = _path(path, "storage", raw.get("storage", "serve-data"), must_exist=False)
     database = raw.get("database")
@@ -219,4 +221,6 @@ def load_config(path: Path) -> Config:
     if len(set(names)) != len(names):
         _fail(path, "phases", f"two phases are named {next(n for n in names if names.count(n) > 1)}")
     return Config(path=path, challenge=challenge, storage=storage, database=database, max_upload_bytes=mb << 20,
-                  lease_seconds=_count(path, "lease_seconds", raw.get("lease_seconds", 60), 2, 3600), phases=found)
+                  lease_seconds=_count(path, "lease_seconds", raw.get("lease_seconds", 60), 2, 3600),
+                  requests_per_minute=_count(path, "requests_per_minute", raw.get("requests_per_minute", 120), 1,
+                                             100_000), phases=found)
