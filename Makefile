@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_out
 LOCK := requirements.lock
 
-.PHONY: venv vllm-venv lmms-eval-env inspect-env lock demo test test-fast lint docs browser bench clean
+.PHONY: venv vllm-venv lmms-eval-env inspect-env lock demo test test-fast lint docs browser postgres bench clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	rm -f $(STAMP)
@@ -42,7 +42,7 @@ demo: $(STAMP)
 # the main one, outside the checkout and cached between runs; the main venv is never touched by it. The
 # exported-task tests run the real lmms-eval 0.7.3 and Inspect, each installed by scripts/harness_env.sh into a
 # cached folder beside the main venv (run with its python, never installed into it).
-test: lint docs browser
+test: lint docs browser postgres
 	py="$$(bash scripts/vllm_venv.sh)" && lmms="$$(bash scripts/harness_env.sh lmms-eval $(PY))" && \
 		inspect="$$(bash scripts/harness_env.sh inspect $(PY))" && VLBENCH_VLLM_PYTHON="$$py" \
 		VLBENCH_LMMS_EVAL="$$lmms" VLBENCH_INSPECT="$$inspect" $(PY) -m pytest -q
@@ -60,6 +60,13 @@ inspect-env: $(STAMP)
 browser:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "note: could not install chromium; the leaderboard's browser test will be skipped"
+
+# Debian's PostgreSQL server for the challenge service's tests on PostgreSQL (a fixture initialises, starts and
+# stops a cluster of its own in a temporary folder, listening on loopback only).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; } \
+		|| echo "note: could not install postgresql; the service's PostgreSQL tests will be skipped"
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"

@@ -14,7 +14,7 @@ the sealed split joined with its answers) and the Ladder by evaluator/stats/ladd
 
 Target: with the Ladder, the attacker's gain stays within the 95% interval's half-width.
 
-    python scripts/bench_probing.py [--videos 100] [--submissions 600] [--per-day 5] [--runs 10]
+    python scripts/bench_probing.py [--videos 100] [--submissions 600] [--per-day 5] [--runs 20]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def main() -> int:
     parser.add_argument("--per-day", type=int, default=5, help="the daily limit's submissions per day")
     parser.add_argument("--days", type=int, default=30, help="the days the daily limit allows them over")
     parser.add_argument("--rounding", type=int, default=0, help="decimals of the rounded scores (in %%)")
-    parser.add_argument("--runs", type=int, default=10, help="attacks per defence (seeds)")
+    parser.add_argument("--runs", type=int, default=20, help="attacks per defence (seeds)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import numpy as np
@@ -99,7 +99,9 @@ def main() -> int:
             seen = round(value, args.rounding) if defence == "rounding" else value
             if seen > 50.0:
                 kept.append(vector)
-        final = np.where(np.sum(kept, axis=0) >= 0, 1.0, -1.0) if kept else rng.choice([-1.0, 1.0], size=len(ids))
+        coin = rng.choice([-1.0, 1.0], size=len(ids))  # ties (and no vector kept) by a coin, never one answer
+        votes = np.sum(kept, axis=0) if kept else np.zeros(len(ids))
+        final = np.where(votes > 0, 1.0, np.where(votes < 0, -1.0, coin))
         return scored("board", final), scored("private", final)
 
     print(f"hidden phase: Social-IQ, {n:,} answers on the leaderboard, {len(ids) - n:,} private; "

@@ -147,6 +147,7 @@ OWN_MEANINGS = {
     "--predictions": "evaluate: a file; compare: several files; suite: a folder of them",
     "--answers": "seal: the sealed answer file it writes; the others the one they read (options.answers_option)",
     "--host": "serve: the address it listens on; serve team add: the new team is a host",
+    "--workers": "serve: workers beside the web process (0: none); serve worker: the workers it runs (1 or more)",
 }
 
 

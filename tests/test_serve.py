@@ -35,6 +35,44 @@ def _no_network():
     yield
 
 
+@pytest.fixture(scope="module")
+def postgres():
+    """A PostgreSQL server of Debian's package (`make test` installs it): a cluster initialised in a temporary folder
+    (as the `postgres` user when the tests run as root: the server refuses root), listening on 127.0.0.1 only,
+    started here and stopped at the end. A function that creates a new database in it and gives its URL."""
+    import shutil
+    import tempfile
+
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if not found:
+        pytest.skip("Debian's postgresql package is not installed (`make test` installs it)")
+    binaries, root = found[-1].parent, Path(tempfile.mkdtemp(prefix="vlbench-postgres-"))
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_user:
+        shutil.chown(root, "postgres", "postgres")
+    port = _free_port()
+
+    def run(*argv):
+        done = subprocess.run([*as_user, *map(str, argv)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    run(binaries / "initdb", "-D", root / "data", "-U", "vlbench", "--auth=trust", "-E", "UTF8", "--no-sync")
+    run(binaries / "pg_ctl", "-D", root / "data", "-l", root / "server.log", "-w", "-t", "60", "-o",
+        f"-c listen_addresses=127.0.0.1 -p {port} -k {root}", "start")
+    made = []
+
+    def database() -> str:
+        made.append(f"challenge{len(made)}")
+        run(binaries / "createdb", "-h", "127.0.0.1", "-p", port, "-U", "vlbench", made[-1])
+        return f"postgresql://vlbench@127.0.0.1:{port}/{made[-1]}"
+
+    try:
+        yield database
+    finally:
+        run(binaries / "pg_ctl", "-D", root / "data", "-m", "fast", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -285,19 +323,23 @@ def test_an_upload_over_the_limit_is_refused_and_nothing_is_recorded(service):
 
 
 def _rows(folder: Path) -> list[dict]:
-    with sqlite3.connect(f"file:{folder / 'store' / 'serve.sqlite3'}?mode=ro", uri=True) as db:
-        db.row_factory = sqlite3.Row
-        return [dict(r) for r in db.execute("SELECT id, status, attempts, metrics, error FROM submissions ORDER BY id")]
+    """The submissions as the service's database holds them (SQLite or PostgreSQL, as its config says)."""
+    from pipelines.serve.config import load_config
+
+    store = load_config(folder / "challenge.yaml").store()
+    return [dict(store.submission(r["id"])) for r in reversed(store.submissions())]
 
 
 @pytest.mark.slow
-def test_kill_9_mid_score_and_mid_upload_loses_nothing_and_scores_once(sealed_phases, tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_kill_9_mid_score_and_mid_upload_loses_nothing_and_scores_once(backend, sealed_phases, request, tmp_path):
     """The whole service (web process and worker) killed with SIGKILL while a submission is being scored, and again
     while a file is being uploaded; restarted: every accepted submission is scored exactly once (the interrupted
     one taken over when its lease lapsed: a second attempt, the same metrics), the cut-off upload was never
     recorded, and the per-day limit counts each submission once."""
     phases = {"vqa-cp": sealed_phases["vqa-cp"]}
-    config = _write_config(tmp_path, phases, lease_seconds=3)
+    database = {"database": request.getfixturevalue("postgres")()} if backend == "postgresql" else {}
+    config = _write_config(tmp_path, phases, lease_seconds=3, **database)
     raw = yaml.safe_load(config.read_text())
     raw["phases"][0]["limits"] = {"per_day": 9, "concurrent": 20}
     config.write_text(yaml.safe_dump(raw))
@@ -484,3 +526,42 @@ def test_every_route_answers_every_caller_without_a_sealed_answer(service, seale
     answers = [httpx.get(f"{service['url']}/api/v1/status", timeout=10) for _ in range(200)]
     refused = [r for r in answers if r.status_code == 429]
     assert refused and refused[0].headers["retry-after"].isdigit() and "too many requests" in refused[0].text
+
+
+@pytest.mark.slow
+def test_several_workers_on_one_postgresql_never_score_a_submission_twice(postgres, sealed_phases, tmp_path):
+    """Three workers beside the web process and two more started apart (`vlbench serve worker`, as on another
+    machine), all against one PostgreSQL: 18 submissions from three teams sent at once are each claimed once
+    (one attempt each), scored once, and the workers shared them."""
+    phases = {"disco": sealed_phases["disco"]}
+    config = _write_config(tmp_path, phases, database=postgres())
+    raw = yaml.safe_load(config.read_text())
+    raw["phases"][0]["limits"] = {"per_day": 6, "concurrent": 6}
+    config.write_text(yaml.safe_dump(raw))
+    tokens = [_add_team(config, f"team {k}") for k in range(3)]
+    body = phases["disco"][3].read_bytes()
+    running = Running(config, workers=3)
+    others = subprocess.Popen([*VLBENCH, "serve", "worker", str(config), "--workers", "2"], cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        import concurrent.futures
+
+        def send(token: str) -> int:
+            return httpx.post(f"{running.url}/api/v1/phases/disco/submissions", content=body, timeout=60,
+                              headers={"Authorization": f"Bearer {token}", "X-Vlbench-Filename": "p.json"}).status_code
+
+        with concurrent.futures.ThreadPoolExecutor(18) as pool:
+            assert list(pool.map(send, tokens * 6)) == [202] * 18
+        deadline = time.monotonic() + 180
+        while any(r["status"] != "scored" for r in _rows(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        rows = _rows(tmp_path)
+        assert len(rows) == 18 and all(r["status"] == "scored" and r["attempts"] == 1 for r in rows), rows
+        assert len({r["metrics"] for r in rows}) == 1 and len({r["worker"] for r in rows}) >= 2
+        assert httpx.post(f"{running.url}/api/v1/phases/disco/submissions", content=body, timeout=60,
+                          headers={"Authorization": f"Bearer {tokens[0]}"}).status_code == 429
+    finally:
+        os.killpg(others.pid, signal.SIGTERM)
+        others.wait(30)
+        running.stop()
+

@@ -1,9 +1,9 @@
 """The `vlbench` command line, one module per command family: `build` (list, params, sample-sources, build,
 verify, seal), `score` (predict, evaluate, export-task, perceptual, shortcuts, counterbias), `publish` (compare,
-leaderboard, counterbias-compare, push), `serve` (serve, serve team add, serve teams, submit) and `suite`
-(suite, suite-compare, demo); the options several
-commands share are declared once in `options` and the model flags in `models`; `app` holds the typer
-application and `main`. Heavy modules are imported inside each command, so `vlbench --help` is instant."""
+leaderboard, counterbias-compare, push), `serve` (serve, serve worker, serve team add, serve teams, serve reveal,
+submit) and `suite` (suite, suite-compare, demo); the options several commands share are declared once in
+`options` and the model flags in `models`; `app` holds the typer application and `main`. Heavy modules are
+imported inside each command, so `vlbench --help` is instant."""
 
 from pipelines.cli import build, publish, score, serve, suite  # noqa: F401 -- each registers its commands on `app`
 from pipelines.cli.app import app, main

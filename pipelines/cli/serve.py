@@ -50,6 +50,17 @@ def serve_run(
     serve(config, host, port, workers)
 
 
+@serve_app.command("worker")
+def serve_worker(
+    config: Path = CONFIG,
+    workers: int = typer.Option(1, "--workers", min=1, max=64, help="Scoring worker processes."),
+):
+    """Run scoring workers only (on another machine: the same PostgreSQL database and a shared storage folder)."""
+    from pipelines.serve.run import work
+
+    work(config, workers)
+
+
 @team_app.command("add")
 def team_add(
     name: str = typer.Argument(..., metavar="NAME", help="The team's name, as its pages show it."),
@@ -58,9 +69,8 @@ def team_add(
 ):
     """Add a team (or a host) and print its token, once: only its hash is kept."""
     from pipelines.serve.config import load_config
-    from pipelines.serve.store import Store
 
-    token = Store(load_config(config).storage).add_team(name, host=host)
+    token = load_config(config).store().add_team(name, host=host)
     echo_err(f"{'host' if host else 'team'} {name!r} added; its token follows, shown this once (set it as "
              "VLBENCH_TOKEN for `vlbench submit`):")
     typer.echo(token)  # stdout, unmasked: the one place a token is ever shown
@@ -70,9 +80,8 @@ def team_add(
 def teams_list(config: Path = CONFIG_OPTION):
     """List the teams and hosts (never their tokens)."""
     from pipelines.serve.config import load_config
-    from pipelines.serve.store import Store
 
-    for team in Store(load_config(config).storage).teams():
+    for team in load_config(config).store().teams():
         typer.echo(f"{team.id}\t{'host' if team.host else 'team'}\t{team.name}")
 
 

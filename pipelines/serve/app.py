@@ -30,7 +30,7 @@ from starlette.routing import Route
 
 from core.errors import ParamsError
 from pipelines.serve.config import Config
-from pipelines.serve.store import LimitReached, Store, Team, now_utc
+from pipelines.serve.store import LimitReached, Team, now_utc
 from pipelines.serve.worker import stored_path
 
 FILENAME_HEADER = "x-vlbench-filename"
@@ -85,7 +85,7 @@ class RateLimit:
 
 
 def create_app(config: Config) -> Starlette:
-    store = Store(config.storage)
+    store = config.store()
     limiter = RateLimit(config.requests_per_minute)
     incoming = config.storage / "incoming"
     incoming.mkdir(parents=True, exist_ok=True)

@@ -59,6 +59,12 @@ class Config:
     requests_per_minute: int  # per token (per client address without one), in each web process
     phases: tuple[Phase, ...] = field(default_factory=tuple)
 
+    def store(self):
+        """The challenge's records (pipelines/serve/store.py): SQLite in `storage`, or the PostgreSQL `database`."""
+        from pipelines.serve.store import Store
+
+        return Store(self.storage, self.database)
+
     def phase(self, name: str) -> Phase:
         for phase in self.phases:
             if phase.name == name:

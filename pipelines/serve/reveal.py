@@ -12,7 +12,7 @@ from pathlib import Path
 
 from core.errors import ParamsError
 from pipelines.serve.config import Config
-from pipelines.serve.store import Store, now_utc
+from pipelines.serve.store import now_utc
 from pipelines.serve.worker import stored_path
 
 
@@ -33,7 +33,7 @@ def reveal(config: Config, out: Path, before_end: bool = False, overwrite: bool 
                           "pass --before-end")
     check_out(out, {"the storage folder": [config.storage]}, overwrite,
               owned=lambda path: (path / "reveal.json").is_file(), writer="`vlbench serve reveal`")
-    store = Store(config.storage)
+    store = config.store()
     record = {"challenge": config.challenge, "revealed": now.isoformat(), "phases": {}}
     with atomic_folder(out) as staging:
         for phase in phases:

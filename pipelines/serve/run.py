@@ -18,6 +18,37 @@ def _worker_main(config_path: str) -> None:  # pragma: no cover (runs in the wor
     run_worker(load_config(Path(config_path)))
 
 
+def _start_workers(config_path: Path, workers: int) -> list:
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=_worker_main, args=(str(config_path),), name=f"vlbench-worker-{k}",
+                                 daemon=True) for k in range(workers)]
+    for process in processes:
+        process.start()
+    return processes
+
+
+def _stop_workers(processes: list) -> None:
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(10)
+
+
+def work(config_path: Path, workers: int) -> None:
+    """Scoring workers only (`vlbench serve worker`): on another machine than the web process, against the same
+    PostgreSQL database and storage folder; until interrupted."""
+    import time
+
+    config = load_config(config_path)
+    config.store()  # a database that cannot be reached is one line now, not in each worker
+    processes = _start_workers(config.path, workers)
+    try:
+        while all(p.is_alive() for p in processes):
+            time.sleep(1)
+    finally:
+        _stop_workers(processes)
+
+
 def serve(config_path: Path, host: str, port: int, workers: int) -> None:
     """Run the service until interrupted: `workers` scoring processes (0: none here, e.g. they run on other
     machines) and the web application on HOST:PORT."""
@@ -27,15 +58,8 @@ def serve(config_path: Path, host: str, port: int, workers: int) -> None:
 
     config = load_config(config_path)
     app = create_app(config)
-    context = multiprocessing.get_context("spawn")
-    processes = [context.Process(target=_worker_main, args=(str(config.path),), name=f"vlbench-worker-{k}",
-                                 daemon=True) for k in range(workers)]
-    for process in processes:
-        process.start()
+    processes = _start_workers(config.path, workers)
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.join(10)
+        _stop_workers(processes)

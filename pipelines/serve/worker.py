@@ -169,7 +169,7 @@ def score_one(config: Config, store: Store, name: str, lease: float) -> bool:
 def run_worker(config: Config, stop: threading.Event | None = None) -> None:
     """Score submissions until `stop` is set (for ever, in a worker process), each claimed for the config's
     `lease_seconds` and renewed while it is scored."""
-    store, name = Store(config.storage), worker_name()
+    store, name = config.store(), worker_name()
     stop = stop or threading.Event()
     while not stop.is_set():
         if not score_one(config, store, name, config.lease_seconds):
