@@ -71,9 +71,11 @@ def id_columns(task) -> tuple[str, ...]:
     return task.id_field if isinstance(task.id_field, tuple) else (task.id_field,)
 
 
-def public_names(task, table: pa.Table) -> list[str]:
-    """Each row's submission id, as text (a composite id as its JSON list)."""
-    return [json.dumps(list(i)) if isinstance(i, tuple) else str(i) for i in task.ids(table)]
+def public_names(task, table: pa.Table) -> pa.Array:
+    """Each row's submission id, as text (a composite id as its JSON list): a single id column cast by Arrow."""
+    if isinstance(task.id_field, str) and task.id_field in table.column_names:
+        return table.column(task.id_field).cast(pa.string()).combine_chunks()
+    return pa.array([json.dumps(list(i)) if isinstance(i, tuple) else str(i) for i in task.ids(table)], pa.string())
 
 
 def public_features(table: pa.Table, columns: list[str]):
@@ -112,7 +114,7 @@ def split_table(task, table: pa.Table, salt: bytes, where: str) -> tuple[pa.Tabl
     columns.update({c: table.column(c) for c in sealed if c not in columns})
     public_table = table.select(public)
     public_table = public_table.cast(public_features(table, public).arrow_schema)
-    columns[NAME] = pa.array(public_names(task, public_table), pa.string())
+    columns[NAME] = public_names(task, public_table)
     return public_table, pa.table(columns)
 
 
@@ -244,24 +246,31 @@ def joined(task, public: pa.Table, sealed: pa.Table, columns: list[str], public_
     """The built table again, row for row in the built order, from its public and sealed halves: every column in
     `columns` order; the ids the public half shows (`public_ids`, what a submission to the sealed split names) or
     the built ones (what `verify` compares)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
     if public.num_rows != sealed.num_rows or NAME not in sealed.column_names:
         raise ParamsError(f"the public half has {public.num_rows:,} rows and the sealed one {sealed.num_rows:,}")
-    names = sealed.column(NAME).to_pylist()
-    mismatch = next((k for k, (a, b) in enumerate(zip(public_names(task, public), names)) if a != b), None)
-    if mismatch is not None:
-        raise ParamsError(f"row {mismatch} of the public half is {public_names(task, public)[mismatch]}, where the "
-                          f"sealed half has {names[mismatch]} (halves of another seal, or a changed public half)")
-    order = pa.array(sorted(range(sealed.num_rows), key=sealed.column(ROW).to_pylist().__getitem__), pa.int64())
-    if sealed.column(ROW).take(order).to_pylist() != list(range(sealed.num_rows)):
+    shown, names = public_names(task, public), sealed.column(NAME).combine_chunks()
+    same = pc.equal(shown, names)
+    if same.null_count or not pc.all(same).as_py():
+        mismatch = next(k for k, v in enumerate(same.to_pylist()) if not v)
+        raise ParamsError(f"row {mismatch} of the public half is {shown[mismatch].as_py()}, where the sealed half has "
+                          f"{names[mismatch].as_py()} (halves of another seal, or a changed public half)")
+    rows = sealed.column(ROW).to_numpy()
+    order = np.argsort(rows, kind="stable")
+    if not np.array_equal(rows[order], np.arange(len(rows))):
         raise ParamsError(f"the sealed half's {ROW} column is not a permutation of its rows")
+    ordered = bool(np.array_equal(order, np.arange(len(order))))  # the public half in the built order: no take
     both = {}
     for name in columns:
         if name in sealed.column_names and not (public_ids and name in public.column_names):
-            both[name] = sealed.column(name).take(order)
+            found = sealed.column(name)
         elif name in public.column_names:
-            both[name] = public.column(name).take(order)
+            found = public.column(name)
         else:
             raise ParamsError(f"column {name} is in neither half")
+        both[name] = found if ordered else found.take(pa.array(order))
     return pa.table(both)
 
 

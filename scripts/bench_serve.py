@@ -1,13 +1,15 @@
-"""Benchmark: the challenge service (`vlbench serve`, SQLite, 2 scoring workers) against `vlbench evaluate` of the same
-files in the same run.
+"""Benchmark: the challenge service (`vlbench serve`, SQLite) against `vlbench evaluate` of the same files in the same
+run.
 
-- Upload to score of a VQA-CP-test-size submission (219,928 answers, on a sealed VQA-CP test re-split from a
-  synthetic VQA v2 of 658,111 questions) and of a VisDial val one (2,064 dialogs, one round each: a sealed VisDial
-  split): the time from the first byte sent to the scored record read back, against `evaluate` of the file on the
-  unsealed build in this process (its imports warmed first; the workers are warmed by one submission each).
+- Upload to score (one scoring worker) of a VQA-CP-test-size submission (about 219,900 answers, on a hidden
+  phase: a sealed VQA-CP test re-split from a synthetic VQA v2 of 658,111 questions) and of a VisDial val one
+  (2,064 dialogs of 10 rounds, 100 options ranked per round, on a public phase: a sealed VisDial split asks one
+  round per dialog): the time from the first byte sent to the scored record read back, against `evaluate` of the
+  file on the unsealed build in this process (the medians of 3, after two warm-ups of each: repeated calls in one
+  process get faster).
   Target: the service's overhead under 20% (ratio <= 1.2).
-- 20 teams uploading 6 files each at once (120 requests on 20 threads) with a limit of 5 a day: exactly 100
-  accepted and 20 refused with 429.
+- 20 teams uploading 6 files each at once (120 requests on 20 threads, 2 scoring workers) with a limit of 5 a
+  day: exactly 100 accepted and 20 refused with 429.
 - Requests per second of the status endpoint while those uploads are taken and scored (no target).
 
     python scripts/bench_serve.py [--questions 658111] [--dialogs 2064]
@@ -57,7 +59,8 @@ def _serve(config: Path, workers: int) -> tuple[subprocess.Popen, str]:
 
 
 def _served_seconds(url: str, token: str, phase: str, body: bytes) -> float:
-    """Seconds from the upload's first byte to its scored record read back (polled every 20 ms)."""
+    """Seconds from the upload's first byte to its scored record read back (the server holds the request until
+    then: `?wait=`)."""
     import httpx
 
     headers = {"Authorization": f"Bearer {token}", "X-Vlbench-Filename": "p.json"}
@@ -65,11 +68,11 @@ def _served_seconds(url: str, token: str, phase: str, body: bytes) -> float:
     answer = httpx.post(f"{url}/api/v1/phases/{phase}/submissions", content=body, headers=headers, timeout=600)
     assert answer.status_code == 202, answer.text
     while True:
-        record = httpx.get(f"{url}/api/v1/submissions/{answer.json()['id']}", headers=headers, timeout=60).json()
+        record = httpx.get(f"{url}/api/v1/submissions/{answer.json()['id']}", headers=headers, timeout=120,
+                           params={"wait": 60}).json()
         if record["status"] in ("scored", "refused"):
             assert record["status"] == "scored", record["error"]
             return time.perf_counter() - started
-        time.sleep(0.02)
 
 
 def main() -> int:
@@ -96,9 +99,8 @@ def main() -> int:
         write_vqa_v2(tmp / "src" / "vqa_v2", n_train, args.questions - n_train, seed=2024)
         run_build("vqa-cp", tmp / "src", tmp / "vqa-cp", assignments=["mode=regenerate"], use_cache=False)
         write_visdial(tmp / "src" / "visdial", {"val": args.dialogs}, seed=2024)
-        run_build("visdial", tmp / "src", tmp / "visdial", splits=["val"], assignments=["rounds=dense"],
-                  use_cache=False)
-        files, phases = {}, []
+        run_build("visdial", tmp / "src", tmp / "visdial", splits=["val"], use_cache=False)
+        files = {}
         rng = random.Random(0)
         test = pq.read_table(tmp / "vqa-cp" / "default" / "test-00000-of-00001.parquet",
                              columns=["question_id", "multiple_choice_answer"])
@@ -109,31 +111,41 @@ def main() -> int:
         rounds = zip(*(val.column(c).to_pylist() for c in val.column_names))
         files["visdial"] = json.dumps([{"image_id": i, "round_id": r, "ranks": rng.sample(range(1, 101), 100)}
                                        for i, r in rounds]).encode()
+        seal(str(tmp / "vqa-cp"), tmp / "public-vqa-cp", tmp / "private" / "vqa-cp.zip")
+        phases = [{"name": "vqa-cp", "benchmark": "vqa-cp", "data": str(tmp / "public-vqa-cp"),
+                   "answers": str(tmp / "private" / "vqa-cp.zip"), "limits": {"per_day": 5, "concurrent": 6}},
+                  {"name": "visdial", "benchmark": "visdial", "data": str(tmp / "visdial"), "visibility": "public",
+                   "limits": {"per_day": 5, "concurrent": 6}}]
         for bench in ("vqa-cp", "visdial"):
-            seal(str(tmp / bench), tmp / f"public-{bench}", tmp / "private" / f"{bench}.zip")
-            phases.append({"name": bench, "benchmark": bench, "data": str(tmp / f"public-{bench}"),
-                           "answers": str(tmp / "private" / f"{bench}.zip"),
-                           "limits": {"per_day": 5, "concurrent": 6}})
             (tmp / f"{bench}.json").write_bytes(files[bench])
         config = tmp / "challenge.yaml"
         config.write_text(yaml.safe_dump({"challenge": "bench", "storage": str(tmp / "store"),
                                           "requests_per_minute": 100_000, "phases": phases}))
         store = load_config(config).store()
-        tokens = [store.add_team(f"team {k}") for k in range(22)]
+        tokens = [store.add_team(f"team {k}") for k in range(20)]
         host = store.add_team("hosts", host=True)
-        evaluate(ScoringRequest("visdial", str(tmp / "visdial")), tmp / "visdial.json")  # imports warmed
-        process, url = _serve(config, 2)
         ok = True
-        try:
+        process, url = _serve(config, 1)  # one worker: each measured submission is scored by a worker as warm
+        try:                              # as this process is for its evaluate
             for bench in ("vqa-cp", "visdial"):
-                _served_seconds(url, host, bench, files[bench])  # the workers' imports and first calls
-                started = time.perf_counter()
-                evaluate(ScoringRequest(bench, str(tmp / bench)), tmp / f"{bench}.json")
-                alone = time.perf_counter() - started
-                served = _served_seconds(url, tokens[-1], bench, files[bench])
+                for _ in range(2):  # first calls, in the worker and here
+                    _served_seconds(url, host, bench, files[bench])
+                    evaluate(ScoringRequest(bench, str(tmp / bench)), tmp / f"{bench}.json")
+                times = []
+                for _ in range(3):
+                    started = time.perf_counter()
+                    evaluate(ScoringRequest(bench, str(tmp / bench)), tmp / f"{bench}.json")
+                    times.append(time.perf_counter() - started)
+                alone = sorted(times)[1]
+                served = sorted(_served_seconds(url, host, bench, files[bench]) for _ in range(3))[1]
                 rows = len(json.loads(files[bench]))
                 ok &= verdict(f"upload to score, {bench} ({rows:,} rows), vs evaluate of the same file",
                               served / alone, TARGET_RATIO, "x", detail=f"{served:.2f} s vs {alone:.2f} s")
+        finally:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(30)
+        process, url = _serve(config, 2)
+        try:
 
             stop, counted = threading.Event(), [0]
 

@@ -7,7 +7,8 @@
   a limit of the phase: 429; over the size limit: 413; the phase closed: 403.
 - `GET /api/v1/submissions` and `/api/v1/submissions/{id}`: a team's own submissions with their status (queued,
   scoring, scored, refused), the refusal's line, and what the phase shows of the scores; a host token sees every
-  submission with its full metrics, worker, attempts and timings.
+  submission with its full metrics, worker, attempts and timings. `?wait=SECONDS` on one submission answers once
+  it is scored or refused (or after that long, at most a minute), so a client need not poll.
 
 Every request names its team by `Authorization: Bearer <token>`; a missing or wrong token is 401, a submission of
 another team 404. No response holds a sealed answer: scores are computed by the workers and only their recorded
@@ -15,6 +16,7 @@ view is returned."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
@@ -34,6 +36,8 @@ from pipelines.serve.store import LimitReached, Team, now_utc
 from pipelines.serve.worker import stored_path
 
 FILENAME_HEADER = "x-vlbench-filename"
+MAX_WAIT_SECONDS = 60.0  # the longest a `?wait=` request is held
+WAIT_POLL_SECONDS = 0.02
 STALE_UPLOAD_SECONDS = 3600
 CHUNK = 1 << 16
 
@@ -84,7 +88,8 @@ class RateLimit:
         return 0.0
 
 
-def create_app(config: Config) -> Starlette:
+def create_app(config: Config, wake=None) -> Starlette:
+    """The application; `wake` (an event the workers started beside it wait on) is set on each submission."""
     store = config.store()
     limiter = RateLimit(config.requests_per_minute)
     incoming = config.storage / "incoming"
@@ -144,6 +149,8 @@ def create_app(config: Config) -> Starlette:
                 submission = store.submit(team, phase, digest.hexdigest(), filename, size, now_utc())
             except LimitReached as exc:
                 return _error(429, str(exc))
+            if wake is not None:
+                wake.set()
         finally:
             staging.unlink(missing_ok=True)
         return JSONResponse({"id": submission, "status": "queued", "sha256": digest.hexdigest(), "bytes": size},
@@ -164,6 +171,14 @@ def create_app(config: Config) -> Starlette:
         row = store.submission(int(raw)) if raw.isdigit() and len(raw) < 19 else None
         if row is None or (not team.host and row["team"] != team.id):
             return _error(404, f"no submission {raw[:20]} of team {team.name!r}")
+        try:  # ?wait=SECONDS: answer once it is scored or refused, or after that long (at most MAX_WAIT_SECONDS)
+            wait = min(max(float(request.query_params.get("wait", 0)), 0.0), MAX_WAIT_SECONDS)
+        except ValueError:
+            return _error(400, "wait: a number of seconds")
+        deadline = time.monotonic() + wait
+        while row["status"] in ("queued", "scoring") and time.monotonic() < deadline:
+            await asyncio.sleep(WAIT_POLL_SECONDS)
+            row = store.submission(row["id"])
         return JSONResponse(_record(row, team.host))
 
     def limited(handler):

@@ -54,8 +54,9 @@ def submit(server: str, phase: str, path: Path, wait: float = 0.0, token_variabl
                                         headers=headers), f"{path}")
             deadline = time.monotonic() + wait
             while wait > 0 and record.get("status") in ("queued", "scoring") and time.monotonic() < deadline:
-                time.sleep(0.5)
-                record = _check(client.get(f"{base}/api/v1/submissions/{record['id']}", headers=headers), f"{path}")
+                left = min(max(deadline - time.monotonic(), 0.0), 60.0)  # the server holds the request until then
+                record = _check(client.get(f"{base}/api/v1/submissions/{record['id']}", headers=headers,
+                                           params={"wait": f"{left:.1f}"}, timeout=left + 30), f"{path}")
     except httpx.HTTPError as exc:
         raise ParamsError(f"--server {server}: {type(exc).__name__}: {str(exc)[:200]}") from None
     return record

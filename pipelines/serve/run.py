@@ -9,18 +9,18 @@ from pathlib import Path
 from pipelines.serve.config import load_config
 
 
-def _worker_main(config_path: str) -> None:  # pragma: no cover (runs in the worker processes)
+def _worker_main(config_path: str, wake=None) -> None:  # pragma: no cover (runs in the worker processes)
     import signal
 
     from pipelines.serve.worker import run_worker
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C stops the server, which stops the workers
-    run_worker(load_config(Path(config_path)))
+    run_worker(load_config(Path(config_path)), wake=wake)
 
 
-def _start_workers(config_path: Path, workers: int) -> list:
+def _start_workers(config_path: Path, workers: int, wake=None) -> list:
     context = multiprocessing.get_context("spawn")
-    processes = [context.Process(target=_worker_main, args=(str(config_path),), name=f"vlbench-worker-{k}",
+    processes = [context.Process(target=_worker_main, args=(str(config_path), wake), name=f"vlbench-worker-{k}",
                                  daemon=True) for k in range(workers)]
     for process in processes:
         process.start()
@@ -57,8 +57,9 @@ def serve(config_path: Path, host: str, port: int, workers: int) -> None:
     from pipelines.serve.app import create_app
 
     config = load_config(config_path)
-    app = create_app(config)
-    processes = _start_workers(config.path, workers)
+    wake = multiprocessing.get_context("spawn").Event() if workers else None  # set by the app on each submission
+    app = create_app(config, wake)
+    processes = _start_workers(config.path, workers, wake)
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
     finally:

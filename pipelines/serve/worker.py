@@ -166,11 +166,29 @@ def score_one(config: Config, store: Store, name: str, lease: float) -> bool:
     return True
 
 
-def run_worker(config: Config, stop: threading.Event | None = None) -> None:
+def _warm(config: Config) -> None:
+    """What scoring imports, imported before the first claim: a submission never waits for a worker's imports."""
+    import evaluator.interop  # noqa: F401
+    import evaluator.run  # noqa: F401
+    from evaluator.tasks import get_task
+
+    for phase in config.phases:
+        get_task(phase.benchmark)
+
+
+def run_worker(config: Config, stop: threading.Event | None = None, wake=None) -> None:
     """Score submissions until `stop` is set (for ever, in a worker process), each claimed for the config's
-    `lease_seconds` and renewed while it is scored."""
+    `lease_seconds` and renewed while it is scored. `wake`: an event the web process sets when it records a
+    submission (workers started beside it), so one is claimed at once; without it, or for one recorded by
+    another machine's web process, the database is asked every POLL_SECONDS."""
     store, name = config.store(), worker_name()
     stop = stop or threading.Event()
+    _warm(config)
     while not stop.is_set():
+        if wake is not None:
+            wake.clear()  # before looking: a submission recorded after this sets it again, none is missed
         if not score_one(config, store, name, config.lease_seconds):
-            stop.wait(POLL_SECONDS)
+            if wake is not None:
+                wake.wait(POLL_SECONDS)
+            else:
+                stop.wait(POLL_SECONDS)
