@@ -274,7 +274,7 @@ def joined(task, public: pa.Table, sealed: pa.Table, columns: list[str], public_
     return pa.table(both)
 
 
-def public_problems(task, folder: Path, record: dict, tables: dict[str, pa.Table]) -> list[str]:
+def public_problems(task, record: dict, tables: dict[str, pa.Table]) -> list[str]:
     """The columns a public half holds that it must not: one the task does not show a participant, or one its
     record says is sealed."""
     problems = []

@@ -37,7 +37,7 @@ def open_split(task, data: str, split: str | None, answers: Path | None = None, 
         if truth:
             raise ParamsError(f"--data {data}: is the public half of a sealed build (its answers are held apart); pass "
                               "--answers FILE, the sealed answer file `vlbench seal` wrote")
-        problems = sealed.public_problems(task, folder, record, {split: public})
+        problems = sealed.public_problems(task, record, {split: public})
         if problems:
             raise ParamsError(f"{problems[0]}; check it with `vlbench verify`")
         return folder, split, public

@@ -186,7 +186,7 @@ def _verify_sealed(folder: Path, manifest: dict, builder, record: dict, answers:
     if report.problems:
         return
     tables = {split: load_table(folder, config, split) for split in record["splits"]}
-    report.problems += public_problems(task, folder, record, tables)
+    report.problems += public_problems(task, record, tables)
     expected = builder.table_features(config).arrow_schema
     for split, table in sorted(tables.items()):
         for name in table.column_names:

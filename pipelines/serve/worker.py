@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from core.errors import VlbenchError
+from evaluator.stats.bootstrap import value_at
 from pipelines.serve.config import Config, Phase
 from pipelines.serve.store import Store
 
@@ -27,13 +28,6 @@ def stored_path(storage: Path, sha256: str, filename: str) -> Path:
     (.json when the upload's name has none of them)."""
     suffix = Path(filename).suffix.lower()
     return Path(storage) / "submissions" / f"{sha256}{suffix if suffix in SUFFIXES else '.json'}"
-
-
-def metric(metrics: dict, key: str):
-    value = metrics
-    for part in key.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
 
 
 def shown(task, phase: Phase, metrics: dict) -> dict:
@@ -49,7 +43,7 @@ def shown(task, phase: Phase, metrics: dict) -> dict:
     def rounded(value):
         return None if value is None else round(float(value), phase.rounding)
 
-    return {"scores": [{"metric": key, "label": labels.get(key, key), "value": rounded(metric(metrics, key)),
+    return {"scores": [{"metric": key, "label": labels.get(key, key), "value": rounded(value_at(metrics, key)),
                         "interval": [rounded(b) for b in bounds[key]] if key in bounds else None} for key in keys],
             "rounding": phase.rounding}
 
@@ -91,7 +85,7 @@ def laddered(task, phase: Phase, metrics: dict, path: Path, best: tuple[dict, Pa
 
     key = (phase.metrics or tuple(h.key for h in task.headline))[0]
     headline = next(h for h in task.headline if h.key == key)
-    value = metric(metrics, key)
+    value = value_at(metrics, key)
     state = None if best is None else best[0]
     if phase.ladder == "step":
         threshold, step = phase.ladder_step, phase.ladder_step
