@@ -30,7 +30,7 @@ from evaluator.publish.report import (
 )
 from evaluator.request import ScoringRequest
 from evaluator.splits import column_groups, open_split, task_options, with_column
-from evaluator.stats.bootstrap import intervals
+from evaluator.stats.bootstrap import intervals, rows_in_scope
 from evaluator.stats.circular import circular_markdown, circular_report, read_rotations, rotations_file
 from evaluator.submission import match_ids
 from evaluator.tasks import get_task
@@ -133,14 +133,17 @@ def _check_public_inputs(adapter, model: str, data: str, folder: Path, table: pa
 
 
 def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None = None, by: str | None = None,
-             hub_results: Path | None = None, hub_dataset: str | None = None, hub_source: str | None = None) -> dict:
+             hub_results: Path | None = None, hub_dataset: str | None = None, hub_source: str | None = None,
+             parts=None, scope: bool = False) -> dict:
     """Validate a prediction file against a split and compute the benchmark's metrics, with 95%
     confidence intervals from the request's cluster resamples (evaluator.stats.bootstrap; 0: none) where the
     benchmark declares its resampling; the record `vlbench predict` wrote beside the file (if any)
     says in the report how the predictions were made. `hub_results`: also the Hub's evaluation-results
     file for a model repo (evaluator.publish.hub_results), naming the benchmark's dataset repo `hub_dataset`
     (default: DATA when it is a repo id), each entry's `source` `hub_source`. `by`: also score each value of this
-    column."""
+    column. `parts(task, table)`: [(name, row mask)] of parts of the split, each also scored (`metrics["parts"]`, as
+    `by` groups, with each ratio metric's rows in scope); `scope`: the rows each ratio metric is computed over, in
+    `metrics["intervals"]["scope"]` (the challenge service's minimum subset size reads them)."""
     bench, data, bootstrap, seed = request.bench, request.data, request.resamples, request.seed
     task = get_task(bench)
     options = task_options(task, list(request.options))
@@ -167,13 +170,20 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
     resampling = task.resampling(table, preds, options) if bootstrap else None
     if resampling is not None:
         metrics["intervals"] = intervals(resampling, bootstrap, seed)
+        if scope:
+            metrics["intervals"]["scope"] = rows_in_scope(resampling)
+    if parts is not None:
+        metrics["parts"] = _group_metrics(task, table, preds, ((name, mask, table.filter(mask))
+                                                               for name, mask in parts(task, table)),
+                                          options, bootstrap, seed, scope=True)
     if record is not None:
         metrics["prediction_record"] = record_summary(record)
     rotations = read_rotations(predictions) if (record or {}).get("asked", {}).get("circular") else None
     if rotations is not None:
         metrics["circular"] = circular_report(task, table, preds, rotations, bootstrap, seed, options)
     if by is not None:
-        metrics["by"] = {"column": by, "groups": _by_group(task, table, preds, by, options, bootstrap, seed)}
+        metrics["by"] = {"column": by, "groups": _group_metrics(task, table, preds, column_groups(table, by), options,
+                                                                bootstrap, seed)}
     if hub_results is not None:
         from evaluator.publish.hub_results import write_eval_results
 
@@ -196,16 +206,17 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
     return metrics
 
 
-def _by_group(task, table: pa.Table, predictions: dict, column: str, options, bootstrap: int = 0,
-              seed: int = 0) -> dict:
-    """The task's metrics on the rows of each value of `column` (a group whose metric is undefined,
-    e.g. no complete pair, says why), with each group's confidence intervals when `bootstrap`."""
+def _group_metrics(task, table: pa.Table, predictions: dict, groups, options, bootstrap: int = 0, seed: int = 0,
+                   scope: bool = False) -> dict:
+    """The task's metrics on the rows of each group ((name, row mask, rows): the values of a `--by` column, the
+    parts of a challenge's split) (a group whose metric is undefined, e.g. no complete pair, says why), with each
+    group's confidence intervals when `bootstrap`, and with `scope` its ratio metrics' rows in scope."""
     from core.errors import SubmissionError
     from evaluator.submission import Coverage
 
-    groups = {}
+    found = {}
     ids = task.ids(table)
-    for value, mask, part in column_groups(table, column):
+    for value, mask, part in groups:
         keep = [i for i, m in zip(ids, mask.to_pylist()) if m]
         scored = {i: predictions[i] for i in keep if i in predictions}
         coverage = Coverage(scored=len(scored), expected=len(keep), missing=len(keep) - len(scored), ignored_extra=0)
@@ -214,10 +225,12 @@ def _by_group(task, table: pa.Table, predictions: dict, column: str, options, bo
             resampling = task.resampling(part, scored, options) if scored and bootstrap else None
             if resampling is not None:
                 metrics["intervals"] = intervals(resampling, bootstrap, seed)["metrics"]
+                if scope:
+                    metrics["scope"] = rows_in_scope(resampling)
         except SubmissionError as exc:
             metrics = {"undefined": str(exc)}
-        groups[str(value)] = {"rows": part.num_rows, **(metrics or {"undefined": "no scored rows"})}
-    return groups
+        found[str(value)] = {"rows": part.num_rows, **(metrics or {"undefined": "no scored rows"})}
+    return found
 
 
 def _by_markdown(by: dict) -> str:

@@ -51,6 +51,7 @@ class Answers:
     tables: dict[str, pa.Table]  # split -> the sealed half of the task's config
     others: dict[str, dict[str, pa.Table]]  # config -> split -> the whole table of another config
     commitment: str
+    salt: bytes
 
 
 def commitment(members: dict[str, bytes]) -> str:
@@ -216,7 +217,7 @@ def read_answers_bytes(data: bytes, path: Path) -> Answers:
     extra = set(members) - {SALT, RECORD} - read
     if extra:
         raise ParamsError(f"{where}: holds {sorted(extra)[0]!r}, which its record does not list")
-    return Answers(path, record, tables, whole, commitment(members))
+    return Answers(path, record, tables, whole, commitment(members), salt)
 
 
 def sealed_record(folder: Path) -> dict | None:

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,66 @@ def test_runnable_console_blocks_run_after_the_demo(name, body, demo_folder):
         done = subprocess.run(["bash", "-c", line], cwd=demo_folder, env=env, capture_output=True, text=True,
                               timeout=600)
         assert done.returncode == 0, f"{name}: `{line}` exited {done.returncode}: {done.stderr[-2000:]}"
+
+
+def _guide_block(marker: str, page: Path = ROOT / "docs" / "guides" / "challenge.md") -> str:
+    return next(body for _, before, body in _fenced_blocks(page.read_text()) if before == marker)
+
+
+@pytest.mark.slow
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_the_challenge_guide_s_commands_run_as_written(demo_folder, tmp_path, socket_enabled):
+    """The challenge guide's five commands in a folder laid out as `make demo` leaves it (the fixture ran the
+    demo): its challenge.yaml, `seal`, `serve team add` (its token read from what it printed), `serve` (in its own
+    process group on a free loopback port instead of 8000, stopped at the end) and the team's `submit`, each line as
+    the guide writes it: the submission is scored."""
+    import signal
+    import socket
+
+    import httpx
+
+    folder = tmp_path / "clone"
+    folder.mkdir()
+    (folder / "demo_out").symlink_to(demo_folder / "demo_out")
+    (folder / "challenge.yaml").write_text(_guide_block("<!-- challenge.yaml -->"))
+    lines = [line.split("  #", 1)[0].strip() for line in _guide_block("<!-- five commands -->").splitlines()]
+    assert lines[0] == "make demo" and len(lines) == 5, lines  # the demo: run by the fixture
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def run(line: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(["bash", "-c", line], cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"`{line}` exited {done.returncode}: {done.stderr[-2000:]}"
+        return done
+
+    run(lines[1])
+    token = run(lines[2]).stdout.strip()
+    assert token.startswith("vlb_")
+    server = subprocess.Popen(["bash", "-c", "exec " + lines[3].replace("8000", port)], cwd=folder, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/api/v1/status", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                assert server.poll() is None, server.stdout.read()
+                time.sleep(0.2)
+        submit = lines[4].replace("8000", port).replace("VLBENCH_TOKEN=vlb_...", f"VLBENCH_TOKEN={token}")
+        assert submit != lines[4]
+        done = run(submit)
+        assert "scored" in done.stdout and "accuracy" in done.stdout.lower(), done.stdout
+        assert token.split("_", 2)[2] not in done.stdout + done.stderr
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(30)
 
 
 @pytest.fixture(scope="module")

@@ -100,14 +100,51 @@ def inspect_runs(built, inspect_servers, tmp_path_factory):
                         choice_mode="auto", images=images, videos=None, frames=8, max_new_tokens=None)
             meta = json.loads((root / run / "tasks" / bench / "vlbench_task.json").read_text())
             tasks[bench] = (data, images, meta)
+        if run == "random":  # a challenge's participant: the task exported from VQA-CP's sealed public half
+            from pipelines.seal import seal
+
+            data, public, answers = built("vqa-cp"), root / "sealed" / "vqa-cp", root / "sealed" / "answers.zip"
+            seal(str(data), public, answers)
+            images = write_row_images("vqa-cp", data, root / "images" / "vqa-cp")
+            export_task("vqa-cp", str(public), "inspect", root / run / "tasks" / "sealed", split=None, template=None,
+                        choice_mode="auto", images=images, videos=None, frames=8, max_new_tokens=None)
+            meta = json.loads((root / run / "tasks" / "sealed" / "vlbench_task.json").read_text())
+            tasks["sealed"] = ((public, answers), images, meta)
         _inspect_eval(model, url, [f"{b}/{m['task']}.py" for b, (_, _, m) in tasks.items()], root / run / "tasks",
                       root / run / "logs")
         for bench, (data, images, meta) in tasks.items():
-            (log,) = (root / run / "logs").glob(f"*_{meta['task'].replace('_', '-')}_*.eval")
+            logs = sorted((root / run / "logs").glob(f"*_{meta['task'].replace('_', '-')}_*.eval"))
+            (log,) = [g for g in logs if _log_task_dir(g) == bench]
             found[(run, bench)] = {"data": data, "images": images, "meta": meta, "log": log, "url": url,
                                    "model": model, "results": _inspect_results(log),
                                    "task": root / run / "tasks" / bench}
     return found
+
+
+def _log_task_dir(log: Path) -> str:
+    """The task folder a log's task file lay in (the sealed VQA-CP task and the plain one share their name)."""
+    (header,) = eval_members(log, "header.json")
+    return Path(header["eval"]["task_file"]).parent.name
+
+
+@pytest.mark.parametrize("run", ["random"])
+def test_a_task_exported_from_a_sealed_public_half_runs_and_its_log_is_scored_with_the_answers(inspect_runs, cli,
+                                                                                              run):
+    """A participant's run: the task exported from VQA-CP's sealed public half holds no answer and scores nothing
+    in Inspect (NaN metrics, status success, no incomplete row); its log, scored with the answer file (as the
+    challenge's service does), gives the metrics of the same model's log of the task exported from the build."""
+    import math
+
+    sealed, plain = inspect_runs[(run, "sealed")], inspect_runs[(run, "vqa-cp")]
+    assert sealed["meta"]["sealed"]["commitment"]
+    assert all(math.isnan(v) for k, v in sealed["results"].items() if k != INCOMPLETE)
+    assert sealed["results"][INCOMPLETE] == 0
+    public, answers = sealed["data"]
+    scored = evaluate_json(cli, "vqa-cp", public, sealed["log"], "--answers", answers)
+    expected = evaluate_json(cli, "vqa-cp", plain["data"], plain["log"])
+    assert scored["coverage"]["scored"] == expected["coverage"]["scored"] > 0
+    assert {k: scored[k] for k in ("accuracy", "per_answer_type")} == {k: expected[k] for k in ("accuracy",
+                                                                                                "per_answer_type")}
 
 
 INSPECT_CASES = [("random", b) for b in INSPECT_BENCHES] + [("letter-b", b) for b in LETTER_BENCHES]

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from helpers import assert_one_error_line, public_names
+from helpers import assert_one_error_line, launch_chromium, public_names
 
 from builders.registry import get_benchmark
 from evaluator.tasks import get_task, task_names
@@ -27,6 +27,7 @@ from evaluator.tasks import get_task, task_names
 pytestmark = pytest.mark.allow_hosts(["127.0.0.1"])  # the service listens on loopback only
 ROOT = Path(__file__).resolve().parents[1]
 VLBENCH = [sys.executable, "-m", "pipelines.cli"]
+CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture(autouse=True)
@@ -208,6 +209,12 @@ def _get(service, token: str | None, route: str):
     (lambda c: c["phases"][0].update(ladder="sometimes"), ["phases[0].ladder", "parameter-free"]),
     (lambda c: c["phases"][0].update(ladder={"step": 0}), ["phases[0].ladder", "step"]),
     (lambda c: c["phases"][0].update(ladder="parameter-free"), ["phases[0].limits.concurrent", "1 under the Ladder"]),
+    (lambda c: c["phases"][0].update(private=1.5, ends="2027-01-01"), ["phases[0].private", "between 0 and 1"]),
+    (lambda c: c["phases"][0].update(private=True, ends="2027-01-01"), ["phases[0].private", "between 0 and 1"]),
+    (lambda c: c["phases"][0].update(private=0.5), ["phases[0].ends", "private part needs an end"]),
+    (lambda c: c["phases"][0].update(private=0.5, ends="2027-01-01", ladder={"step": 1}, limits={"concurrent": 1}),
+     ["phases[0].private", "not both"]),
+    (lambda c: c["phases"][0].update(min_subset=-1), ["phases[0].min_subset", "integer from 0"]),
 ])
 def test_a_bad_config_is_one_line_naming_the_key(sealed_phases, cli, tmp_path, edit, needles):
     path = _write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]})
@@ -239,6 +246,173 @@ def test_tokens_are_stored_hashed_and_a_wrong_one_names_no_team(tmp_path):
     assert store.team_of(wrong) is None and store.team_of(None) is None and store.team_of("vlb_") is None
     with pytest.raises(Exception, match="exists already"):
         store.add_team("Team A")
+
+
+def test_a_database_an_earlier_version_made_gains_the_new_columns(tmp_path):
+    """A serve.sqlite3 written by the previous release (its submissions table without `log` and `private_view`, the
+    schema of commit a890bcb) opens, gains both columns, keeps its rows, and records a result in them."""
+    old = """CREATE TABLE teams (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, host INTEGER NOT NULL,
+        created TEXT NOT NULL);
+    CREATE TABLE tokens (id TEXT PRIMARY KEY, team BIGINT NOT NULL REFERENCES teams(id), digest TEXT NOT NULL,
+        created TEXT NOT NULL);
+    CREATE TABLE submissions (id INTEGER PRIMARY KEY, team BIGINT NOT NULL REFERENCES teams(id), phase TEXT NOT NULL,
+        sha256 TEXT NOT NULL, filename TEXT NOT NULL, bytes BIGINT NOT NULL, status TEXT NOT NULL,
+        submitted TEXT NOT NULL, day TEXT NOT NULL, started TEXT, finished TEXT, worker TEXT, lease REAL,
+        attempts INTEGER NOT NULL DEFAULT 0, seconds REAL, error TEXT, metrics TEXT, shown TEXT, ladder TEXT);
+    INSERT INTO teams VALUES (1, 'A', 0, '2026-11-27');
+    INSERT INTO submissions (team, phase, sha256, filename, bytes, status, submitted, day)
+        VALUES (1, 'p', 'ab', 'f.json', 2, 'queued', '2026-11-27T00:00:00', '2026-11-27');"""
+    with sqlite3.connect(tmp_path / "serve.sqlite3") as db:
+        db.executescript(old)
+    from pipelines.serve.store import Store
+
+    store = Store(tmp_path)
+    row = store.claim("w", 60)
+    assert row["filename"] == "f.json" and row["log"] is None and row["private_view"] is None
+    assert store.finish(row["id"], "w", error="refused", log="the whole line", private={"scores": []})
+    again = store.submission(row["id"])
+    assert again["log"] == "the whole line" and json.loads(again["private_view"]) == {"scores": []}
+    assert Store(tmp_path).submission(row["id"])["log"] == "the whole line"  # opened again: nothing added twice
+
+
+def test_the_leaderboard_ranks_each_team_s_best_and_never_a_host(tmp_path):
+    """board_rows on records made by the store: a lower-is-better metric (DISCO's MAE) ranks ascending, each team by
+    its best submission, equal scores share a rank, a host's submission is not ranked, a refused one not counted;
+    under the Ladder a team's row is its latest release. Hand-made goldens."""
+    from pipelines.serve.board import board_rows
+    from pipelines.serve.config import Limits, Phase
+    from pipelines.serve.store import Store, Team, now_utc
+
+    store = Store(tmp_path)
+    phase = Phase(name="p", benchmark="disco", data=tmp_path, answers=None, split=None, starts=None, ends=None,
+                  hidden=True, limits=Limits(concurrent=None), metrics=("mae",), rounding=2)
+    teams = {}
+    for name, host in (("A", False), ("B", False), ("C", False), ("hosts", True)):
+        store.add_team(name, host)
+        teams[name] = next(t for t in store.teams() if t.name == name)
+
+    def scored(team: Team, value: float | None, error: str | None = None):
+        store.submit(team, phase, "0" * 64, "f.json", 2, now_utc())
+        row = store.claim("w", 60)
+        shown = {"scores": [{"metric": "mae", "label": "MAE", "value": value, "interval": None}], "rounding": 2}
+        store.finish(row["id"], "w", shown=None if error else shown, metrics=None if error else {}, error=error)
+
+    for team, value in (("A", 3.5), ("A", 2.25), ("A", 4.0), ("B", 2.25), ("C", 9.0), ("hosts", 0.5)):
+        scored(teams[team], value)
+    scored(teams["C"], None, error="refused")
+    rows = board_rows(store, phase)
+    assert [(r["rank"], r["team"], r["scores"][0]["value"], r["count"]) for r in rows] == \
+        [(1, "A", 2.25, 3), (1, "B", 2.25, 1), (3, "C", 9.0, 1)]
+    laddered = Phase(**{**phase.__dict__, "ladder": "step", "ladder_step": 1.0})
+    assert [(r["team"], r["scores"][0]["value"]) for r in board_rows(store, laddered)] == \
+        [("B", 2.25), ("A", 4.0), ("C", 9.0)]  # the latest release of each (a real Ladder never releases a worse one)
+
+
+def test_a_score_over_fewer_rows_than_min_subset_is_withheld_unless_it_is_the_whole_split():
+    """views.headline_scores on hand-made metrics: GQA-OOD's acc-tail over 50 rows is withheld under min_subset 100,
+    acc-all over the whole split of 80 rows is not (the aggregate itself); a part of 80 rows is; the hosts' exact
+    view withholds nothing and does not round."""
+    from evaluator.tasks import get_task
+    from pipelines.serve.config import Limits, Phase
+    from pipelines.serve.views import headline_scores
+
+    task = get_task("gqa-ood")
+    phase = Phase(name="p", benchmark="gqa-ood", data=Path("."), answers=None, split=None, starts=None, ends=None,
+                  hidden=True, limits=Limits(), metrics=("acc_all", "acc_tail"), rounding=1, min_subset=100)
+    metrics = {"acc_all": 51.26, "acc_tail": 40.04, "coverage": {"expected": 80},
+               "intervals": {"metrics": {"acc_all": [40.0, 60.0], "acc_tail": [30.0, 50.0]},
+                             "scope": {"acc_all": 80, "acc_tail": 50}},
+               "parts": {"public": {"rows": 80, "acc_all": 51.26, "acc_tail": 40.04, "scope": {"acc_all": 80}}}}
+    whole = headline_scores(task, phase, metrics)
+    assert whole[0] == {"metric": "acc_all", "label": "acc-all", "value": 51.3, "interval": [40.0, 60.0]}
+    assert whole[1]["value"] is None and whole[1]["interval"] is None and "fewer than 100" in whole[1]["withheld"]
+    assert all(s["value"] is None for s in headline_scores(task, phase, metrics, "public"))
+    assert [s["value"] for s in headline_scores(task, phase, metrics, exact=True)] == [51.26, 40.04]
+    assert [s["value"] for s in headline_scores(task, Phase(**{**phase.__dict__, "min_subset": 0}), metrics)] == \
+        [51.3, 40.0]
+    from evaluator.publish.site import page
+    from pipelines.serve.pages import PAGE_TEMPLATES, _shown
+
+    html = page("team.html", title="t", templates=PAGE_TEMPLATES, phases=(), refresh=None, problem=None,
+                viewer={"name": "A", "host": False, "csrf": "x"}, open_phases=[], max_mb=1, received=None,
+                rows=[{"id": 1, "phase": "p", "filename": "f.json", "status": "scored", "submitted": "", "error": None,
+                       "scores": [_shown(s, 1) for s in whole]}]).decode()
+    assert "acc-all 51.3" in html
+    assert "acc-tail \u2013 <span class=\"ci\">(withheld: computed over fewer than 100" in html
+
+
+def test_the_private_part_keeps_clusters_whole_and_cannot_be_drawn_without_the_salt():
+    """views.private_mask on 2,000 clusters of 3 rows: about the share (within 4 standard deviations of a binomial),
+    every cluster wholly in one part, the same draw for the same salt and phase, another for another salt or
+    phase."""
+    import numpy as np
+
+    from pipelines.serve.views import private_mask
+
+    class Clustered:
+        def clusters(self, table):
+            return np.repeat(np.arange(2000), 3), "image"
+
+    draw = private_mask(Clustered(), None, b"\x01" * 32, "test", 0.3)
+    clusters = np.asarray(draw).reshape(2000, 3)
+    assert (clusters.all(axis=1) | ~clusters.any(axis=1)).all()
+    share = clusters[:, 0].mean()
+    assert abs(share - 0.3) < 4 * (0.3 * 0.7 / 2000) ** 0.5, share
+    assert draw == private_mask(Clustered(), None, b"\x01" * 32, "test", 0.3)
+    assert draw != private_mask(Clustered(), None, b"\x02" * 32, "test", 0.3)
+    assert draw != private_mask(Clustered(), None, b"\x01" * 32, "dev", 0.3)
+
+
+@pytest.mark.slow
+def test_a_private_part_is_scored_apart_and_shown_once_the_phase_has_ended(sealed_phases, tmp_path):
+    """A hidden VQA-CP phase with half its images private, scored by a worker: the team is shown the public part's
+    accuracy (the mean of the rows' VQA accuracies over the public rows, computed here from the task's per-row
+    scores: the golden), its private part's only once the phase has ended; the final leaderboard ranks by it; the
+    hosts' record is `vlbench evaluate`'s whole-split metrics."""
+    import numpy as np
+
+    from evaluator.sealed import read_answers
+    from evaluator.splits import open_split
+    from pipelines.serve.app import _record
+    from pipelines.serve.board import board_rows
+    from pipelines.serve.config import load_config
+    from pipelines.serve.store import now_utc
+    from pipelines.serve.views import private_mask
+    from pipelines.serve.worker import score_one, stored_path
+
+    _, public, answers, predictions = sealed_phases["vqa-cp"]
+    config_path = _write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]})
+    raw = yaml.safe_load(config_path.read_text())
+    raw["phases"][0].update(private=0.5, ends="2030-01-01", min_subset=10)
+    config_path.write_text(yaml.safe_dump(raw))
+    config = load_config(config_path)
+    phase, store = config.phases[0], config.store()
+    store.add_team("Team A")
+    team = store.teams()[0]
+    target = stored_path(config.storage, "a" * 64, "p.json")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(predictions.read_bytes())
+    store.submit(team, phase, "a" * 64, "p.json", target.stat().st_size, now_utc())
+    assert score_one(config, store, "w", 60)
+    row = store.submissions()[0]
+    task = get_task("vqa-cp")
+    _, _, table = open_split(task, str(public), None, answers)
+    given = {e["question_id"]: e["answer"] for e in json.loads(predictions.read_text())}
+    accuracy = np.asarray(task.per_sample(table, [given[i] for i in task.ids(table)])["vqa_accuracy"])
+    private = np.asarray(private_mask(task, table, read_answers(answers).salt, "vqa-cp", 0.5))
+    assert 0 < private.sum() < len(private)
+    seen = _record(row, False, config)
+    assert seen["shown"]["part"] == "public" and seen["private"] is None
+    assert seen["shown"]["scores"][0]["value"] == round(100 * accuracy[~private].mean(), 3)
+    host = _record(row, True, config)
+    assert host["private"]["scores"][0]["value"] == round(100 * accuracy[private].mean(), 3)
+    assert "parts" not in host["metrics"] and host["metrics"]["accuracy"] == pytest.approx(100 * accuracy.mean(),
+                                                                                           abs=1e-3)
+    ended = load_config(config_path).phases[0].__class__(**{**phase.__dict__, "ends": now_utc()})
+    config = config.__class__(**{**config.__dict__, "phases": (ended,)})
+    assert _record(row, False, config)["private"] == host["private"]
+    assert board_rows(store, ended, final=True)[0]["scores"] == host["private"]["scores"]
+    assert board_rows(store, ended)[0]["scores"] == seen["shown"]["scores"]
 
 
 # -- the running service ---------------------------------------------------------------------------------------
@@ -465,6 +639,140 @@ def test_the_rate_limit_is_a_token_bucket(monkeypatch):
     assert limit.wait("a") == 0.0 and limit.wait("a") == pytest.approx(20.0)
 
 
+def _signed_in(service, token: str) -> httpx.Client:
+    """A client signed in on the pages with a token (the session's cookie kept), as a browser on the site is."""
+    client = httpx.Client(base_url=service["url"], timeout=30)
+    done = client.post("/login", data={"token": token}, headers={"Origin": service["url"]})
+    assert done.status_code == 303 and "vlbench_session" in client.cookies, done.text
+    return client
+
+
+def _csrf(client: httpx.Client) -> str:
+    import re
+
+    return re.search(r'name="csrf" value="([^"]+)"', client.get("/team").text).group(1)
+
+
+@pytest.mark.slow
+def test_a_team_uploads_through_the_page_sees_it_scored_and_the_leaderboard_changes(service, sealed_phases,
+                                                                                  tmp_path):
+    """In a real headless Chromium: a new team (its name is markup, shown as text) signs in with its token, uploads
+    its predictions through the form, sees the submission scored on its page (the page reloads itself while it
+    waits) with the score the API records, and the phase's public leaderboard gains its row with that score. No
+    page breaks its Content-Security-Policy."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (`make test` installs it: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    name, url, phase = "Team <img src=x onerror=alert(1)>", service["url"], "vqa-cp"
+    token = _add_team(service["config"], name)
+    before = httpx.get(f"{url}/leaderboard/{phase}/board.json", timeout=30).json()["rows"]
+    assert name not in [r["team"] for r in before]
+    with sync_playwright() as p:
+        browser = launch_chromium(p, CHROMIUM)
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        problems = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(f"{url}/")
+        phases = yaml.safe_load(service["config"].read_text())["phases"]
+        assert page.title() == "Test challenge" and page.locator("#phases tbody tr").count() == len(phases)
+        with page.expect_navigation():
+            page.locator("nav a", has_text="Sign in").click()
+        page.fill("input[name=token]", token)
+        with page.expect_navigation():
+            page.locator("form button[type=submit]", has_text="Sign in").click()
+        assert page.url == f"{url}/team" and page.title() == f"Submissions of {name}"
+        assert page.locator("img").count() == 0 and name in page.locator("h1").inner_text()
+        page.select_option("select[name=phase]", phase)
+        page.set_input_files("input[name=file]", str(sealed_phases[phase][3]))
+        with page.expect_navigation():
+            page.locator("form.upload button").click()
+        assert "received" in page.locator("#received").inner_text()
+        page.locator("#submissions tbody tr").first.locator("td.status-scored").wait_for(timeout=180_000)
+        recorded = _get(service, token, f"/api/v1/submissions?phase={phase}").json()["submissions"]
+        assert len(recorded) == 1 and recorded[0]["status"] == "scored"
+        value = recorded[0]["shown"]["scores"][0]["value"]
+        assert f"{value:.3f}" in page.locator("#submissions tbody tr").first.inner_text()
+        page.screenshot(path=str(tmp_path / "team.png"), full_page=True)
+        page.locator("nav a", has_text=f"Leaderboard: {phase}").click()
+        page.wait_for_load_state()
+        rows = page.locator("#leaderboard tbody tr")
+        assert rows.count() == len(before) + 1
+        mine = page.locator("#leaderboard tbody tr", has_text="Team <img")
+        assert mine.locator("td").nth(2).inner_text().startswith(f"{value:.3f}")
+        assert page.evaluate("document.styleSheets.length") == 1  # its own style sheet, allowed by its CSP
+        page.screenshot(path=str(tmp_path / "leaderboard.png"), full_page=True)
+        browser.close()
+    assert not problems, problems
+    after = httpx.get(f"{url}/leaderboard/{phase}/board.json", timeout=30).json()["rows"]
+    assert [r["scores"][0]["value"] for r in after if r["team"] == name] == [value]
+
+
+@pytest.mark.slow
+def test_the_page_forms_refuse_cross_site_requests_and_show_a_team_its_own_only(service, sealed_phases):
+    """Signing in from another site, or with a wrong token, opens no session; an upload without the session's CSRF
+    token, with a wrong one, or sent from another site is refused and records nothing; the right form is recorded;
+    a team reads no other team's submission and not the host view; signing out needs the token too. Every page
+    carries the CSP that lets forms post to the service alone."""
+    url = service["url"]
+    token = _add_team(service["config"], "team forms")
+    for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+        refused = httpx.post(f"{url}/login", data={"token": token}, headers=headers, timeout=30)
+        assert refused.status_code == 403 and "vlbench_session" not in refused.cookies
+    wrong = httpx.post(f"{url}/login", data={"token": token[:-2] + "xx"}, timeout=30)
+    assert wrong.status_code == 401 and "names no team" in wrong.text and "vlbench_session" not in wrong.cookies
+    client = _signed_in(service, token)
+    page = client.get("/team")
+    assert "form-action 'self'" in page.headers["content-security-policy"] and page.headers["x-frame-options"] == "DENY"
+    csrf = _csrf(client)
+    predictions = sealed_phases["vqa-v2"][3].read_bytes()
+
+    def upload(fields: dict, headers: dict | None = None, data: bytes = predictions):
+        return client.post("/team/submit", data=fields, files={"file": ("mine.json", data, "application/json")},
+                           headers=headers or {"Origin": url})
+
+    for fields, headers in (({"phase": "vqa-v2"}, None), ({"phase": "vqa-v2", "csrf": csrf[:-1] + "x"}, None),
+                            ({"phase": "vqa-v2", "csrf": csrf}, {"Origin": "http://evil.example"})):
+        refused = upload(fields, headers)
+        assert refused.status_code == 403 and "did not come from this site" in refused.text
+    assert _get(service, token, "/api/v1/submissions").json()["submissions"] == []
+    too_big = upload({"phase": "vqa-v2", "csrf": csrf}, data=b" " * (2 << 20))
+    assert too_big.status_code == 413 and "1 MB" in too_big.text
+    assert _get(service, token, "/api/v1/submissions").json()["submissions"] == []
+    assert not list((service["folder"] / "store" / "incoming").iterdir())
+    done = upload({"phase": "vqa-v2", "csrf": csrf})
+    assert done.status_code == 303 and done.headers["location"].startswith("/team?received=")
+    mine = _get(service, token, "/api/v1/submissions").json()["submissions"]
+    assert [(s["phase"], s["filename"]) for s in mine] == [("vqa-v2", "mine.json")]
+    theirs = [s["id"] for s in _get(service, service["tokens"]["hosts"], "/api/v1/submissions").json()["submissions"]
+              if s["team"] != "team forms"]
+    assert theirs and all(client.get(f"/team/submissions/{i}").status_code == 404 for i in theirs)
+    assert client.get(f"/team/submissions/{mine[0]['id']}").status_code == 200
+    assert client.get("/host").status_code == 403
+    assert client.post("/logout", data={}, headers={"Origin": url}).status_code == 403
+    assert client.post("/logout", data={"csrf": csrf}, headers={"Origin": url}).status_code == 303
+    assert client.get("/team").status_code == 303  # signed out: back to the sign-in page
+    client.close()
+
+
+@pytest.mark.slow
+def test_the_host_view_lists_every_submission_with_its_worker_timings_and_log(service, sealed_phases, tmp_path):
+    bad = tmp_path / "broken.json"
+    bad.write_text("[]")
+    assert _submit(service, service["tokens"]["team b"], "vcr", bad).returncode == 2
+    host = _signed_in(service, service["tokens"]["hosts"])
+    page = host.get("/host")
+    listed = _get(service, service["tokens"]["hosts"], "/api/v1/submissions").json()["submissions"]
+    assert page.status_code == 200 and all(f'data-id="{s["id"]}"' in page.text for s in listed)
+    refused = next(s for s in listed if s["filename"] == "broken.json")
+    assert refused["log"] and refused["worker"] and refused["attempts"] == 1 and refused["seconds"] is not None
+    assert f"{refused['seconds']:.2f}" in page.text and refused["worker"] in page.text
+    counts = _get(service, None, "/api/v1/status").json()["queue"]
+    assert f'<td data-status="refused">{counts["refused"]}</td>' in host.get("/").text
+    host.close()
+
+
 @pytest.mark.slow
 def test_every_route_answers_every_caller_without_a_sealed_answer(service, sealed_phases, tmp_path):
     """Every route of the application, called with the host's token, a team's and none (and a bad submission, whose
@@ -503,19 +811,30 @@ def test_every_route_answers_every_caller_without_a_sealed_answer(service, seale
 
     routes = [r.path for r in create_app(load_config(service["config"])).routes]
     ids = [s["id"] for s in _get(service, service["tokens"]["hosts"], "/api/v1/submissions").json()["submissions"]]
+    phases = [p["name"] for p in yaml.safe_load(service["config"].read_text())["phases"]]
     bodies = {}
     for caller in ("hosts", "Team <A>", "team b", None):
         token, seen = service["tokens"].get(caller), bodies.setdefault(caller, [])
+        pages = _signed_in(service, token) if token else httpx.Client(base_url=service["url"], timeout=30)
         for route in routes:
-            if "{id}" in route:
-                seen += [_get(service, token, route.replace("{id}", str(i))).text for i in ids]
-            elif "{phase}" in route:
-                headers = {"Authorization": f"Bearer {token}"} if token else {}
-                seen.append(httpx.post(f"{service['url']}{route.replace('{phase}', 'gqa-ood')}", content=b"[]",
-                                       headers=headers, timeout=30).text)
+            if route.startswith("/api/"):  # the JSON API, by the bearer token
+                if "{id}" in route:
+                    seen += [_get(service, token, route.replace("{id}", str(i))).text for i in ids]
+                elif "{phase}" in route:
+                    headers = {"Authorization": f"Bearer {token}"} if token else {}
+                    seen.append(httpx.post(f"{service['url']}{route.replace('{phase}', 'gqa-ood')}", content=b"[]",
+                                           headers=headers, timeout=30).text)
+                else:
+                    seen.append(_get(service, token, route).text)
+            elif route == "/leaderboard":  # the pages, by the session's cookie
+                seen += [pages.get(f"/leaderboard/{p}/{f}").text for p in phases for f in ("", "board.json")]
+            elif "{id}" in route:
+                seen += [pages.get(route.replace("{id}", str(i))).text for i in ids]
             else:
-                seen.append(_get(service, token, route).text)
+                seen.append(pages.get(route.replace("{name}", "site.css")).text)
+        pages.close()
     assert all(len(seen) >= len(routes) for seen in bodies.values()) and "metrics" in " ".join(bodies["hosts"])
+    assert "Host view" in " ".join(bodies["hosts"]) and "Host view" not in " ".join(bodies["team b"])
     leaked = [s for s in answers_text if any(s in body for seen in bodies.values() for body in seen)]
     assert not leaked, leaked[:5]
     leaked = [s for s in sealed_text if any(s in body for caller in ("Team <A>", "team b", None)

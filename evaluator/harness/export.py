@@ -4,7 +4,8 @@ of another harness, self-contained in DIR.
 DIR holds, for every harness:
 - `docs/<split>.parquet`: the documents (evaluator/harness/docs.py), images embedded;
 - `scored/<config>/<split>-*.parquet` and `scored/manifest.json`: the build's split as it was built, which
-  the task's scoring reads (the group metrics need the split's own columns);
+  the task's scoring reads (the group metrics need the split's own columns); from the public half of a sealed
+  build, its public columns only: the harness then scores nothing (NaN metrics), the challenge's service does;
 - `vlbench_task.json`: what was exported (vlbench version, benchmark, split, the build's manifest SHA-256,
   the form, the prompt template, the decoding), which also marks DIR as written by this command;
 - `README.md`: how to run it and read its log back;
@@ -74,6 +75,9 @@ def _readme(meta: dict, out: Path) -> str:
                "--log-dir LOGS")
         log = "LOGS/...eval"
     back = f"vlbench evaluate {meta['benchmark']} --data BUILD --predictions {log}"
+    if meta.get("sealed"):
+        back = (f"vlbench submit {log} --server URL --phase PHASE   # the challenge's service scores it (its "
+                "answers are sealed)")
     name = "lmms-eval" if meta["harness"] == "lmms-eval" else "Inspect"
     return "\n".join([
         f"# {meta['benchmark']} ({meta['split']}) as an {name} task: "
@@ -87,12 +91,17 @@ def _readme(meta: dict, out: Path) -> str:
           if meta["form"] != "loglik" else []),
         *([f"- Video: {meta['video_frames']} frames per video, evenly spread, shown as images."]
           if meta["video_frames"] else []),
-        "- Scoring: each metric's aggregation scores the whole run with vlbench's own code on the exported split "
-        "(`scored/`), so group metrics are computed as vlbench computes them. vlbench must be importable in "
-        "the harness's python.",
+        ("- Scoring: the split is the public half of a sealed build (commitment "
+         f"`{meta['sealed']['commitment']}`): it holds no answer, so the harness scores nothing (its metrics are NaN; "
+         "`incomplete_rows` counts the rows a prompt is missing from); the challenge's service scores the log."
+         if meta.get("sealed") else
+         "- Scoring: each metric's aggregation scores the whole run with vlbench's own code on the exported split "
+         "(`scored/`), so group metrics are computed as vlbench computes them.")
+        + " vlbench must be importable in the harness's python.",
         "- Each logged sample carries the row's vlbench id, so the log maps back by id.", "",
         f"Run it ({'lmms-eval 0.7' if meta['harness'] == 'lmms-eval' else 'Inspect'}):", "", f"    {run}", "",
-        "Read its log back into vlbench (metrics with intervals, `compare`, leaderboards):", "",
+        ("Submit its log to the challenge:" if meta.get("sealed") else
+         "Read its log back into vlbench (metrics with intervals, `compare`, leaderboards):"), "",
         f"    {back}", "",
         *(["The task's YAML names this folder by its absolute path; export again after moving it.", ""]
           if meta["harness"] == "lmms-eval" else [])])
@@ -111,6 +120,7 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
     from evaluator.models.generation import Generation
     from evaluator.models.options import ModelOptions
     from evaluator.models.response_cache import vlbench_version
+    from evaluator.sealed import sealed_record
     from evaluator.splits import open_split
     from evaluator.tasks import get_task
 
@@ -121,7 +131,9 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
     if ask is None:
         raise ParamsError(f"{bench}: no generative Ask to export ({task.generative_reason})")
     check_path_text(Path(out).absolute(), "--out")  # written into the task's YAML and README
-    folder, split, table = open_split(task, data, split)
+    folder, split, table = open_split(task, data, split, truth=False)
+    seal = sealed_record(folder)
+    sealed = seal is not None and split not in (seal.get("open_splits") or [])
     read_manifest(folder)  # a record (what the task's meta and `push --inspect-task` bind by its SHA-256)
     check_out(out, {"--data": [folder], **({"--images": [images]} if images else {}),
                     **({"--videos": [videos]} if videos else {})}, overwrite, owned=is_task_folder,
@@ -142,7 +154,8 @@ def export_task(bench: str, data: str, harness: str, out: Path, *, split: str | 
             "video_frames": frames if ask.video_column is not None and videos is not None else None,
             "metrics": [{"key": h.key, "label": h.label, "higher_is_better": h.higher_is_better}
                         for h in task.headline],
-            "documents": len(docs["prompt"]), "rows": table.num_rows}
+            "documents": len(docs["prompt"]), "rows": table.num_rows,
+            **({"sealed": {"commitment": seal["commitment"]}} if sealed else {})}
     final = Path(out).absolute()
     with atomic_folder(out) as staging:
         _write_docs(staging / "docs" / f"{split}.parquet", docs)

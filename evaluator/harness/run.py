@@ -47,7 +47,8 @@ class ExportedRun:
         metric over what is complete (the rows whose prompts are all there, the pairs whose two
         sub-questions are), NaN where nothing is yet (or where the metric's group is empty, GQA-OOD's head
         on a few tail questions), never an error; `INCOMPLETE` counts the rows left out for a missing
-        prompt."""
+        prompt. A task exported from the public half of a sealed build scores nothing (its answers are held apart):
+        its metrics are NaN, `INCOMPLETE` is counted."""
         from core.data import load_table
         from core.errors import SubmissionError
         from evaluator.harness.outputs import PromptOutput, predictions_of, prompt_choices, prompts_per_row, score
@@ -63,7 +64,7 @@ class ExportedRun:
                                     choices[(r["id"], r["prompt_index"])]) for r in records]
             predictions, counts = predictions_of(task.generative, self.meta["form"], outputs, self.meta["task"])
             values = {}
-            if predictions:
+            if predictions and not self.meta.get("sealed"):  # a sealed split holds no truth: the service scores it
                 try:
                     values = score(task, table, predictions, self.meta["task"], allow_partial=True)
                 except SubmissionError:  # nothing complete for the metric yet (no pair has both sub-questions)

@@ -21,16 +21,20 @@ from evaluator.tasks import get_task
 
 TEMPLATES = Path(__file__).resolve().parent / "site_templates"
 ASSETS = ("site.css", "site.js")
-# `'self'` covers the site's own files (over http(s) and, in Chromium and Firefox, file:// too).
+# `'self'` covers the site's own files (over http(s) and, in Chromium and Firefox, file:// too). The policy is a
+# <meta> element, where browsers ignore frame-ancestors (Chromium logs an error for it): a server that serves the
+# pages sends that one as a header (`vlbench serve`, pipelines/serve/pages.py).
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; base-uri 'none'; "
-       "form-action 'none'; frame-ancestors 'none'")
+       "form-action 'none'")
 _LINK_SCHEMES = {"http", "https", "mailto"}
 
 
-def _environment():
+def _environment(extra: Path | None = None):
+    """The templates, autoescaped: site_templates/, and `extra` (another layer's pages, which extend its base)."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-    return Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, undefined=StrictUndefined,
+    folders = [TEMPLATES] if extra is None else [Path(extra), TEMPLATES]
+    return Environment(loader=FileSystemLoader(folders), autoescape=True, undefined=StrictUndefined,
                        keep_trailing_newline=True)
 
 
@@ -86,11 +90,14 @@ def metric_cell(value) -> dict:
     return {"data": str(value["value"]), "shown": _number(value["value"]), "interval": interval}
 
 
-def page(template: str, *, title: str, root: str = "", script: bool = False, **context) -> bytes:
-    """One page from a template of site_templates/ (autoescaped), with the site's Content-Security-Policy;
-    `root` leads from the page to the site's folder (its style sheet and script). A name's bytes that are not
-    UTF-8 (a lone surrogate) are shown escaped, never a failure half-way through the page."""
-    text = _environment().get_template(template).render(csp=CSP, root=root, script=script, title=title, **context)
+def page(template: str, *, title: str, root: str = "", script: bool = False, csp: str = CSP,
+         templates: Path | None = None, **context) -> bytes:
+    """One page from a template of site_templates/ (or of `templates`, whose pages extend its base.html), autoescaped,
+    with the site's Content-Security-Policy (or `csp`); `root` leads from the page to the site's folder (its style
+    sheet and script). A name's bytes that are not UTF-8 (a lone surrogate) are shown escaped, never a failure
+    half-way through the page."""
+    text = _environment(templates).get_template(template).render(csp=csp, root=root, script=script, title=title,
+                                                                  **context)
     return text.encode("utf-8", "backslashreplace")
 
 

@@ -72,6 +72,11 @@ def _reported(r: Resampling) -> list[str]:
     return [k for k in (*r.ratios, *r.derived) if not k.startswith("_")]
 
 
+def rows_in_scope(r: Resampling) -> dict[str, int]:
+    """{reported ratio metric: the number of rows it is computed over} (rows whose denominator is not 0)."""
+    return {name: int((np.asarray(q.den) > 0).sum()) for name, q in r.ratios.items() if not name.startswith("_")}
+
+
 def cluster_sums(r: Resampling) -> tuple[int, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """(number of clusters, {ratio: (its numerators, its denominators) summed per cluster})."""
     n = int(r.clusters.max()) + 1 if len(r.clusters) else 0

@@ -17,52 +17,46 @@ view is returned."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import math
-import os
-import secrets
 import time
-from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from core.errors import ParamsError
+from pipelines.serve.board import write_board
 from pipelines.serve.config import Config
+from pipelines.serve.pages import COOKIE, SecurityHeaders, page_routes
 from pipelines.serve.store import LimitReached, Team, now_utc
-from pipelines.serve.worker import stored_path
+from pipelines.serve.uploads import BadForm, TooLarge, Upload, accept, clean_incoming, display_name
+from pipelines.serve.views import private_if_shown
 
 FILENAME_HEADER = "x-vlbench-filename"
 MAX_WAIT_SECONDS = 60.0  # the longest a `?wait=` request is held
 WAIT_POLL_SECONDS = 0.02
-STALE_UPLOAD_SECONDS = 3600
-CHUNK = 1 << 16
 
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def _filename(raw: str | None) -> str:
-    """The upload's name as shown to its team: its last path part, printable, at most 120 characters."""
-    name = Path((raw or "submission.json").replace("\\", "/")).name
-    name = "".join(c for c in name if c.isprintable())[:120]
-    return name or "submission.json"
-
-
-def _record(row, host: bool) -> dict:
-    """A submission as the API returns it: a team sees its status, refusal and shown scores; a host all."""
+def _record(row, host: bool, config: Config) -> dict:
+    """A submission as the API returns it: a team sees its status, refusal and shown scores (its private part's once
+    the phase has ended); a host all."""
+    phase = next((p for p in config.phases if p.name == row["phase"]), None)
     out = {"id": row["id"], "phase": row["phase"], "team": row["team_name"], "filename": row["filename"],
            "bytes": row["bytes"], "sha256": row["sha256"], "status": row["status"], "submitted": row["submitted"],
            "finished": row["finished"], "error": row["error"],
-           "shown": None if row["shown"] is None else json.loads(row["shown"])}
+           "shown": None if row["shown"] is None else json.loads(row["shown"]),
+           "private": private_if_shown(phase, row, host, now_utc())}
     if host:
         out.update(metrics=None if row["metrics"] is None else json.loads(row["metrics"]),
                    ladder=None if row["ladder"] is None else json.loads(row["ladder"]), worker=row["worker"],
-                   attempts=row["attempts"], started=row["started"], seconds=row["seconds"])
+                   attempts=row["attempts"], started=row["started"], seconds=row["seconds"], log=row["log"])
     return out
 
 
@@ -89,14 +83,12 @@ class RateLimit:
 
 
 def create_app(config: Config, wake=None) -> Starlette:
-    """The application; `wake` (an event the workers started beside it wait on) is set on each submission."""
+    """The application (the JSON API and the pages, pipelines/serve/pages.py, behind the security headers); `wake`
+    (an event the workers started beside it wait on) is set on each submission."""
     store = config.store()
     limiter = RateLimit(config.requests_per_minute)
     incoming = config.storage / "incoming"
-    incoming.mkdir(parents=True, exist_ok=True)
-    for left in incoming.glob(".upload-*"):  # an upload a killed server never finished (never recorded); another
-        if time.time() - left.stat().st_mtime > STALE_UPLOAD_SECONDS:  # process's upload in progress is younger
-            left.unlink(missing_ok=True)
+    clean_incoming(incoming)
     (config.storage / "submissions").mkdir(parents=True, exist_ok=True)
 
     def team_of(request: Request) -> Team | None:
@@ -124,36 +116,21 @@ def create_app(config: Config, wake=None) -> Starlette:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > config.max_upload_bytes:
             return _error(413, f"the file is over the upload limit of {config.max_upload_bytes >> 20} MB")
-        filename = _filename(request.headers.get(FILENAME_HEADER))
-        staging = incoming / f".upload-{secrets.token_hex(16)}"
-        digest, size = hashlib.sha256(), 0
+        filename = display_name(request.headers.get(FILENAME_HEADER))
+        upload = Upload(incoming, config.max_upload_bytes)
         try:
-            descriptor = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            with os.fdopen(descriptor, "wb") as handle:
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > config.max_upload_bytes:
-                        return _error(413, f"the file is over the upload limit of {config.max_upload_bytes >> 20} MB")
-                    digest.update(chunk)
-                    handle.write(chunk)
-                handle.flush()
-                os.fsync(handle.fileno())
-            if size == 0:
-                return _error(400, "the request body is empty: send the file")
-            target = stored_path(config.storage, digest.hexdigest(), filename)
-            if target.exists():
-                staging.unlink()
-            else:
-                os.replace(staging, target)
-            try:
-                submission = store.submit(team, phase, digest.hexdigest(), filename, size, now_utc())
-            except LimitReached as exc:
-                return _error(429, str(exc))
-            if wake is not None:
-                wake.set()
+            async for chunk in request.stream():
+                upload.write(chunk)
+            submission = accept(config, store, team, phase, upload, filename, wake)
+        except TooLarge as exc:
+            return _error(413, str(exc))
+        except BadForm as exc:
+            return _error(400, str(exc))
+        except LimitReached as exc:
+            return _error(429, str(exc))
         finally:
-            staging.unlink(missing_ok=True)
-        return JSONResponse({"id": submission, "status": "queued", "sha256": digest.hexdigest(), "bytes": size},
+            upload.discard()
+        return JSONResponse({"id": submission, "status": "queued", "sha256": upload.sha256, "bytes": upload.size},
                             status_code=202)
 
     async def submissions(request: Request):
@@ -161,7 +138,7 @@ def create_app(config: Config, wake=None) -> Starlette:
         if team is None:
             return _error(401, "a team's token is needed (Authorization: Bearer <token>)")
         rows = store.submissions(None if team.host else team, request.query_params.get("phase"))
-        return JSONResponse({"submissions": [_record(r, team.host) for r in rows]})
+        return JSONResponse({"submissions": [_record(r, team.host, config) for r in rows]})
 
     async def submission(request: Request):
         team = team_of(request)
@@ -179,12 +156,15 @@ def create_app(config: Config, wake=None) -> Starlette:
         while row["status"] in ("queued", "scoring") and time.monotonic() < deadline:
             await asyncio.sleep(WAIT_POLL_SECONDS)
             row = store.submission(row["id"])
-        return JSONResponse(_record(row, team.host))
+        return JSONResponse(_record(row, team.host, config))
 
     def limited(handler):
         """The handler behind the rate limit: 429 with Retry-After when the caller's bucket is empty."""
         async def run(request: Request):
-            team = team_of(request)  # a valid token's team; any other caller by its address
+            team = team_of(request)  # a valid token's team, a signed-in page's; any other caller by its address
+            if team is None:
+                found = store.session(request.cookies.get(COOKIE))
+                team = None if found is None else found[0]
             key = f"team:{team.id}" if team is not None else f"address:{getattr(request.client, 'host', '')}"
             wait = limiter.wait(key)
             if wait > 0:
@@ -195,9 +175,12 @@ def create_app(config: Config, wake=None) -> Starlette:
             return await handler(request)
         return run
 
-    return Starlette(routes=[
+    for phase in config.phases:  # the leaderboards exist before the first score
+        write_board(config, store, phase)
+    return Starlette(middleware=[Middleware(SecurityHeaders)], routes=[
         Route("/api/v1/status", limited(status), methods=["GET"]),
         Route("/api/v1/phases/{phase}/submissions", limited(submit), methods=["POST"]),
         Route("/api/v1/submissions", limited(submissions), methods=["GET"]),
         Route("/api/v1/submissions/{id}", limited(submission), methods=["GET"]),
+        *page_routes(config, store, wake, limited),
     ])

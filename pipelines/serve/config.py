@@ -13,6 +13,7 @@ from core.errors import ParamsError
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")  # a phase's name: it reaches URLs and file names
 NAME_RULE = "lower-case letters, digits, '-' and '_', starting with a letter or digit, at most 63 characters"
 MAX_UPLOAD_MB = 512
+MIN_SUBSET = 100  # rows: a hidden phase's default minimum subset size
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,15 @@ class Phase:
     rounding: int  # decimals of every score shown
     ladder: str | None = None  # "parameter-free" or "step" (Blum and Hardt's Ladder), None: every score shown
     ladder_step: float | None = None  # the step of `ladder: {step: ETA}`
+    private: float | None = None  # the share of the split's clusters held private until the end (views.py)
+    min_subset: int = MIN_SUBSET  # a hidden phase shows no score computed over fewer rows (but the whole split)
 
     def open_at(self, now: datetime.datetime) -> bool:
         return (self.starts is None or now >= self.starts) and (self.ends is None or now < self.ends)
+
+    def ended_at(self, now: datetime.datetime) -> bool:
+        """The phase has an end and it has passed: its private part's scores are shown."""
+        return self.ends is not None and now >= self.ends
 
 
 @dataclass(frozen=True)
@@ -144,7 +151,7 @@ def _phase(path: Path, key: str, raw) -> Phase:
     if not isinstance(raw, dict):
         _fail(path, key, "a mapping (name, benchmark, data, ...)")
     _known(path, key, raw, {"name", "benchmark", "data", "answers", "split", "starts", "ends", "visibility", "limits",
-                            "metrics", "rounding", "ladder"})
+                            "metrics", "rounding", "ladder", "private", "min_subset"})
     name = raw.get("name")
     if not isinstance(name, str) or not NAME.fullmatch(name):
         _fail(path, f"{key}.name", NAME_RULE)
@@ -185,6 +192,18 @@ def _phase(path: Path, key: str, raw) -> Phase:
     ladder, step = _ladder(path, f"{key}.ladder", raw.get("ladder"))
     if ladder is not None and limits.get("concurrent", 1) != 1:
         _fail(path, f"{key}.limits.concurrent", "1 under the Ladder (a team's submissions are laddered in turn)")
+    private = raw.get("private")
+    if private is not None:
+        if isinstance(private, bool) or not isinstance(private, (int, float)) or not 0 < private < 1:
+            _fail(path, f"{key}.private", "the share of the split held private until the phase ends, between 0 and 1 "
+                                          "(0.5: half)")
+        if visibility != "hidden":
+            _fail(path, f"{key}.private", "a private part belongs to a hidden phase (a public one shows every score)")
+        if ladder is not None:
+            _fail(path, f"{key}.private", "a private part or the Ladder, not both (the Ladder is laddered on the whole "
+                                          "split)")
+        if raw.get("ends") is None:
+            _fail(path, f"{key}.ends", "a phase with a private part needs an end: its private scores are shown then")
     starts, ends = _when(path, f"{key}.starts", raw.get("starts")), _when(path, f"{key}.ends", raw.get("ends"))
     if starts is not None and ends is not None and ends <= starts:
         _fail(path, f"{key}.ends", "after starts")
@@ -194,7 +213,8 @@ def _phase(path: Path, key: str, raw) -> Phase:
                                total=_count(path, f"{key}.limits.total", limits.get("total"), 1),
                                concurrent=_count(path, f"{key}.limits.concurrent", limits.get("concurrent", 1), 1)),
                  metrics=tuple(metrics), rounding=_count(path, f"{key}.rounding", raw.get("rounding", 2), 0, 6),
-                 ladder=ladder, ladder_step=step)
+                 ladder=ladder, ladder_step=step, private=None if private is None else float(private),
+                 min_subset=_count(path, f"{key}.min_subset", raw.get("min_subset", MIN_SUBSET), 0))
 
 
 def load_config(path: Path) -> Config:

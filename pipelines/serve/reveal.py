@@ -1,7 +1,8 @@
 """`vlbench serve reveal CONFIG --out DIR`: the end of a challenge. DIR receives, per phase with sealed answers, the
 answer file (salt included, checked against the commitment its public half states), every scored submission's
 file and `reveal.json` (per phase: the commitment, the answer file's SHA-256, and per submission its team, file,
-SHA-256 and the metrics the service recorded), so that anyone can check the commitment (`vlbench verify PUBLIC
+SHA-256 and the metrics the service recorded; where the phase had a private part, its share, the rule that drew it
+and each submission's private scores), so that anyone can check the commitment (`vlbench verify PUBLIC
 --answers FILE`) and rescore every submission with `vlbench evaluate`."""
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ from core.errors import ParamsError
 from pipelines.serve.config import Config
 from pipelines.serve.store import now_utc
 from pipelines.serve.worker import stored_path
+
+PRIVATE_RULE = ("a cluster of rows (the task's bootstrap clusters of the public half, numbered as its `clusters` "
+                "numbers them) is private when the first 8 bytes of HMAC-SHA-256 keyed by the answer file's salt over "
+                "'vlbench-private-part:<phase>:<number>', read big-endian, are below share * 2^64 "
+                "(pipelines/serve/views.py)")
 
 
 def reveal(config: Config, out: Path, before_end: bool = False, overwrite: bool = False) -> dict:
@@ -51,10 +57,12 @@ def reveal(config: Config, out: Path, before_end: bool = False, overwrite: bool 
                 shutil.copyfile(source, folder / "submissions" / name)
                 listed.append({"id": row["id"], "team": row["team_name"], "file": f"submissions/{name}",
                                "sha256": row["sha256"], "submitted": row["submitted"],
-                               "metrics": json.loads(row["metrics"])})
+                               "metrics": json.loads(row["metrics"]),
+                               **({"private": json.loads(row["private_view"])} if row["private_view"] else {})})
             record["phases"][phase.name] = {
                 "benchmark": phase.benchmark, "split": phase.split or get_task(phase.benchmark).default_split,
                 "commitment": answers.commitment,
-                "answers": "answers.zip", "submissions": listed}
+                "answers": "answers.zip", "submissions": listed,
+                **({"private_part": {"share": phase.private, "rule": PRIVATE_RULE}} if phase.private else {})}
         (staging / "reveal.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return record

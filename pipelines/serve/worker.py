@@ -12,14 +12,17 @@ import secrets
 import socket
 import threading
 import time
+import traceback
 from pathlib import Path
 
 from core.errors import VlbenchError
 from evaluator.stats.bootstrap import value_at
 from pipelines.serve.config import Config, Phase
 from pipelines.serve.store import Store
+from pipelines.serve.views import private_view, shown, split_parts
 
 POLL_SECONDS = 0.5
+LOG_CHARS = 20_000  # of a refusal's or a fault's log, kept for the hosts
 SUFFIXES = (".json", ".jsonl", ".eval", ".xlsx", ".tsv", ".csv")  # the formats `evaluate` reads, by suffix
 
 
@@ -30,39 +33,26 @@ def stored_path(storage: Path, sha256: str, filename: str) -> Path:
     return Path(storage) / "submissions" / f"{sha256}{suffix if suffix in SUFFIXES else '.json'}"
 
 
-def shown(task, phase: Phase, metrics: dict) -> dict:
-    """What a team is shown of a scored submission. A hidden phase: the configured headline metrics only, each with
-    its 95% interval, rounded to the phase's decimals (no per-item, per-type or subset score). A public phase: every
-    metric `evaluate` reports."""
-    if not phase.hidden:
-        return metrics
-    keys = phase.metrics or tuple(h.key for h in task.headline)
-    labels = {h.key: h.label for h in task.headline}
-    bounds = (metrics.get("intervals") or {}).get("metrics", {})
-
-    def rounded(value):
-        return None if value is None else round(float(value), phase.rounding)
-
-    return {"scores": [{"metric": key, "label": labels.get(key, key), "value": rounded(value_at(metrics, key)),
-                        "interval": [rounded(b) for b in bounds[key]] if key in bounds else None} for key in keys],
-            "rounding": phase.rounding}
-
-
 def score(config: Config, phase: Phase, path: Path,
-          best: tuple[dict, Path] | None = None) -> tuple[dict, dict, dict | None]:
-    """(metrics, what the team is shown, the team's Ladder state after it) of a stored submission: `vlbench
-    evaluate` of the file on the phase's split, its answers joined from the sealed file. Under the Ladder, `best`
-    is the team's Ladder state and the file of its best submission (None before its first)."""
+          best: tuple[dict, Path] | None = None) -> tuple[dict, dict, dict | None, dict | None]:
+    """(metrics, what the team is shown, the team's Ladder state after it, its private part's scores) of a stored
+    submission: `vlbench evaluate` of the file on the phase's split, its answers joined from the sealed file (with
+    each ratio metric's rows in scope, and each part of the split where the phase has a private one). Under the
+    Ladder, `best` is the team's Ladder state and the file of its best submission (None before its first)."""
     from evaluator.request import ScoringRequest
     from evaluator.run import evaluate
+    from evaluator.sealed import read_answers
     from evaluator.tasks import get_task
 
     request = ScoringRequest(phase.benchmark, str(phase.data), phase.split, answers=phase.answers)
-    metrics = evaluate(request, path)
+    parts = split_parts(phase, read_answers(phase.answers).salt) if phase.private else None
+    metrics = evaluate(request, path, scope=True, parts=parts)
     task = get_task(phase.benchmark)
-    if phase.ladder is None:
-        return metrics, shown(task, phase, metrics), None
-    return (metrics, *laddered(task, phase, metrics, path, best))
+    views = (shown(task, phase, metrics), None, private_view(task, phase, metrics)) if phase.ladder is None else \
+        (*laddered(task, phase, metrics, path, best), None)
+    metrics.pop("parts", None)  # what the views read beyond `vlbench evaluate`'s record, which the hosts keep
+    metrics.get("intervals", {}).pop("scope", None)
+    return (metrics, *views)
 
 
 def _resampling(task, phase: Phase, path: Path):
@@ -114,6 +104,17 @@ def _team_line(message: str, path: Path, filename: str, config: Config) -> str:
     return message[:500]
 
 
+def _publish(config: Config, store: Store, phase: Phase) -> None:
+    """The phase's leaderboard written again with a new score (pipelines/serve/board.py); a failure to write it is
+    the hosts' to see in the log, never a change to the recorded score."""
+    from pipelines.serve.board import write_board
+
+    try:
+        write_board(config, store, phase)
+    except Exception:
+        logging.getLogger("vlbench.serve").exception("writing the leaderboard of phase %s failed", phase.name)
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
@@ -142,18 +143,20 @@ def score_one(config: Config, store: Store, name: str, lease: float) -> bool:
             if state is not None and state.get("best_of") is not None:
                 best_row = store.submission(state["best_of"])
                 best = (state, stored_path(config.storage, best_row["sha256"], best_row["filename"]))
-        metrics, view, ladder = score(config, phase, path, best)
+        metrics, view, ladder, private = score(config, phase, path, best)
         if ladder is not None and view["ladder"]["improved"]:
             ladder["best_of"] = row["id"]
-        store.finish(row["id"], name, metrics=metrics, shown=view, ladder=ladder, seconds=time.perf_counter() - started)
+        if store.finish(row["id"], name, metrics=metrics, shown=view, ladder=ladder, private=private,
+                        seconds=time.perf_counter() - started):
+            _publish(config, store, phase)
     except VlbenchError as exc:  # the submission's problem, as `evaluate` words it: shown to its team
         store.finish(row["id"], name, error=_team_line(str(exc), path, row["filename"], config),
-                     seconds=time.perf_counter() - started)
+                     log=str(exc)[:LOG_CHARS], seconds=time.perf_counter() - started)
     except Exception:  # a fault of the service, not of the submission: logged for the hosts, costs the team nothing
         logging.getLogger("vlbench.serve").exception("scoring submission %s failed", row["id"])
         store.finish(row["id"], name, error="scoring failed inside the service (logged for the hosts); this "
                                             "submission does not count against any limit",
-                     seconds=time.perf_counter() - started)
+                     log=traceback.format_exc()[-LOG_CHARS:], seconds=time.perf_counter() - started)
     finally:
         done.set()
         keeper.join()

@@ -1,0 +1,163 @@
+"""A submission's bytes, received: streamed into a staging file of `<storage>/incoming/` under the upload limit while
+their SHA-256 is taken, then stored content-addressed and recorded as queued (pipelines/serve/store.py): a submission
+is accepted only once both are done. The JSON API sends the file as the request body; the team page's form sends it
+as one part of a multipart/form-data body, parsed as a stream (python-multipart's push parser: the file is never held
+whole in memory nor spooled anywhere else, its other fields are bounded)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import time
+from pathlib import Path
+
+from core.errors import ParamsError
+from pipelines.serve.store import now_utc
+from pipelines.serve.worker import stored_path
+
+STALE_UPLOAD_SECONDS = 3600
+FIELD_BYTES = 4096  # a form field other than the file (the CSRF token, the phase's name)
+FORM_FIELDS = 8
+
+
+class TooLarge(ParamsError):
+    """An upload over the configured size limit (HTTP 413)."""
+
+
+class BadForm(ParamsError):
+    """A form body that is not the page's upload form (HTTP 400)."""
+
+
+def display_name(raw: str | None) -> str:
+    """An upload's name as shown to its team: its last path part, printable, at most 120 characters."""
+    name = Path((raw or "submission.json").replace("\\", "/")).name
+    name = "".join(c for c in name if c.isprintable())[:120]
+    return name or "submission.json"
+
+
+def clean_incoming(incoming: Path) -> None:
+    """Remove uploads a killed server never finished (never recorded); another process's upload in progress is
+    younger than STALE_UPLOAD_SECONDS."""
+    incoming.mkdir(parents=True, exist_ok=True)
+    for left in incoming.glob(".upload-*"):
+        if time.time() - left.stat().st_mtime > STALE_UPLOAD_SECONDS:
+            left.unlink(missing_ok=True)
+
+
+class Upload:
+    """One upload in progress: a staging file created exclusively (never through a link) under a random name."""
+
+    def __init__(self, incoming: Path, limit: int):
+        self.path, self.limit, self.size = incoming / f".upload-{secrets.token_hex(16)}", limit, 0
+        self.sha256: str | None = None
+        self._digest = hashlib.sha256()
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        self._handle = os.fdopen(descriptor, "wb")
+
+    def write(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.limit:
+            raise TooLarge(f"the file is over the upload limit of {self.limit >> 20} MB")
+        self._digest.update(chunk)
+        self._handle.write(chunk)
+
+    def finish(self) -> str:
+        """The file on disk (flushed, synced); its SHA-256."""
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+        if self.size == 0:
+            raise BadForm("the file is empty: send the predictions")
+        self.sha256 = self._digest.hexdigest()
+        return self.sha256
+
+    def discard(self) -> None:
+        if not self._handle.closed:
+            self._handle.close()
+        self.path.unlink(missing_ok=True)
+
+
+def accept(config, store, team, phase, upload: Upload, filename: str, wake=None) -> int:
+    """Store a finished upload content-addressed and record it as queued (`store.submit`: LimitReached over a limit
+    of the phase, the stored bytes kept for a later identical upload); wake the workers. The submission's id."""
+    sha256 = upload.finish()
+    target = stored_path(config.storage, sha256, filename)
+    if target.exists():
+        upload.discard()
+    else:
+        os.replace(upload.path, target)
+    submission = store.submit(team, phase, sha256, filename, upload.size, now_utc())
+    if wake is not None:
+        wake.set()
+    return submission
+
+
+async def read_form(request, incoming: Path, limit: int) -> tuple[dict[str, str], str | None, Upload | None]:
+    """(fields, the file's name, its upload) of the upload form's multipart body, read as a stream: one file part,
+    named `file`; at most FORM_FIELDS other fields of at most FIELD_BYTES each. The upload is discarded on any
+    problem (BadForm, TooLarge)."""
+    from python_multipart.multipart import MultipartParser, parse_options_header
+
+    kind, options = parse_options_header(request.headers.get("content-type", ""))
+    if kind != b"multipart/form-data" or not options.get(b"boundary"):
+        raise BadForm("expected the upload form (multipart/form-data)")
+    fields: dict[str, str] = {}
+    part: dict = {}
+    found: dict = {"upload": None, "filename": None}
+
+    def on_part_begin():
+        part.clear()
+        part.update(headers={}, field=b"", value=b"", data=bytearray(), file=False)
+
+    def on_header_field(data, start, end):
+        part["field"] += data[start:end]
+
+    def on_header_value(data, start, end):
+        part["value"] += data[start:end]
+
+    def on_header_end():
+        part["headers"][part["field"].lower()] = part["value"]
+        part["field"], part["value"] = b"", b""
+
+    def on_headers_finished():
+        _, disposition = parse_options_header(part["headers"].get(b"content-disposition", b""))
+        part["name"] = disposition.get(b"name", b"").decode("utf-8", "replace")
+        if b"filename" in disposition:
+            if part["name"] != "file" or found["upload"] is not None:
+                raise BadForm("the form sends one file, as its `file` field")
+            part["file"] = True
+            found["filename"] = disposition[b"filename"].decode("utf-8", "replace")
+            found["upload"] = Upload(incoming, limit)
+
+    def on_part_data(data, start, end):
+        if part["file"]:
+            found["upload"].write(data[start:end])
+            return
+        part["data"] += data[start:end]
+        if len(part["data"]) > FIELD_BYTES:
+            raise BadForm(f"form field {part['name'][:40]!r} is over {FIELD_BYTES} bytes")
+
+    def on_part_end():
+        if not part["file"]:
+            if len(fields) >= FORM_FIELDS:
+                raise BadForm(f"the form has more than {FORM_FIELDS} fields")
+            fields[part["name"]] = bytes(part["data"]).decode("utf-8", "replace")
+
+    callbacks = {"on_part_begin": on_part_begin, "on_header_field": on_header_field,
+                 "on_header_value": on_header_value, "on_header_end": on_header_end,
+                 "on_headers_finished": on_headers_finished, "on_part_data": on_part_data, "on_part_end": on_part_end}
+    parser = MultipartParser(options[b"boundary"], callbacks)
+    try:
+        async for chunk in request.stream():
+            parser.write(chunk)
+        parser.finalize()
+    except ParamsError:
+        if found["upload"] is not None:
+            found["upload"].discard()
+        raise
+    except Exception as exc:  # the parser's own refusal of a malformed body
+        if found["upload"] is not None:
+            found["upload"].discard()
+        raise BadForm(f"the form's body is malformed ({type(exc).__name__})") from None
+    return fields, found["filename"], found["upload"]
