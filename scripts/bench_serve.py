@@ -39,7 +39,7 @@ TARGET_RATIO = 1.2
 
 def _serve(config: Path, workers: int) -> tuple[subprocess.Popen, str]:
     """The service on a free loopback port, in its own process group; waited for (bounded)."""
-    import httpx
+    from pipelines.serve.client import wait_for_service
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -47,13 +47,8 @@ def _serve(config: Path, workers: int) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "serve", str(config), "--port", str(port),
                                 "--workers", str(workers)], cwd=ROOT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/api/v1/status", timeout=2).status_code == 200:
-                return process, url
-        except httpx.HTTPError:
-            time.sleep(0.2)
+    if wait_for_service(url, lambda: process.poll() is None):
+        return process, url
     os.killpg(process.pid, signal.SIGKILL)
     raise SystemExit("the service did not start within 120 s")
 

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -190,7 +189,7 @@ def test_the_challenge_guide_s_commands_run_as_written(demo_folder, tmp_path, so
     import signal
     import socket
 
-    import httpx
+    from pipelines.serve.client import wait_for_service
 
     folder = tmp_path / "clone"
     folder.mkdir()
@@ -214,14 +213,7 @@ def test_the_challenge_guide_s_commands_run_as_written(demo_folder, tmp_path, so
     server = subprocess.Popen(["bash", "-c", "exec " + lines[3].replace("8000", port)], cwd=folder, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/api/v1/status", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                assert server.poll() is None, server.stdout.read()
-                time.sleep(0.2)
+        assert wait_for_service(f"http://127.0.0.1:{port}", lambda: server.poll() is None), server.stdout.read()
         submit = lines[4].replace("8000", port).replace("VLBENCH_TOKEN=vlb_...", f"VLBENCH_TOKEN={token}")
         assert submit != lines[4]
         done = run(submit)

@@ -23,6 +23,7 @@ from helpers import assert_one_error_line, launch_chromium, public_names
 
 from builders.registry import get_benchmark
 from evaluator.tasks import get_task, task_names
+from pipelines.serve.client import wait_for_service
 
 pytestmark = pytest.mark.allow_hosts(["127.0.0.1"])  # the service listens on loopback only
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,15 +137,10 @@ class Running:
         self.process = subprocess.Popen([*VLBENCH, "serve", str(config), "--port", str(port), "--workers",
                                          str(workers)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True, start_new_session=True)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/api/v1/status", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                if self.process.poll() is not None:
-                    raise AssertionError(self.process.stdout.read()) from None
-                time.sleep(0.2)
+        if wait_for_service(self.url, lambda: self.process.poll() is None):
+            return
+        if self.process.poll() is not None:
+            raise AssertionError(self.process.stdout.read())
         self.kill()
         pytest.fail("the service did not start within 120 s")
 

@@ -12,6 +12,23 @@ from core.errors import ParamsError, SubmissionError
 TOKEN_VARIABLE = "VLBENCH_TOKEN"
 
 
+def wait_for_service(url: str, running=lambda: True, seconds: float = 120.0) -> bool:
+    """Wait, at most `seconds`, until the service at URL answers its status route: True; False when it does not in
+    time, or as soon as `running()` says the process meant to serve it has died."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/api/v1/status", timeout=2).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            if not running():
+                return False
+            time.sleep(0.2)
+    return False
+
+
 def _token(variable: str) -> str:
     token = os.environ.get(variable, "").strip()
     if not token:
