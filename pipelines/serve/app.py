@@ -1,4 +1,6 @@
-"""The challenge service's web application (Starlette, served by uvicorn): a small JSON API.
+"""The challenge service's web application (Starlette, served by uvicorn): a small JSON API, and the pages
+(pipelines/serve/pages.py: status, sign-in, a team's submissions and upload form, the host view, the public
+leaderboard), every response with the security headers.
 
 - `GET /api/v1/status`: the challenge, its phases (open or not) and the queue's counts; no token needed.
 - `POST /api/v1/phases/{phase}/submissions`: the request body is the file (any format `vlbench evaluate` reads;
@@ -6,13 +8,14 @@
   content-addressed, then recorded as queued (202): a submission is accepted only once stored and recorded. Over
   a limit of the phase: 429; over the size limit: 413; the phase closed: 403.
 - `GET /api/v1/submissions` and `/api/v1/submissions/{id}`: a team's own submissions with their status (queued,
-  scoring, scored, refused), the refusal's line, and what the phase shows of the scores; a host token sees every
-  submission with its full metrics, worker, attempts and timings. `?wait=SECONDS` on one submission answers once
+  scoring, scored, refused), the refusal's line, and what the phase shows of the scores (its private part's once
+  the phase has ended); a host token sees every submission with its full metrics, worker, attempts, timings and
+  log. `?wait=SECONDS` on one submission answers once
   it is scored or refused (or after that long, at most a minute), so a client need not poll.
 
-Every request names its team by `Authorization: Bearer <token>`; a missing or wrong token is 401, a submission of
-another team 404. No response holds a sealed answer: scores are computed by the workers and only their recorded
-view is returned."""
+Every API request names its team by `Authorization: Bearer <token>` (the pages by their session's cookie); a
+missing or wrong token is 401, a submission of another team 404. No response holds a sealed answer: scores are
+computed by the workers and only their recorded view is returned."""
 
 from __future__ import annotations
 
