@@ -6,6 +6,7 @@ nothing, limits are exact, uploads are bounded and stored content-addressed, a t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -299,7 +300,7 @@ def test_the_leaderboard_ranks_each_team_s_best_and_never_a_host(tmp_path):
     rows = board_rows(store, phase)
     assert [(r["rank"], r["team"], r["scores"][0]["value"], r["count"]) for r in rows] == \
         [(1, "A", 2.25, 3), (1, "B", 2.25, 1), (3, "C", 9.0, 1)]
-    laddered = Phase(**{**phase.__dict__, "ladder": "step", "ladder_step": 1.0})
+    laddered = dataclasses.replace(phase, ladder="step", ladder_step=1.0)
     assert [(r["team"], r["scores"][0]["value"]) for r in board_rows(store, laddered)] == \
         [("B", 2.25), ("A", 4.0), ("C", 9.0)]  # the latest release of each (a real Ladder never releases a worse one)
 
@@ -324,15 +325,16 @@ def test_a_score_over_fewer_rows_than_min_subset_is_withheld_unless_it_is_the_wh
     assert whole[1]["value"] is None and whole[1]["interval"] is None and "fewer than 100" in whole[1]["withheld"]
     assert all(s["value"] is None for s in headline_scores(task, phase, metrics, "public"))
     assert [s["value"] for s in headline_scores(task, phase, metrics, exact=True)] == [51.26, 40.04]
-    assert [s["value"] for s in headline_scores(task, Phase(**{**phase.__dict__, "min_subset": 0}), metrics)] == \
+    assert [s["value"] for s in headline_scores(task, dataclasses.replace(phase, min_subset=0), metrics)] == \
         [51.3, 40.0]
     from evaluator.publish.site import page
-    from pipelines.serve.pages import PAGE_TEMPLATES, _shown
+    from pipelines.serve.pages import PAGE_TEMPLATES
+    from pipelines.serve.views import as_text
 
     html = page("team.html", title="t", templates=PAGE_TEMPLATES, phases=(), refresh=None, problem=None,
                 viewer={"name": "A", "host": False, "csrf": "x"}, open_phases=[], max_mb=1, received=None,
                 rows=[{"id": 1, "phase": "p", "filename": "f.json", "status": "scored", "submitted": "", "error": None,
-                       "scores": [_shown(s, 1) for s in whole]}]).decode()
+                       "scores": [as_text(s, 1) for s in whole]}]).decode()
     assert "acc-all 51.3" in html
     assert "acc-tail \u2013 <span class=\"ci\">(withheld: computed over fewer than 100" in html
 
@@ -404,8 +406,8 @@ def test_a_private_part_is_scored_apart_and_shown_once_the_phase_has_ended(seale
     assert host["private"]["scores"][0]["value"] == round(100 * accuracy[private].mean(), 3)
     assert "parts" not in host["metrics"] and host["metrics"]["accuracy"] == pytest.approx(100 * accuracy.mean(),
                                                                                            abs=1e-3)
-    ended = load_config(config_path).phases[0].__class__(**{**phase.__dict__, "ends": now_utc()})
-    config = config.__class__(**{**config.__dict__, "phases": (ended,)})
+    ended = dataclasses.replace(phase, ends=now_utc())
+    config = dataclasses.replace(config, phases=(ended,))
     assert _record(row, False, config)["private"] == host["private"]
     assert board_rows(store, ended, final=True)[0]["scores"] == host["private"]["scores"]
     assert board_rows(store, ended)[0]["scores"] == seen["shown"]["scores"]

@@ -16,14 +16,13 @@ import json
 from pathlib import Path
 
 from pipelines.serve.config import Config, Phase
+from pipelines.serve.views import as_text, headline_scores
 
 SITE = "site"
 LOCK = ".board.lock"
 
 
 def _scores(task, phase: Phase, row) -> list[dict]:
-    from pipelines.serve.views import headline_scores
-
     if phase.hidden or phase.ladder is not None:  # what the team was shown; the metrics stay the hosts'
         return json.loads(row["shown"])["scores"]
     return headline_scores(task, phase, json.loads(row["metrics"]))
@@ -74,15 +73,6 @@ def is_final(phase: Phase) -> bool:
     return bool(phase.private) and phase.ended_at(datetime.datetime.now(datetime.timezone.utc))
 
 
-def _cell(score: dict, rounding: int) -> dict:
-    """A score as the site's metric cell: its sort value, the value at the phase's decimals, its interval."""
-    value = score["value"]
-    if value is None:
-        return {"data": "", "shown": "\u2013", "interval": None}
-    interval = score["interval"] and [f"{b:.{rounding}f}" for b in score["interval"]]
-    return {"data": str(value), "shown": f"{value:.{rounding}f}", "interval": interval}
-
-
 def write_board(config: Config, store, phase: Phase) -> Path:
     """Write the phase's leaderboard (index.html, board.json and the site's assets) from the records as they are
     now; writers take turns (a lock file), each reading the records after taking it, so the last page written
@@ -119,7 +109,7 @@ def write_board(config: Config, store, phase: Phase) -> Path:
                     shown=shown, ladder=phase.ladder is not None, updated=updated,
                     labels=[labels.get(k, k) for k in keys],
                     rows=[{**r, "when": (r["when"] or "")[:19].replace("T", " "),
-                           "cells": [_cell(s, phase.rounding) for s in r["scores"]]} for r in rows])
+                           "cells": [as_text(s, phase.rounding) for s in r["scores"]]} for r in rows])
         record = {"challenge": config.challenge, "phase": phase.name, "benchmark": phase.benchmark,
                   "metrics": list(keys), "rounding": phase.rounding, "ladder": phase.ladder,
                   "part": ("private" if final else "public") if phase.private else None, "final": final,

@@ -31,7 +31,7 @@ from evaluator.publish.site import ASSETS, CSP, TEMPLATES, page
 from pipelines.serve.config import Config
 from pipelines.serve.store import SESSION_SECONDS, STATUSES, LimitReached, Team, now_utc
 from pipelines.serve.uploads import FIELD_BYTES, BadForm, TooLarge, accept, display_name, read_form
-from pipelines.serve.views import private_if_shown
+from pipelines.serve.views import as_text, private_if_shown
 
 PAGE_TEMPLATES = Path(__file__).resolve().parent / "templates"
 COOKIE = "vlbench_session"
@@ -68,17 +68,6 @@ class SecurityHeaders:
 
 def _time(stamp: str | None) -> str | None:
     return None if stamp is None else stamp[:19].replace("T", " ")
-
-
-def _shown(score: dict, rounding: int | None) -> dict:
-    """A score with its value and interval as text (at the phase's decimals; None: as recorded)."""
-    def text(value):
-        if value is None:
-            return "\u2013"
-        return f"{value:.{rounding}f}" if rounding is not None else f"{value:.6g}"
-
-    return {**score, "shown": text(score["value"]),
-            "interval": score["interval"] and [text(b) for b in score["interval"]]}
 
 
 def _limits(phase) -> str:
@@ -128,7 +117,7 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
         if phase is None:
             return []
         if host:
-            return [_shown(s, None) for s in headline_scores(get_task(phase.benchmark), phase,
+            return [as_text(s, None) for s in headline_scores(get_task(phase.benchmark), phase,
                                                              json.loads(row["metrics"]), exact=True)]
         shown = json.loads(row["shown"])
         listed = shown["scores"] if "scores" in shown else headline_scores(get_task(phase.benchmark), phase, shown)
@@ -136,7 +125,7 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
         if phase.private:  # the part each score is over; the private part's once the phase has ended
             listed = [{**x, "label": f"{x['label']} (public part)"} for x in listed] + \
                 [{**x, "label": f"{x['label']} (private part)"} for x in (private or {}).get("scores", [])]
-        return [_shown(x, phase.rounding) for x in listed]
+        return [as_text(x, phase.rounding) for x in listed]
 
     async def small_form(request: Request) -> dict[str, str]:
         """An url-encoded form of at most FIELD_BYTES (sign in, sign out)."""
@@ -306,10 +295,8 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
         phase with a private part that has ended since its page was written is written again first (its final
         standing)."""
         phase, name = request.path_params.get("phase"), request.path_params.get("name") or "index.html"
-        if phase is None:  # /leaderboard/site.css
-            if name not in ASSETS:
-                return Response("not found", status_code=404, media_type="text/plain")
-            return Response((config.storage / SITE / name).read_bytes(), media_type=_KINDS[name.rsplit(".", 1)[1]])
+        if phase is None:  # /leaderboard/site.css: the site's assets, as /assets/ serves them
+            return await asset(request)
         if phase not in phases or name not in ("index.html", "board.json"):
             return Response("not found", status_code=404, media_type="text/plain")
         folder = config.storage / SITE / phase
@@ -343,5 +330,5 @@ def _flat(metrics: dict, prefix: str = "") -> list[dict]:
         if isinstance(value, dict):
             rows += _flat(value, f"{name}.")
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            rows.append(_shown({"label": name, "value": value, "interval": None}, None))
+            rows.append(as_text({"label": name, "value": value, "interval": None}, None))
     return rows

@@ -40,6 +40,18 @@ def split_parts(phase: Phase, salt: bytes):
     return parts
 
 
+def as_text(score: dict, rounding: int | None) -> dict:
+    """A score with its value and interval as text (`shown`), at the phase's decimals (None: as recorded, 6
+    significant digits), and its sort value (`data`: empty when there is none), for the pages and the leaderboard."""
+    def text(value):
+        if value is None:
+            return "\u2013"
+        return f"{value:.{rounding}f}" if rounding is not None else f"{value:.6g}"
+
+    return {**score, "shown": text(score["value"]), "data": "" if score["value"] is None else str(score["value"]),
+            "interval": score["interval"] and [text(b) for b in score["interval"]]}
+
+
 def _part(metrics: dict, name: str) -> dict:
     """A part's metrics (`evaluate`'s `parts`) in the shape of the whole split's (intervals and scope inside)."""
     group = metrics["parts"][name]
