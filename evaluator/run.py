@@ -29,6 +29,7 @@ from evaluator.publish.report import (
     write_report,
 )
 from evaluator.request import ScoringRequest
+from evaluator.shards import row_shards, shard_state, split_fingerprint, state_path
 from evaluator.splits import column_groups, open_split, task_options, with_column
 from evaluator.stats.bootstrap import intervals, rows_in_scope
 from evaluator.stats.circular import circular_markdown, circular_report, read_rotations, rotations_file
@@ -50,13 +51,14 @@ def _gathered(world, values: list, shard, n: int) -> list:
 
 def predict(bench: str, data: str, model: str, out: Path, *, split: str | None = None,
             options: ModelOptions = ModelOptions(), log_samples: bool = False, limit: int | None = None,
-            offset: int = 0) -> tuple[str, int] | None:
+            offset: int = 0, shard=None) -> tuple[str, int, Path] | None:
     """Run a model over a built split and write a prediction file in the benchmark's format, with its
     metadata file beside it (and one JSON line per sample with `log_samples`, generative models).
     Under torchrun / accelerate launch each rank predicts its rows (evaluator.models.distributed); rank 0
     gathers them in row order and writes the files (the other ranks return None). `limit` / `offset`:
     only rows offset .. offset + limit - 1 of the split (a smoke run; `evaluate` then needs
-    --allow-partial), recorded in the metadata file."""
+    --allow-partial), recorded in the metadata file. `shard` (evaluator.shards.Shard): only the shard's rows, written
+    under the shard's name beside OUT with the state `vlbench merge` reads. (split, rows predicted, the file written)"""
     from core.jsonout import dumps
     from core.manifest import library_versions
     from evaluator.models.ask import GenerativeAdapter
@@ -65,8 +67,12 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     from evaluator.models.spec import parse_spec
 
     task = get_task(bench)
+    if shard is not None:
+        if limit is not None or offset != 0:
+            raise ParamsError("--shard with --limit / --offset: a shard is a part of the whole split; pass one of them")
+        out = shard.path(out)
     for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--log-samples"),
-                         (rotations_path(out), "--circular")):
+                         (rotations_path(out), "--circular"), *(((state_path(out), "--out"),) if shard else ())):
         check_output_file(path, option)
     folder, split, table = open_split(task, data, split, truth=False)
     rows_chosen = limit is not None or offset != 0
@@ -77,16 +83,20 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
         table = table.slice(offset, limit)
     adapter = task.make_model(model, dataclasses.replace(options, data=folder))
     _check_public_inputs(adapter, model, data, folder, table)
+    adapter.fit_split(table)
+    if shard is not None:
+        fingerprint = split_fingerprint(folder, task.config, split)
+        table = table.filter(pa.array(row_shards(task, table, shard.count) == shard.index))
     if log_samples and adapter.samples is None:
         raise ParamsError(f"--log-samples: {model} has no prompts or raw outputs to log (generative hf: models do)")
     world = world_from_env()
-    shard = world.shard(table.num_rows)
-    predictions = adapter.predict(table if world.size == 1 else table.take(pa.array(shard)))
-    predictions = _gathered(world, list(predictions), shard, table.num_rows)
+    ranked = world.shard(table.num_rows)  # this rank's rows under torchrun (all of them in one process)
+    predictions = adapter.predict(table if world.size == 1 else table.take(pa.array(ranked)))
+    predictions = _gathered(world, list(predictions), ranked, table.num_rows)
     if adapter.samples is not None:
-        adapter.samples = _gathered(world, list(adapter.samples), shard, table.num_rows)
+        adapter.samples = _gathered(world, list(adapter.samples), ranked, table.num_rows)
     if adapter.rotations is not None:
-        adapter.rotations = _gathered(world, list(adapter.rotations), shard, table.num_rows)
+        adapter.rotations = _gathered(world, list(adapter.rotations), ranked, table.num_rows)
     world.close()
     if not world.is_main:
         return None
@@ -100,7 +110,7 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
             "options": {**recorded_options(options, reader_kind(parse_spec(model)[0],
                                                                 isinstance(adapter, GenerativeAdapter))),
                         **({"limit": limit, "offset": offset} if rows_chosen else {})},
-            "library_versions": library_versions()}
+            "library_versions": library_versions(), **({"shard": shard.record(fingerprint)} if shard else {})}
     files = {}  # written together: never new predictions beside an old record, or the reverse
     if log_samples:
         lines = [dumps({"id": list(i) if isinstance(i, tuple) else i, **s}) for i, s in zip(task.ids(table),
@@ -109,12 +119,14 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     if adapter.rotations is not None:
         files[rotations_path(out)] = (dumps(rotations_file(task.ids(table), adapter.rotations)) + "\n").encode()
     files[metadata_path(out)] = (dumps(meta, indent=2) + "\n").encode()
+    if shard is not None:
+        files[state_path(out)] = shard_state(predictions, adapter.rotations, adapter.judge)
     files[Path(out)] = text.encode()
     try:
         write_together(files)
     except OSError as exc:
         raise write_error(f"--out {out}: cannot write the predictions", exc) from None
-    return split, len(predictions)
+    return split, len(predictions), Path(out)
 
 
 def _check_public_inputs(adapter, model: str, data: str, folder: Path, table: pa.Table) -> None:

@@ -34,7 +34,7 @@ def run_demo(out: Path, echo=print) -> dict:
         for spec in demo.models:
             name = spec.split(":", 1)[1]
             predictions = out / "predictions" / f"{bench}-{name}.json"
-            split, _ = predict(bench, str(dataset), spec, predictions, options=options)
+            split, _, _ = predict(bench, str(dataset), spec, predictions, options=options)
             report = out / "reports" / f"{bench}-{name}"
             metrics = evaluate(ScoringRequest(bench, str(dataset), split), predictions, report=report)
             results[f"{bench}:{name}"] = metrics

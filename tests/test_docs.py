@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ RUNNABLE = "<!-- runnable -->"  # put on the line before a fenced console block 
 OTHER_TOOLS = {"--data-parallel-address": "vllm serve", "--data-parallel-rpc-port": "vllm serve",
                "--data-parallel-size-local": "vllm serve", "--distributed-executor-backend": "vllm serve",
                "--log_samples": "lmms-eval", "--reasoning_tags": "lmms-eval", "--reasoning-parser": "vllm serve",
-               "--strict": "mkdocs build"}
+               "--strict": "mkdocs build", "--requeue": "sbatch", "--dependency": "sbatch", "--array": "sbatch"}
 
 
 def _cli_options() -> tuple[dict[str, set[str]], set[str]]:
@@ -226,6 +227,43 @@ def test_the_challenge_guide_s_commands_run_as_written(demo_folder, tmp_path, so
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(30)
+
+
+@pytest.mark.slow
+def test_the_scale_guide_s_slurm_and_kubernetes_scripts_run_as_written(demo_folder, tmp_path):
+    """The sbatch array script run by bash once per array task with the variables Slurm sets (#SBATCH lines are
+    comments to bash), the Kubernetes Job's container command once per index with JOB_COMPLETION_INDEX set, then
+    the guide's merge step: each gives the bytes of one process's run of the same command."""
+    import yaml
+
+    page = ROOT / "docs" / "guides" / "scale.md"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    job = yaml.safe_load(_guide_block("<!-- indexed job -->", page))
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    count = job["spec"]["completions"]
+    runs = {"slurm": [({"SLURM_ARRAY_TASK_ID": str(i), "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4"},
+                       ["bash", "-c", _guide_block("<!-- sbatch array -->", page)]) for i in range(4)],
+            "kubernetes": [({"JOB_COMPLETION_INDEX": str(i)}, container["command"]) for i in range(count)]}
+    merge = _guide_block("<!-- merge step -->", page).strip()
+    for name, tasks in runs.items():
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "demo_out").symlink_to(demo_folder / "demo_out")
+        for variables, command in tasks:
+            done = subprocess.run(command, cwd=folder, env={**env, **variables}, capture_output=True, text=True,
+                                  timeout=600)
+            assert done.returncode == 0, done.stderr[-2000:]
+        done = subprocess.run(["bash", "-c", merge], cwd=folder, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        whole = folder / "whole" / "preds.json"
+        predict = shlex.split(_guide_block("<!-- sbatch array -->", page).strip().splitlines()[-1])
+        predict[predict.index("--out") + 1] = str(whole)
+        done = subprocess.run(predict[:predict.index("--shard")], cwd=folder, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        for suffix in (".json", ".meta.json"):
+            merged = (folder / "preds.json").with_suffix(suffix).read_bytes()
+            assert merged == whole.with_suffix(suffix).read_bytes(), (name, suffix)
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from builders.gqa_ood import reader as gqa
-from evaluator.models.model import Model
+from evaluator.models.model import Model, row_random
 
 
 def _most_frequent(counter: Counter) -> str:
@@ -51,18 +50,31 @@ class QuestionPrior(Model):
 
 
 class RandomGroupAnswer(Model):
-    """Uniform guess among the distinct answers of the question's local group (chance level 1/d)."""
+    """Uniform guess among the distinct answers of the question's local group in the split (chance level 1/d),
+    drawn per question from (seed, question id) (evaluator.models.model.row_random), so that a shard of the split
+    guesses what the whole split's run does."""
 
     input_columns = ("groups", "answer")
 
     def __init__(self, seed: int = 0):
         self.seed = seed
+        self.candidates: dict[str, list] | None = None
+
+    def fit_split(self, table: pa.Table) -> None:
+        self.candidates = self._candidates(table)
+
+    @staticmethod
+    def _local(table: pa.Table) -> list[str]:
+        return ["none" if g["local"] is None else g["local"] for g in table.column("groups").to_pylist()]
+
+    def _candidates(self, table: pa.Table) -> dict[str, list]:
+        """{local group: its distinct answers in the split, sorted}."""
+        candidates: dict[str, set] = defaultdict(set)
+        for g, a in zip(self._local(table), table.column("answer").to_pylist()):
+            candidates[g].add(a)
+        return {g: sorted(c) for g, c in candidates.items()}
 
     def predict(self, table: pa.Table) -> list[str]:
-        rng = np.random.default_rng(self.seed)
-        local = ["none" if g["local"] is None else g["local"] for g in table.column("groups").to_pylist()]
-        candidates: dict[str, set] = defaultdict(set)
-        for g, a in zip(local, table.column("answer").to_pylist()):
-            candidates[g].add(a)
-        ordered = {g: sorted(c) for g, c in candidates.items()}
-        return [ordered[g][rng.integers(len(ordered[g]))] for g in local]
+        ordered = self.candidates if self.candidates is not None else self._candidates(table)
+        draws = row_random(self.seed, table.column("question_id").to_pylist(), 1)[:, 0]
+        return [ordered[g][int(u * len(ordered[g]))] for g, u in zip(self._local(table), draws.tolist())]

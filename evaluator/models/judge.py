@@ -13,11 +13,13 @@ ECCV 2024) but with a model the user pins instead of a paid API whose verdicts d
 - The record names the judge and pins its weights (`pinned`): a local folder's content SHA-256, a hub
   checkpoint's commit, or the model name and fingerprint a server reported (kept with each cached verdict, so
   a rerun answered from the cache names them too); then the prompt, how many answers it was asked and
-  decided, and its agreement with the rule parser, measured on a seeded sample (AGREEMENT_SAMPLE) of answers
-  the rules did read. A judge that answers none of those in the expected form is one error line: it cannot be
-  trusted with the others. A judge that decides none of the answers it is asked (replies outside the
-  letters, empty, unreadable, or its own thinking cut off) leaves them unread (scored wrong) and says so in
-  one line naming it.
+  decided, and its agreement with the rule parser, measured on a seeded sample of answers the rules did read:
+  the AGREEMENT_SAMPLE of them with the smallest SHA-256 of (seed, question, answer) over the run. The sample is
+  defined by content alone, so a run split into shards (evaluator/shards.py) measures it on the same answers: each
+  shard asks its own smallest ones, and the merge keeps the smallest of all. A judge that answers none of those
+  in the expected form is one error line: it cannot be trusted with the others. A judge that decides none of the
+  answers it is asked (replies outside the letters, empty, unreadable, or its own thinking cut off) leaves them
+  unread (scored wrong) and says so in one line naming it.
 
 Off by default: the benchmarks' metrics are rule-based unless `--judge` is given, and the record says so
 when it is.
@@ -25,7 +27,8 @@ when it is.
 
 from __future__ import annotations
 
-import random
+import hashlib
+import json
 import re
 import string
 import sys
@@ -61,7 +64,8 @@ class Judge:
         backend's `provenance` once it answered, a served judge's)."""
         self.spec, self._load, self._backend, self.seed, self._pinned = spec, load, None, seed, pinned
         self.asked = self.decided = self.unread = 0
-        self.sample = self.agreed = 0
+        # the agreement sample so far: [key, the judge read what the rules read], the smallest keys kept
+        self.candidates: list[list] = []
 
     @property
     def backend(self):
@@ -81,8 +85,8 @@ class Judge:
                ) -> list[int | None]:
         """`read` (per answer, the option the rules read, None where they read none) with the judge's verdicts
         in place of the unread ones; first the agreement sample of the read ones is asked."""
-        parsed = [k for k, r in enumerate(read) if r is not None]
-        sample = sorted(random.Random(self.seed).sample(parsed, min(AGREEMENT_SAMPLE, len(parsed))))
+        keys = {k: self._key(questions[k], answers[k]) for k, r in enumerate(read) if r is not None}
+        sample = sorted(sorted(keys, key=lambda k: (keys[k], k))[:AGREEMENT_SAMPLE])
         unread = [k for k, r in enumerate(read) if r is None]
         todo = sample + unread
         if not todo:
@@ -92,8 +96,8 @@ class Judge:
         if sample and all(verdicts[k] == "unread" for k in sample):
             raise ModelError(f"--judge {self.spec}: answers nothing parseable (asked {len(sample)} answers the rules "
                              "read, it replied with no single option letter to any); pick another judge")
-        self.sample += len(sample)
-        self.agreed += sum(verdicts[k] == read[k] for k in sample)
+        self.candidates = sorted([*self.candidates, *([keys[k], verdicts[k] == read[k]] for k in sample)]
+                                 )[:AGREEMENT_SAMPLE]
         out = list(read)
         for k in unread:
             verdict = verdicts[k]
@@ -103,6 +107,10 @@ class Judge:
                 out[k] = verdict
                 self.decided += 1
         return out
+
+    def _key(self, question: str, answer: str) -> str:
+        """An answer's place in the agreement sample: SHA-256 of (seed, question, answer)."""
+        return hashlib.sha256(json.dumps([self.seed, question, answer]).encode()).hexdigest()
 
     def note_if_undecided(self) -> None:
         """One line when the judge was asked and decided none of the answers of the whole run."""
@@ -121,7 +129,16 @@ class Judge:
                 "prompt": JUDGE_PROMPT, "max_new_tokens": JUDGE_MAX_NEW_TOKENS, "decoding": "greedy",
                 "asked": self.asked, "decided": self.decided, "replied_none": self.asked - self.decided - self.unread,
                 "unread_replies": self.unread,
-                "agreement": {"sample": self.sample, "agreed": self.agreed,
-                              "rate": round(self.agreed / self.sample, 4) if self.sample else None,
-                              "what": f"answers the rules read (up to {AGREEMENT_SAMPLE} per batch of prompts, "
-                                      f"seed {self.seed}) also asked of the judge: the share it read the same"}}
+                "agreement": agreement(self.candidates, f"answers the rules read (the {AGREEMENT_SAMPLE} of the run "
+                                                        f"with the smallest SHA-256 of (seed {self.seed}, question, "
+                                                        "answer)) also asked of the judge: the share it read the "
+                                                        "same")}
+
+
+def agreement(candidates: list[list], what: str) -> dict:
+    """The record's `agreement` from the candidates ([key, agreed]) of a run, or of every shard of one: the
+    AGREEMENT_SAMPLE with the smallest keys."""
+    sample = sorted(candidates)[:AGREEMENT_SAMPLE]
+    agreed = sum(bool(a) for _, a in sample)
+    return {"sample": len(sample), "agreed": agreed, "rate": round(agreed / len(sample), 4) if sample else None,
+            "what": what}

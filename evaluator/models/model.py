@@ -12,6 +12,7 @@ class Model(ABC):
     samples: list[dict] | None = None
     # per row, per prompt: the option chosen in each rotation (`--circular`; None: not asked that way)
     rotations: list[list[list[int | None]]] | None = None
+    judge = None  # the run's judge (evaluator.models.judge.Judge, --judge), whose agreement sample a shard keeps
 
     @abstractmethod
     def predict(self, table) -> list:
@@ -21,17 +22,28 @@ class Model(ABC):
         """What the prediction record says about the model beyond its spec (nothing by default)."""
         return {}
 
+    def fit_split(self, table) -> None:
+        """Read what a row's prediction needs from the whole split, before `predict` is given a part of it (a shard,
+        a rank's rows): a baseline that guesses among the split's own answers. Nothing by default: a row's
+        prediction is the row's alone."""
+
 
 class PyModel(Model):
-    """The object a `py:` factory returned: its `predict`, and its `input_columns` when it declares them."""
+    """The object a `py:` factory returned: its `predict`, and its `input_columns` and `fit_split` when it declares
+    them."""
 
     def __init__(self, model):
         self.model = model
         columns = getattr(model, "input_columns", None)  # the one place a user's object is probed
         self.input_columns = None if columns is None else tuple(columns)
+        self._fit_split = getattr(model, "fit_split", None)
 
     def predict(self, table) -> list:
         return self.model.predict(table)
+
+    def fit_split(self, table) -> None:
+        if self._fit_split is not None:
+            self._fit_split(table)
 
 
 def as_model(model) -> Model:

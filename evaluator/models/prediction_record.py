@@ -29,6 +29,16 @@ def rotations_path(out: Path) -> Path:
     return Path(out).with_suffix(".rotations.json")
 
 
+# The record's counts over rows (dotted paths): what one process counts is the sum of what shards of its run count
+# (evaluator/shards.py sums them; every other field must be the same in every shard). The judge's agreement is
+# recomputed from the shards' samples.
+ROW_COUNTS = frozenset({
+    "rows", "requests", "retries", "cache.hits", "cache.stored", "cache.damaged",
+    "asked.unfinished_answers", "asked.unparsed_outputs",
+    "asked.circular.asks", "asked.circular.consistent_prompts", "asked.circular.prompts",
+    "asked.judge.asked", "asked.judge.decided", "asked.judge.replied_none", "asked.judge.unread_replies",
+    "asked.judge.agreement"})
+
 # The record's fields that the report reads, with the types they must have when present.
 _TYPES = {"model": str, "asked": dict, "revision": str, "dtype": str, "class": str, "device": str,
           "processor_note": str, "benchmark": str, "data": str, "split": str, "system_prompt": str,

@@ -102,13 +102,13 @@ class TransformersVLM(TemplatedVLM):
     # -- log-likelihoods --------------------------------------------------------------------------
     def _score(self, turns: list[Turn], distinct: list[list[str]], todo: list[int]):
         """Turns with many distinct continuations run their context once (score_cached); the others
-        are batched as full sequences (score_full), in chunks."""
+        are batched as full sequences (score_full), one turn's continuations together and never with another
+        turn's: padding and the batch's shape then depend on the turn alone, so its scores are the same bits
+        whatever other rows are scored in the run (a shard of it, a subset, another order)."""
         few = [i for i in todo if len(distinct[i]) < PREFIX_CACHE_MIN_CONTINUATIONS]
         many = [i for i in todo if len(distinct[i]) >= PREFIX_CACHE_MIN_CONTINUATIONS]
-        for chunk in (few[b:b + 4 * self.batch_size] for b in range(0, len(few), 4 * self.batch_size)):
-            flat = [(i, c) for i in chunk for c in distinct[i]]
-            scores = iter(self.score_full([turns[i] for i, _ in flat], [c for _, c in flat]))
-            yield chunk, [[next(scores) for _ in distinct[i]] for i in chunk]
+        for i in few:
+            yield [i], [self.score_full([turns[i]] * len(distinct[i]), distinct[i])]
         for i in many:
             yield [i], [self.score_cached(turns[i], distinct[i])]
 

@@ -364,14 +364,17 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
               only: list[str] | None = None, images_root: Path | None = None, resamples: int = 1000, seed: int = 0,
               perceptual: bool = True, counterbias: bool = True, counterbias_cache: Path | None = None,
               hub_results: Path | None = None, hub_org: str | None = None, hub_source: str | None = None,
-              overwrite: bool = False, submissions: Path | None = None, echo=print) -> dict:
+              overwrite: bool = False, submissions: Path | None = None, shard=None, echo=print) -> dict | None:
     """Predict and score every benchmark of DATA with MODEL, with the perceptual score where the model
     reads two or more modalities (`perceptual`) and CounterBias on a VL-Bias build where the model can be
     measured (`counterbias`, its counterfactual images cached in `counterbias_cache`); write OUT's card
     (card.json, report.md, index.html).
     `hub_results`: also the Hub's evaluation results of every scored benchmark, naming each one's
     dataset repo `<hub_org>/<benchmark>` and, with `hub_source`, the URL of the card. `submissions`: score each
-    benchmark's file in that folder instead of running MODEL (which then names the model the files came from)."""
+    benchmark's file in that folder instead of running MODEL (which then names the model the files came from).
+    `shard` (evaluator.shards.Shard): only predict that shard of every benchmark into OUT/predictions/ (kept, so a
+    rerun predicts only what is missing) and return None; a later run without it merges each benchmark's complete
+    set of shards made under the same settings (`vlbench merge`'s checks) instead of predicting, and scores."""
     from core.progress import progress
     from evaluator.suite.card import write_card
 
@@ -383,12 +386,23 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     if submissions is not None and not Path(submissions).is_dir():
         raise ParamsError(f"--predictions {submissions}: no such folder")
     # OUT may lie inside DATA (demo_out/card), never in or around one of its builds
+    if shard is not None and submissions is not None:
+        raise ParamsError("--shard with --predictions: a shard runs the model; --predictions scores files already made")
+    # several shards may start into one new OUT at once: a folder holding only predictions is one of theirs
+    owned = is_suite_folder if shard is None else (
+        lambda t: is_suite_folder(t) or {p.name for p in Path(t).iterdir()} <= {"predictions", MARKER})
     check_out(out, {"--data build": [*builds.values()], **({"--predictions": [Path(submissions)]} if submissions
                                                             else {})},
-              overwrite, owned=is_suite_folder, writer="`vlbench suite`")
+              overwrite, owned=owned, writer="`vlbench suite`")
     (out / "predictions").mkdir(parents=True, exist_ok=True)
     run = SuiteRun(model, data, out, model_options, resamples, seed, images_root, submissions, hub_results, hub_org,
                    hub_source, echo)
+    if shard is not None:  # no card: the marker says so until a run without --shard writes one
+        write_atomically(out / MARKER, (dumps({"model": model, "data": str(data), "finished": False}, indent=2)
+                                        + "\n").encode())
+        for bench in progress([b for b in todo if b in builds], desc="benchmarks", unit="benchmark", leave=True):
+            _predict_shard(run, bench, builds[bench], shard)
+        return None
     with unfinished(out, model, str(data)):
         for bench in progress(todo, desc="benchmarks", unit="benchmark", leave=True):  # one bar over the benchmarks
             folder = builds.get(bench)
@@ -443,17 +457,65 @@ def _benchmarks_asked(only: list[str] | None) -> tuple[list[str], str | None]:
     return [b for b in registered if only is None or b in only], next(iter(measured), None)
 
 
-def _score_benchmark(run: SuiteRun, bench: str, folder: Path, perceptual: bool) -> None:
-    """Predict (or take from --predictions) and score one built benchmark into its row, with its metrics by
-    the shortcut labels it carries and, where asked, its perceptual score; a benchmark the model cannot be
-    scored on gets its row with the reason."""
-    task = get_task(bench)
+def _options(run: SuiteRun, task) -> ModelOptions:
+    """The model options of one benchmark: its images under --images-root; --circular where it is asked by
+    letter (the others are asked as they are)."""
     images = (None if run.images_root is None or task.images_folder is None
               else Path(run.images_root) / task.images_folder)
-    # --circular applies to the benchmarks asked by letter; the others are asked as they are
-    options = dataclasses.replace(run.model_options, images=images if images is not None and images.is_dir()
-                                  else run.model_options.images,
-                                  circular=run.model_options.circular and letter_choice(task.generative))
+    return dataclasses.replace(run.model_options, images=images if images is not None and images.is_dir()
+                               else run.model_options.images,
+                               circular=run.model_options.circular and letter_choice(task.generative))
+
+
+def _predict_shard(run: SuiteRun, bench: str, folder: Path, shard) -> None:
+    """`suite --shard`: one shard of a benchmark's predictions, kept under the run's key (a rerun skips it); a
+    benchmark the model cannot be run on is said in its line, as the card would."""
+    from evaluator.run import predict
+
+    options = _options(run, get_task(bench))
+    path = shard.path(run.out / "predictions" / f"{bench}.json")
+    record = path.with_name(path.name.removesuffix(".json") + ".key.json")
+    try:
+        key = prediction_key(run.model, folder, options)
+        if _kept(record, path, key):
+            run.echo(f"{bench:10s} shard {shard.index} of {shard.count} kept")
+            return
+        _, rows, _ = predict(bench, str(folder), run.model, run.out / "predictions" / f"{bench}.json",
+                             options=options, shard=shard)
+    except WriteError:
+        raise
+    except VlbenchError as exc:
+        run.echo(f"{bench:10s} not predicted: {exc}")
+        return
+    _keep(record, path, key)
+    run.echo(f"{bench:10s} shard {shard.index} of {shard.count}: {rows:,} rows")
+
+
+def _merged_shards(bench: str, predictions: Path, key: str) -> int | None:
+    """Merge a benchmark's complete set of shards (`suite --shard`), each kept under `key`, into PREDICTIONS;
+    the shard count, or None when there is no complete set."""
+    from evaluator.shards import merge
+
+    pattern = re.compile(rf"{re.escape(bench)}\.shard-(\d+)-of-(\d+)\.json")
+    sets: dict[int, dict[int, Path]] = {}
+    for path in predictions.parent.iterdir():
+        found = pattern.fullmatch(path.name)
+        if found and _kept(path.with_name(path.name.removesuffix(".json") + ".key.json"), path, key):
+            sets.setdefault(int(found.group(2)), {})[int(found.group(1))] = path
+    complete = sorted(n for n, paths in sets.items() if len(paths) == n)
+    if not complete:
+        return None
+    count = complete[-1]
+    merge([sets[count][i] for i in range(count)], predictions)
+    return count
+
+
+def _score_benchmark(run: SuiteRun, bench: str, folder: Path, perceptual: bool) -> None:
+    """Predict (or take from --predictions, or merge from `--shard` runs) and score one built benchmark into its
+    row, with its metrics by the shortcut labels it carries and, where asked, its perceptual score; a benchmark
+    the model cannot be scored on gets its row with the reason."""
+    task = get_task(bench)
+    options = _options(run, task)
     try:
         key = prediction_key(run.model, folder, options)  # a build whose manifest lists no outputs: its row
         predictions, reused = _predictions(run, bench, folder, options, key)
@@ -507,6 +569,11 @@ def _predictions(run: SuiteRun, bench: str, folder: Path, options: ModelOptions,
         return _copy_submission(submission_of(run.submissions, bench), run.out), False
     if _kept(record, predictions, key):
         return predictions, True
+    merged = _merged_shards(bench, predictions, key)
+    if merged is not None:
+        _keep(record, predictions, key)
+        run.echo(f"{bench:10s} merged {merged} shards")
+        return predictions, False
     try:
         predict(bench, str(folder), run.model, predictions, options=options)
     except (VlbenchError, OSError, MemoryError, KeyboardInterrupt):

@@ -56,6 +56,13 @@ def hub_source_option(where: str) -> typer.models.OptionInfo:
                         help=f"Where {where}; each --hub-results entry names it as its `source`.")
 
 
+def shard_option() -> typer.models.OptionInfo:
+    """--shard I/N | slurm: one deterministic part of the split (evaluator/shards.py); `vlbench merge` joins them."""
+    return typer.Option(None, "--shard", metavar="I/N|slurm",
+                        help="Run shard I of N (0 <= I < N) of the split, content-defined, into OUT.shard-I-of-N.json "
+                             "(`vlbench merge` joins the shards into OUT); `slurm`: the array task's index and count.")
+
+
 def answers_option(then: str) -> typer.models.OptionInfo:
     """--answers, the sealed answer file of the public half of a sealed build given as --data or FOLDER."""
     return typer.Option(None, "--answers", metavar="FILE",

@@ -21,6 +21,7 @@ from pipelines.cli.options import (
     overwrite_option,
     report_option,
     seed_option,
+    shard_option,
     split_option,
     with_scoring_flags,
 )
@@ -39,19 +40,37 @@ def predict(
                                      help="Also write OUT's .samples.jsonl: prompt, raw output, prediction per row."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Predict only this many rows (a smoke run)."),
     offset: int = typer.Option(0, "--offset", min=0, help="Start at this row of the split (with --limit)."),
+    shard: Optional[str] = shard_option(),
     model_options=None,
 ):
     """Write a model's predictions for a built split in the benchmark's submission format, and beside
     them OUT's .meta.json (model, revision, dtype, prompt, generation settings, versions)."""
     from evaluator.models.prediction_record import metadata_path
     from evaluator.run import predict as run_predict
+    from evaluator.shards import parse_shard
 
     done = run_predict(bench, data, model, out, split=split, options=model_options, log_samples=log_samples,
-                       limit=limit, offset=offset)
+                       limit=limit, offset=offset, shard=None if shard is None else parse_shard(shard))
     if done is None:  # a non-zero rank of a distributed launch
         return
-    split, n = done
-    typer.echo(f"wrote {n:,} predictions for {bench}/{split} to {out} (metadata: {metadata_path(out)})")
+    split, n, written = done
+    typer.echo(f"wrote {n:,} predictions for {bench}/{split} to {written} (metadata: {metadata_path(written)})")
+
+
+@app.command()
+def merge(
+    shards: list[Path] = typer.Argument(
+        ..., metavar="SHARD...", help="Every shard's prediction file (`predict --shard`: OUT.shard-I-of-N.json)."),
+    out: Path = typer.Option(..., "--out", help="The prediction file to write: the one one process writes."),
+    data: Optional[str] = typer.Option(None, "--data", help="The build the shards ran on, where it is not (or no "
+                                                            "longer) at the path their records name."),
+):
+    """Merge the shards of one `predict --shard I/N` run into the prediction file, record, samples and rotations
+    one process writes, byte for byte."""
+    from evaluator.shards import merge as run_merge
+
+    count, rows = run_merge(shards, out, data)
+    typer.echo(f"merged {count} shards ({rows:,} rows) into {out}")
 
 
 @app.command()

@@ -45,6 +45,10 @@ def suite(
         None, "--predictions", metavar="DIR",
         help="Score the model's runs instead of running it: DIR/<benchmark>.<ext> per benchmark (a prediction file, "
              "an lmms-eval or Inspect log of an exported task, a VLMEvalKit table); --model names the model."),
+    shard: Optional[str] = typer.Option(
+        None, "--shard", metavar="I/N|slurm",
+        help="Only predict shard I of N of every benchmark into OUT/predictions/ (no card); a later run without "
+             "--shard merges each benchmark's shards and scores (`slurm`: the array task's index and count)."),
     model_options=None,
 ):
     """One model over every built benchmark: predictions, reports, and one report card of headline metrics
@@ -59,11 +63,18 @@ def suite(
         from core.errors import ParamsError
 
         raise ParamsError(f"--benchmarks {only!r}: names no benchmark; give A,B,... (`vlbench list` shows them)")
+    from evaluator.shards import parse_shard
+
+    part = None if shard is None else parse_shard(shard)
     card = run_suite(model, data, out, model_options=model_options, only=benchmarks, images_root=images_root,
                      resamples=bootstrap, seed=seed, perceptual=not no_perceptual, counterbias=not no_counterbias,
                      counterbias_cache=default_cache_dir() / "counterbias", hub_results=hub_results,
                      hub_org=hub_org, hub_source=hub_source, overwrite=overwrite, submissions=submissions,
-                     echo=typer.echo)
+                     shard=part, echo=typer.echo)
+    if card is None:
+        typer.echo(f"shard {part.index} of {part.count} predicted into {out / 'predictions'}; once every shard is, "
+                   f"run `vlbench suite` into {out} without --shard to merge them and write the card")
+        return
     scored = sum(r["status"] == "scored" for r in card["benchmarks"].values())
     typer.echo(f"{scored} of {len(card['benchmarks'])} benchmarks scored, {len(card['diagnostics'])} diagnostics; "
                f"report card: {out / 'report.md'}")
