@@ -278,10 +278,10 @@ def _cosim_args(cosim, model: str) -> list:
     return ["cosim-q", "--data", folder, "--images", images, "--model", model]
 
 
-@pytest.mark.parametrize("mode", ["generate", "loglik", "letter", "circular", "judge"])
+@pytest.mark.parametrize("mode", ["generate", "loglik", "two-prompts", "letter", "circular", "judge"])
 def test_hf_shards_merge_into_one_process_s_bytes(mode, tiny, cli, built, cosim, tmp_path):
     """A tiny LLaVA in-process in each scoring mode: generation (GQA-OOD, its samples logged), log-likelihood and
-    letter choice (COSIM-Q, samples logged), CircularEval (the rotations file) and a judge (a tiny LLaVA that
+    letter choice (COSIM-Q, samples logged), VCR's two prompts per row (Q->A, then QA->R), CircularEval (the rotations file) and a judge (a tiny LLaVA that
     always says B reads the answers of one that always says Q, which no rule reads)."""
     from helpers import write_row_images
 
@@ -289,6 +289,10 @@ def test_hf_shards_merge_into_one_process_s_bytes(mode, tiny, cli, built, cosim,
         data = built("gqa-ood")
         args = ["gqa-ood", "--data", data, "--images", write_row_images("gqa-ood", data, tmp_path / "img"),
                 "--model", f"hf:{tiny['llava']}", "--max-new-tokens", 3, "--log-samples"]
+    elif mode == "two-prompts":
+        data = built("vcr")
+        args = ["vcr", "--data", data, "--images", write_row_images("vcr", data, tmp_path / "img"),
+                "--model", f"hf:{tiny['llava']}", "--choice-mode", "loglik", "--log-samples"]
     elif mode == "judge":
         args = [*_cosim_args(cosim, f"hf:{tiny['says-q']}"), "--choice-mode", "letter", "--judge",
                 f"hf:{tiny['says-b']}", "--max-new-tokens", 2, "--log-samples"]
