@@ -281,8 +281,9 @@ def _cosim_args(cosim, model: str) -> list:
 @pytest.mark.parametrize("mode", ["generate", "loglik", "two-prompts", "letter", "circular", "judge"])
 def test_hf_shards_merge_into_one_process_s_bytes(mode, tiny, cli, built, cosim, tmp_path):
     """A tiny LLaVA in-process in each scoring mode: generation (GQA-OOD, its samples logged), log-likelihood and
-    letter choice (COSIM-Q, samples logged), VCR's two prompts per row (Q->A, then QA->R), CircularEval (the rotations file) and a judge (a tiny LLaVA that
-    always says B reads the answers of one that always says Q, which no rule reads)."""
+    letter choice (COSIM-Q, samples logged), VCR's two prompts per row (Q->A, then QA->R), CircularEval (the
+    rotations file) and a judge (a tiny LLaVA that always says B reads the answers of one that always says Q, which
+    no rule reads)."""
     from helpers import write_row_images
 
     if mode == "generate":
