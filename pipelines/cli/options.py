@@ -56,11 +56,11 @@ def hub_source_option(where: str) -> typer.models.OptionInfo:
                         help=f"Where {where}; each --hub-results entry names it as its `source`.")
 
 
-def shard_option() -> typer.models.OptionInfo:
+def shard_option(help: str = "Run shard I of N (0 <= I < N) of the split, content-defined, into OUT.shard-I-of-N.json "
+                             "(`vlbench merge` joins the shards into OUT); `slurm`: the array task's index and count."
+                 ) -> typer.models.OptionInfo:
     """--shard I/N | slurm: one deterministic part of the split (evaluator/shards.py); `vlbench merge` joins them."""
-    return typer.Option(None, "--shard", metavar="I/N|slurm",
-                        help="Run shard I of N (0 <= I < N) of the split, content-defined, into OUT.shard-I-of-N.json "
-                             "(`vlbench merge` joins the shards into OUT); `slurm`: the array task's index and count.")
+    return typer.Option(None, "--shard", metavar="I/N|slurm", help=help)
 
 
 def answers_option(then: str) -> typer.models.OptionInfo:

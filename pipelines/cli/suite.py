@@ -16,6 +16,7 @@ from pipelines.cli.options import (
     hub_source_option,
     overwrite_option,
     seed_option,
+    shard_option,
 )
 
 
@@ -45,10 +46,9 @@ def suite(
         None, "--predictions", metavar="DIR",
         help="Score the model's runs instead of running it: DIR/<benchmark>.<ext> per benchmark (a prediction file, "
              "an lmms-eval or Inspect log of an exported task, a VLMEvalKit table); --model names the model."),
-    shard: Optional[str] = typer.Option(
-        None, "--shard", metavar="I/N|slurm",
-        help="Only predict shard I of N of every benchmark into OUT/predictions/ (no card); a later run without "
-             "--shard merges each benchmark's shards and scores (`slurm`: the array task's index and count)."),
+    shard: Optional[str] = shard_option(
+        "Only predict shard I of N of every benchmark into OUT/predictions/ (no card); a later run without --shard "
+        "merges each benchmark's shards and scores (`slurm`: the array task's index and count)."),
     model_options=None,
 ):
     """One model over every built benchmark: predictions, reports, and one report card of headline metrics
