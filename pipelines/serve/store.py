@@ -114,8 +114,13 @@ class Store:
                 transaction.execute("SELECT pg_advisory_xact_lock(8311)")  # two processes creating it at once
                 for statement in filter(str.strip, schema.split(";")):
                     transaction.execute(statement)
+                # only a column that is missing: ALTER TABLE takes an ACCESS EXCLUSIVE lock even when IF NOT EXISTS
+                # finds the column, and a worker of a running service holding a row lock then deadlocks with it
                 for table, column, kind in ADDED_COLUMNS:
-                    transaction.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
+                    if transaction.execute("SELECT 1 FROM information_schema.columns WHERE table_schema = "
+                                           "current_schema() AND table_name = ? AND column_name = ?",
+                                           (table, column)).fetchone() is None:
+                        transaction.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def _connection(self) -> _Connection:
         db = getattr(self._local, "db", None)
