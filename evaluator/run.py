@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from pathlib import Path
 
 import pyarrow as pa
 
-from core.errors import ModelError, ParamsError, write_error
-from core.outdir import write_together
+from core.errors import ModelError, ParamsError
 from evaluator.interop import load_submission
 from evaluator.models.options import ModelOptions
 from evaluator.models.prediction_record import (
@@ -29,10 +27,10 @@ from evaluator.publish.report import (
     write_report,
 )
 from evaluator.request import ScoringRequest
-from evaluator.shards import row_shards, shard_state, split_fingerprint, state_path
+from evaluator.shards import row_shards, shard_state, split_fingerprint, state_path, write_run
 from evaluator.splits import column_groups, open_split, task_options, with_column
 from evaluator.stats.bootstrap import intervals, rows_in_scope
-from evaluator.stats.circular import circular_markdown, circular_report, read_rotations, rotations_file
+from evaluator.stats.circular import circular_markdown, circular_report, read_rotations
 from evaluator.submission import match_ids
 from evaluator.tasks import get_task
 
@@ -100,32 +98,23 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     world.close()
     if not world.is_main:
         return None
-    try:
-        text = json.dumps(task.predictions_file(table, predictions), indent=1, allow_nan=False) + "\n"
-    except ValueError:
-        raise ModelError(f"{model}: the model produced NaN or infinite values; no prediction file was written") \
-            from None
     meta = {"benchmark": bench, "data": str(data), "split": split, "rows": table.num_rows, "model": model,
             "predictions": Path(out).name, **adapter.metadata(),
             "options": {**recorded_options(options, reader_kind(parse_spec(model)[0],
                                                                 isinstance(adapter, GenerativeAdapter))),
                         **({"limit": limit, "offset": offset} if rows_chosen else {})},
             "library_versions": library_versions(), **({"shard": shard.record(fingerprint)} if shard else {})}
-    files = {}  # written together: never new predictions beside an old record, or the reverse
+    samples = None
     if log_samples:
         lines = [dumps({"id": list(i) if isinstance(i, tuple) else i, **s}) for i, s in zip(task.ids(table),
                                                                                           adapter.samples)]
-        files[samples_path(out)] = ("\n".join(lines) + "\n").encode()
-    if adapter.rotations is not None:
-        files[rotations_path(out)] = (dumps(rotations_file(task.ids(table), adapter.rotations)) + "\n").encode()
-    files[metadata_path(out)] = (dumps(meta, indent=2) + "\n").encode()
-    if shard is not None:
-        files[state_path(out)] = shard_state(predictions, adapter.rotations, adapter.judge)
-    files[Path(out)] = text.encode()
+        samples = ("\n".join(lines) + "\n").encode()
     try:
-        write_together(files)
-    except OSError as exc:
-        raise write_error(f"--out {out}: cannot write the predictions", exc) from None
+        write_run(task, table, out, predictions, meta, samples, adapter.rotations,
+                  {state_path(out): shard_state(predictions, adapter.rotations, adapter.judge)} if shard else {})
+    except ValueError:
+        raise ModelError(f"{model}: the model produced NaN or infinite values; no prediction file was written") \
+            from None
     return split, len(predictions), Path(out)
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from core.errors import ParamsError, SubmissionError
 
@@ -181,14 +182,10 @@ def merge(paths: list[Path], out: Path, data: str | None = None) -> tuple[int, i
     (shards, rows). Refused in one line naming the file: a file that is not a shard, shards of another run (any
     field of the record but the counts over rows: the build, model, revision, seed, settings), a missing index, one
     index given twice with other bytes, a shard whose rows are not the ones the rule gives it."""
-    from core.errors import write_error
-    from core.jsonout import dumps
-    from core.outdir import write_together
     from evaluator.models.judge import agreement
     from evaluator.models.prediction_record import ROW_COUNTS, metadata_path, rotations_path, samples_path
     from evaluator.publish.report import check_output_file
     from evaluator.splits import open_split
-    from evaluator.stats.circular import rotations_file
     from evaluator.tasks import get_task
 
     for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--out"),
@@ -257,21 +254,35 @@ def merge(paths: list[Path], out: Path, data: str | None = None) -> tuple[int, i
     if isinstance(judge, dict) and first.state.get("judge_sample") is not None:
         judge["agreement"] = agreement(candidates, judge["agreement"]["what"])
     try:
-        text = json.dumps(task.predictions_file(table, predictions), indent=1, allow_nan=False) + "\n"
+        write_run(task, table, out, predictions, merged, b"".join(samples) if logged else None, rotations, {})
     except ValueError:
         raise SubmissionError(f"{first.path}: the shards hold NaN or infinite predictions") from None
-    files = {}
-    if logged:
-        files[samples_path(out)] = b"".join(samples)
+    return len(shards), table.num_rows
+
+
+def write_run(task, table: pa.Table, out: Path, predictions: list, meta: dict, samples: bytes | None, rotations,
+              extra: dict[Path, bytes]) -> None:
+    """The files of one run (`predict`, or `merge` of its shards), written together, never new predictions beside
+    an old record or the reverse: the prediction file in the task's format, its record, the samples (their lines,
+    when logged), the rotations (--circular) and `extra` (a shard's state). A NaN or infinite prediction is a
+    ValueError, before any file is written."""
+    from core.errors import write_error
+    from core.jsonout import dumps
+    from core.outdir import write_together
+    from evaluator.models.prediction_record import metadata_path, rotations_path, samples_path
+    from evaluator.stats.circular import rotations_file
+
+    text = json.dumps(task.predictions_file(table, predictions), indent=1, allow_nan=False) + "\n"
+    files = {} if samples is None else {samples_path(out): samples}
     if rotations is not None:
         files[rotations_path(out)] = (dumps(rotations_file(task.ids(table), rotations)) + "\n").encode()
-    files[metadata_path(out)] = (dumps(merged, indent=2) + "\n").encode()
+    files[metadata_path(out)] = (dumps(meta, indent=2) + "\n").encode()
+    files |= extra
     files[Path(out)] = text.encode()
     try:
         write_together(files)
     except OSError as exc:
-        raise write_error(f"--out {out}: cannot write the merged predictions", exc) from None
-    return len(shards), table.num_rows
+        raise write_error(f"--out {out}: cannot write the predictions", exc) from None
 
 
 def _pick(record: dict, dotted: str):

@@ -75,6 +75,8 @@ def test_baseline_shards_merge_into_one_process_s_bytes(bench, model, cli, built
 def test_the_shard_rule_is_content_defined_and_keeps_clusters_whole(built):
     """Every row in exactly one shard; the rule depends on the row's cluster alone (a shuffled table puts each row
     in the same shard), and one image's rows share a shard."""
+    import hashlib
+
     import pyarrow as pa
 
     from core.data import load_table
@@ -92,7 +94,6 @@ def test_the_shard_rule_is_content_defined_and_keeps_clusters_whole(built):
     assert shuffled.tolist() == shards[order].tolist()
     # the rule itself, computed here from its statement: the image's smallest question id, hashed
     first = min(json.dumps(i) for i, image in zip(task.ids(table), images) if image == images[0])
-    import hashlib
     assert shards[0] == int.from_bytes(hashlib.sha256(f"vlbench-shard:{first}".encode()).digest()[:8], "big") % 7
 
 
