@@ -27,7 +27,7 @@ from evaluator.publish.report import (
     write_report,
 )
 from evaluator.request import ScoringRequest
-from evaluator.shards import row_shards, shard_state, split_fingerprint, state_path, write_run
+from evaluator.shards import Shard, row_shards, shard_state, split_fingerprint, state_path, write_run
 from evaluator.splits import column_groups, open_split, task_options, with_column
 from evaluator.stats.bootstrap import intervals, rows_in_scope
 from evaluator.stats.circular import circular_markdown, circular_report, read_rotations
@@ -116,6 +116,39 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
         raise ModelError(f"{model}: the model produced NaN or infinite values; no prediction file was written") \
             from None
     return split, len(predictions), Path(out)
+
+
+def predict_on_ray(bench: str, data: str, model: str, out: Path, ray, *, split: str | None = None,
+                   options: ModelOptions = ModelOptions(), log_samples: bool = False,
+                   echo=print) -> tuple[str, int, Path]:
+    """`predict --ray ADDRESS`: the split's shards as Ray tasks (`ray`, an evaluator.ray_shards.RayRun), each shard's
+    files written beside OUT as it finishes (`predict --shard`'s names), then merged into OUT (`vlbench merge`): the
+    bytes one process writes. (split, rows predicted, OUT)"""
+    import functools
+
+    from evaluator.ray_shards import run_on_ray, write_shard_files
+    from evaluator.shards import merge
+
+    for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--log-samples"),
+                         (rotations_path(out), "--circular")):
+        check_output_file(path, option)
+    _, split, _ = open_split(get_task(bench), data, split, truth=False)  # the build is there before the cluster works
+    job = functools.partial(_shard_files, bench, data, model, Path(out).name, split, options, log_samples)
+    count = run_on_ray(ray, job, lambda shard, files: write_shard_files(Path(out).parent, files), echo,
+                       f"{model} on {bench}")
+    _, rows = merge([Shard(i, count).path(out) for i in range(count)], Path(out), data)
+    return split, rows, Path(out)
+
+
+def _shard_files(bench: str, data: str, model: str, name: str, split: str, options: ModelOptions, log_samples: bool,
+                 shard) -> dict[str, bytes]:
+    """One shard predicted on a Ray node into a folder of its own: its files (`predict --shard`'s), by name."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="vlbench-shard-") as folder:
+        predict(bench, data, model, Path(folder) / name, split=split, options=options, log_samples=log_samples,
+                shard=shard)
+        return {path.name: path.read_bytes() for path in sorted(Path(folder).iterdir()) if path.is_file()}
 
 
 def _check_public_inputs(adapter, model: str, data: str, folder: Path, table: pa.Table) -> None:

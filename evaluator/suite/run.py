@@ -364,7 +364,8 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
               only: list[str] | None = None, images_root: Path | None = None, resamples: int = 1000, seed: int = 0,
               perceptual: bool = True, counterbias: bool = True, counterbias_cache: Path | None = None,
               hub_results: Path | None = None, hub_org: str | None = None, hub_source: str | None = None,
-              overwrite: bool = False, submissions: Path | None = None, shard=None, echo=print) -> dict | None:
+              overwrite: bool = False, submissions: Path | None = None, shard=None, ray=None,
+              echo=print) -> dict | None:
     """Predict and score every benchmark of DATA with MODEL, with the perceptual score where the model
     reads two or more modalities (`perceptual`) and CounterBias on a VL-Bias build where the model can be
     measured (`counterbias`, its counterfactual images cached in `counterbias_cache`); write OUT's card
@@ -374,7 +375,9 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     benchmark's file in that folder instead of running MODEL (which then names the model the files came from).
     `shard` (evaluator.shards.Shard): only predict that shard of every benchmark into OUT/predictions/ (kept, so a
     rerun predicts only what is missing) and return None; a later run without it merges each benchmark's complete
-    set of shards made under the same settings (`vlbench merge`'s checks) instead of predicting, and scores."""
+    set of shards made under the same settings (`vlbench merge`'s checks) instead of predicting, and scores.
+    `ray` (evaluator.ray_shards.RayRun): every shard as a Ray task (each predicting its shard of every benchmark), its
+    files written into OUT/predictions/ as it finishes; then the run merges and scores as above."""
     from core.progress import progress
     from evaluator.suite.card import write_card
 
@@ -386,8 +389,11 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     if submissions is not None and not Path(submissions).is_dir():
         raise ParamsError(f"--predictions {submissions}: no such folder")
     # OUT may lie inside DATA (demo_out/card), never in or around one of its builds
-    if shard is not None and submissions is not None:
-        raise ParamsError("--shard with --predictions: a shard runs the model; --predictions scores files already made")
+    for given, flag in ((shard, "--shard"), (ray, "--ray")):
+        if given is not None and submissions is not None:
+            raise ParamsError(f"{flag} with --predictions: a shard runs the model; --predictions scores files made")
+    if shard is not None and ray is not None:
+        raise ParamsError("--ray with --shard: --ray runs every shard itself (on the cluster) and merges them")
     # several shards may start into one new OUT at once: a folder holding only predictions is one of theirs
     owned = is_suite_folder if shard is None else (
         lambda t: is_suite_folder(t) or {p.name for p in Path(t).iterdir()} <= {"predictions", MARKER})
@@ -403,6 +409,8 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
         for bench in progress([b for b in todo if b in builds], desc="benchmarks", unit="benchmark", leave=True):
             _predict_shard(run, bench, builds[bench], shard)
         return None
+    if ray is not None:
+        _predict_on_ray(run, [b for b in todo if b in builds], builds, ray)
     with unfinished(out, model, str(data)):
         for bench in progress(todo, desc="benchmarks", unit="benchmark", leave=True):  # one bar over the benchmarks
             folder = builds.get(bench)
@@ -489,6 +497,49 @@ def _predict_shard(run: SuiteRun, bench: str, folder: Path, shard) -> None:
         return
     _keep(record, path, key)
     run.echo(f"{bench:10s} shard {shard.index} of {shard.count}: {rows:,} rows")
+
+
+def _predict_on_ray(run: SuiteRun, benches: list[str], builds: dict[str, Path], ray) -> None:
+    """`suite --ray`: each shard (of every benchmark) as a Ray task, its files written into OUT/predictions/ as it
+    finishes. A task gets the shard's files OUT holds already (a rerun's), which `_predict_shard` keeps when they were
+    made under the same settings, so a rerun predicts only what is missing."""
+    import functools
+
+    from evaluator.ray_shards import run_on_ray, write_shard_files
+
+    folder = run.out / "predictions"
+    kept = {p.name: p.read_bytes() for p in sorted(folder.iterdir())
+            if ".shard-" in p.name and p.is_file() and not p.is_symlink()}
+    job = functools.partial(_suite_shard_files, dataclasses.replace(run, echo=print), benches, builds, kept)
+
+    def keep(shard, result) -> None:
+        files, lines = result
+        write_shard_files(folder, files)
+        for line in lines:
+            run.echo(line)
+
+    run_on_ray(ray, job, keep, run.echo, f"{run.model} on {len(benches)} benchmarks")
+
+
+def _suite_shard_files(run: SuiteRun, benches: list[str], builds: dict[str, Path], kept: dict[str, bytes],
+                       shard) -> tuple[dict[str, bytes], list[str]]:
+    """One shard of every benchmark, predicted on a Ray node into a folder of its own (holding the shard's files OUT
+    kept): its prediction files by name, and its lines."""
+    import tempfile
+
+    lines: list[str] = []
+    mine = f".shard-{shard.index}-of-{shard.count}."
+    with tempfile.TemporaryDirectory(prefix="vlbench-suite-shard-") as folder:
+        here = dataclasses.replace(run, out=Path(folder), echo=lines.append)
+        (here.out / "predictions").mkdir()
+        for name, data in kept.items():
+            if mine in name:
+                (here.out / "predictions" / name).write_bytes(data)
+        for bench in benches:
+            _predict_shard(here, bench, builds[bench], shard)
+        files = {p.name: p.read_bytes() for p in sorted((here.out / "predictions").iterdir())
+                 if mine in p.name and p.is_file()}
+    return files, lines
 
 
 def _merged_shards(bench: str, predictions: Path, key: str) -> int | None:

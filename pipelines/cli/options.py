@@ -63,6 +63,33 @@ def shard_option(help: str = "Run shard I of N (0 <= I < N) of the split, conten
     return typer.Option(None, "--shard", metavar="I/N|slurm", help=help)
 
 
+def ray_option() -> typer.models.OptionInfo:
+    """--ray ADDRESS|auto: the shards as Ray tasks on a Ray cluster, then merged (evaluator/ray_shards.py)."""
+    return typer.Option(None, "--ray", metavar="ADDRESS|auto",
+                        help="Run the shards as Ray tasks on the Ray cluster at ADDRESS (auto: the one this machine "
+                             "runs), one task per shard, then merge them: one process's bytes (pip install "
+                             "'vlbench[ray]'; every node reads the build at the same path).")
+
+
+def ray_shards_option() -> typer.models.OptionInfo:
+    return typer.Option(None, "--ray-shards", min=1, max=100_000, metavar="N",
+                        help="With --ray: split into N shards (default: as many tasks as the cluster runs at once).")
+
+
+def ray_task_option() -> typer.models.OptionInfo:
+    return typer.Option(None, "--ray-task", metavar="cpus=C,gpus=G,memory=M",
+                        help="With --ray: the resources each shard's task declares (default cpus=1; memory as 16GiB).")
+
+
+def without_ray(ray_shards: int | None, ray_task: str | None) -> None:
+    """--ray-shards and --ray-task only mean something with --ray."""
+    from core.errors import ParamsError
+
+    for flag, given in (("--ray-shards", ray_shards), ("--ray-task", ray_task)):
+        if given is not None:
+            raise ParamsError(f"{flag} without --ray: it sets how a run is spread over a Ray cluster")
+
+
 def answers_option(then: str) -> typer.models.OptionInfo:
     """--answers, the sealed answer file of the public half of a sealed build given as --data or FOLDER."""
     return typer.Option(None, "--answers", metavar="FILE",

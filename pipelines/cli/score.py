@@ -19,11 +19,15 @@ from pipelines.cli.options import (
     hub_results_option,
     hub_source_option,
     overwrite_option,
+    ray_option,
+    ray_shards_option,
+    ray_task_option,
     report_option,
     seed_option,
     shard_option,
     split_option,
     with_scoring_flags,
+    without_ray,
 )
 
 
@@ -41,6 +45,9 @@ def predict(
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Predict only this many rows (a smoke run)."),
     offset: int = typer.Option(0, "--offset", min=0, help="Start at this row of the split (with --limit)."),
     shard: Optional[str] = shard_option(),
+    ray: Optional[str] = ray_option(),
+    ray_shards: Optional[int] = ray_shards_option(),
+    ray_task: Optional[str] = ray_task_option(),
     model_options=None,
 ):
     """Write a model's predictions for a built split in the benchmark's submission format, and beside
@@ -49,6 +56,21 @@ def predict(
     from evaluator.run import predict as run_predict
     from evaluator.shards import parse_shard
 
+    if ray is None:
+        without_ray(ray_shards, ray_task)
+    else:
+        from core.errors import ParamsError
+        from evaluator.ray_shards import RayRun, parse_ray_task
+        from evaluator.run import predict_on_ray
+
+        for flag, given in (("--shard", shard), ("--limit", limit), ("--offset", offset or None)):
+            if given is not None:
+                raise ParamsError(f"--ray with {flag}: --ray runs every shard of the whole split and merges them")
+        split, n, written = predict_on_ray(bench, data, model, out, RayRun(ray, ray_shards, parse_ray_task(ray_task)),
+                                           split=split, options=model_options, log_samples=log_samples,
+                                           echo=typer.echo)
+        typer.echo(f"wrote {n:,} predictions for {bench}/{split} to {written} (metadata: {metadata_path(written)})")
+        return
     done = run_predict(bench, data, model, out, split=split, options=model_options, log_samples=log_samples,
                        limit=limit, offset=offset, shard=None if shard is None else parse_shard(shard))
     if done is None:  # a non-zero rank of a distributed launch

@@ -1,0 +1,270 @@
+"""A run's shards as Ray tasks (`predict --ray ADDRESS`, `suite --ray ADDRESS`): one task per shard
+(evaluator/shards.py), each with the resources it declares, on an existing Ray cluster.
+
+Each task runs the shard on its node, in a folder of its own, and sends the shard's files back through Ray's object
+store: the nodes share no folder with the driver, only the build (read at the path the command names, as every
+shard's record says). The driver writes each shard's files as they come (evaluator.shards' names, beside OUT) and
+then merges them, so the result is the bytes one process writes. A task lost with its node (or its worker process)
+is retried by Ray on another node (`max_retries`); it starts again from the beginning of its shard, and the merge is
+unchanged, since a shard's rows and their predictions depend on the build alone. An error of the run itself (a bad
+option, a model that cannot load) is not retried: the first one stops the run, in its own words.
+
+Progress streams back: a task's progress bars report to a small actor on the driver's node (core.progress
+`reported_to`), which the driver reads while it waits."""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Callable
+
+from core.errors import ModelError, ParamsError, VlbenchError
+from evaluator.shards import Shard
+
+RETRIES = 3  # times Ray runs a task again after its worker or node is lost (never after an error of the run)
+SHOWN_EVERY_S = 10.0  # a running shard's progress line, at most this often
+
+
+@dataclass(frozen=True)
+class RayTask:
+    """The resources each shard's task declares (`--ray-task cpus=C,gpus=G,memory=M`): Ray starts a task where they
+    are free, and gives it the GPUs it asked for (CUDA_VISIBLE_DEVICES)."""
+
+    cpus: float = 1.0
+    gpus: float = 0.0
+    memory: int = 0  # bytes; 0 declares none
+
+    def options(self) -> dict:
+        return {"num_cpus": self.cpus, "num_gpus": self.gpus, **({"memory": self.memory} if self.memory else {})}
+
+    def fits(self, cluster: dict) -> int:
+        """How many such tasks the cluster's resources hold at once (at least 1)."""
+        counts = [int(cluster.get("CPU", 0) // self.cpus)] if self.cpus else []
+        if self.gpus:
+            counts.append(int(cluster.get("GPU", 0) // self.gpus))
+        if self.memory:
+            counts.append(int(cluster.get("memory", 0) // self.memory))
+        return max(1, min(counts, default=1))
+
+
+@dataclass(frozen=True)
+class RayRun:
+    """`--ray ADDRESS [--ray-shards N] [--ray-task ...]`: where the shards run, how many (None: as many as the
+    cluster runs at once), and what each task declares."""
+
+    address: str
+    shards: int | None = None
+    task: RayTask = RayTask()
+
+
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30,
+          "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+
+
+def parse_ray_task(text: str | None) -> RayTask:
+    """`--ray-task cpus=1,gpus=0,memory=16GiB` (any of the three; memory in bytes or with a unit: 16G, 16GiB)."""
+    if text is None:
+        return RayTask()
+    values: dict = {}
+    for part in text.split(","):
+        name, sep, value = part.strip().partition("=")
+        if not sep or name not in ("cpus", "gpus", "memory") or name in values:
+            raise ParamsError(f"--ray-task {text[:80]!r}: expected cpus=C,gpus=G,memory=M (each at most once)")
+        if name == "memory":
+            found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-zA-Z]*)", value.strip())
+            if not found or found.group(2).lower() not in _UNITS:
+                raise ParamsError(f"--ray-task memory={value[:40]!r}: expected bytes, or a number with a unit "
+                                  "(16G, 16GiB, 512M)")
+            values[name] = int(float(found.group(1)) * _UNITS[found.group(2).lower()])
+        else:
+            try:
+                values[name] = float(value)
+            except ValueError:
+                values[name] = -1.0
+            if not 0 <= values[name] <= 1024:
+                raise ParamsError(f"--ray-task {name}={value[:40]!r}: expected a number from 0 to 1024")
+    task = RayTask(**values)
+    if not task.cpus and not task.gpus:
+        raise ParamsError(f"--ray-task {text[:80]!r}: a task needs a CPU or a GPU")
+    return task
+
+
+def _connected(address: str):
+    """Ray, connected to the cluster at ADDRESS (`auto`: the one this machine runs)."""
+    try:
+        import ray
+    except ImportError:
+        raise ParamsError("--ray: Ray is not installed (pip install 'vlbench[ray]')") from None
+    host, colon, port = address.rpartition(":")
+    if address != "auto" and "://" not in address:
+        if not colon or not port.isdigit() or not host:
+            raise ParamsError(f"--ray {address[:80]!r}: expected HOST:PORT (the head node's GCS address, `ray start "
+                              "--head` prints it) or auto")
+        try:  # a cluster that is not there: said at once (Ray itself waits minutes, printing its retries)
+            socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+        except (OSError, ValueError) as exc:
+            raise ParamsError(f"--ray {address}: no Ray cluster answers there ({exc.strerror or exc})") from None
+    try:
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True,
+                 include_dashboard=False)
+    except Exception as exc:  # ConnectionError, a version mismatch, a malformed address: Ray's words, on one line
+        text = " ".join(str(exc).split())[:300]
+        raise ParamsError(f"--ray {address}: cannot join the Ray cluster there ({type(exc).__name__}: {text})") \
+            from None
+    return ray
+
+
+class _Progress:
+    """The actor the tasks report to (on the driver's node): (shard index, event, ...) tuples, read in order."""
+
+    def __init__(self):
+        self.events: list[tuple] = []
+
+    def report(self, event: tuple) -> None:
+        self.events.append(event)
+
+    def drain(self) -> list[tuple]:
+        events, self.events = self.events, []
+        return events
+
+
+def _shard_task(job: Callable, shard: Shard, progress, folder: str):
+    """What a task runs on its node: the shard, in the driver's working folder (the command's relative paths, the
+    build's among them, mean there what they mean to the driver), its progress reported to the driver's actor."""
+    import os
+
+    import ray
+
+    from core.progress import reported_to
+
+    context = ray.get_runtime_context()
+    if not os.path.isdir(folder):
+        raise ParamsError(f"--ray: the driver's working folder {folder} is not on node {context.get_node_id()[:12]} "
+                          f"({socket.gethostname()}); every node needs the build at the path the command names")
+    progress.report.remote((shard.index, "start", context.get_node_id(), socket.gethostname(), os.getpid()))
+    shown = {"at": 0.0}
+
+    def report(desc, done, total):
+        now = time.monotonic()
+        if now - shown["at"] >= 1.0 or (total is not None and done >= total):
+            shown["at"] = now
+            progress.report.remote((shard.index, "progress", desc, done, total))
+
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        with reported_to(report):
+            return job(shard)
+    finally:
+        os.chdir(before)
+
+
+def run_on_ray(run: RayRun, job: Callable, keep: Callable, echo: Callable, what: str) -> int:
+    """Run job(Shard(i, N)) for i < N as Ray tasks on the cluster at `run.address`, and keep(shard, result) each
+    result as it comes; N is `run.shards`, or as many tasks as the cluster's resources run at once. The shard count.
+    `echo` hears each task start (and start again when it was lost), its progress now and then, and its end; `what`
+    names the run in those lines. The first failure cancels the other tasks and is raised (`_result`)."""
+    import os
+
+    ray, task, count = _connected(run.address), run.task, run.shards
+    try:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        if count is None:
+            count = task.fits(ray.cluster_resources())
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+        progress = ray.remote(_Progress).options(num_cpus=0, scheduling_strategy=here).remote()
+        remote = ray.remote(_shard_task).options(max_retries=RETRIES, retry_exceptions=False, **task.options())
+        nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+        echo(f"ray: {what} in {count} shard{'s' if count != 1 else ''} on {nodes} node{'s' if nodes != 1 else ''}, "
+             f"each task with {task.cpus:g} CPU, {task.gpus:g} GPU"
+             + (f", {task.memory / 2**30:.3g} GiB" if task.memory else ""))
+        pending = {remote.remote(job, Shard(i, count), progress, os.getcwd()): i for i in range(count)}
+        watch = _Watch(count, echo)
+        try:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                watch.heard(ray.get(progress.drain.remote()))
+                for ref in ready:
+                    shard = Shard(pending.pop(ref), count)
+                    keep(shard, _result(ray, ref, shard))
+                    watch.done(shard.index)
+        finally:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+        return count
+    finally:
+        ray.shutdown()
+
+
+def _result(ray, ref, shard: Shard):
+    """A finished task's result, or its failure as vlbench's own error: the run's error in its own words; a task
+    lost more often than Ray retries it (RETRIES), or an internal error, in one line naming the shard."""
+    from ray.exceptions import RayTaskError
+
+    try:
+        return ray.get(ref)
+    except RayTaskError as exc:
+        cause = exc.cause
+        if isinstance(cause, VlbenchError):
+            raise cause from None
+        text = " ".join(str(cause).split())[:300]
+        raise ModelError(f"--ray: shard {shard.index} of {shard.count} failed ({type(cause).__name__}: {text})") \
+            from None
+    except Exception as exc:  # the worker or node lost RETRIES + 1 times, the task cancelled, the cluster gone
+        text = " ".join(str(exc).split())[:300]
+        raise ModelError(f"--ray: shard {shard.index} of {shard.count} did not finish after {RETRIES + 1} tries "
+                         f"({type(exc).__name__}: {text}); its shard files are not written, the others are: run it "
+                         f"with --shard {shard.index}/{shard.count} and merge") from None
+
+
+class _Watch:
+    """The driver's lines about the tasks: started (again), progress at most every SHOWN_EVERY_S, finished."""
+
+    def __init__(self, count: int, echo):
+        self.count, self.echo = count, echo
+        self.starts: dict[int, int] = {}
+        self.shown: dict[int, float] = {}
+
+    def heard(self, events: list[tuple]) -> None:
+        for index, kind, *rest in events:
+            name = f"ray: shard {index} of {self.count}"
+            if kind == "start":
+                node, host, pid = rest
+                self.starts[index] = self.starts.get(index, 0) + 1
+                again = (" again (its last try was lost with its worker or node)" if self.starts[index] > 1 else "")
+                self.echo(f"{name} started{again} on node {node[:12]} ({host}, pid {pid})")
+            elif kind == "progress":
+                desc, done, total = rest
+                now = time.monotonic()
+                if now - self.shown.get(index, 0.0) >= SHOWN_EVERY_S or (total is not None and done >= total):
+                    self.shown[index] = now
+                    self.echo(f"{name}: {desc} {done:,}" + (f" of {total:,}" if total is not None else ""))
+
+    def done(self, index: int) -> None:
+        self.echo(f"ray: shard {index} of {self.count} finished")
+
+
+def write_shard_files(root: Path, files: dict[str, bytes]) -> list[Path]:
+    """A task's files (relative POSIX names, as the task made them in its folder) written under ROOT together;
+    a name that would leave ROOT (absolute, `..`) is refused before anything is written."""
+    from core.errors import write_error
+    from core.outdir import write_together
+
+    placed = {}
+    for name in sorted(files):
+        parts = PurePosixPath(name).parts
+        if not parts or PurePosixPath(name).is_absolute() or any(p in ("", ".", "..") for p in parts) or \
+                "\\" in name:
+            raise ModelError(f"--ray: a task sent back a file named {name[:80]!r}, outside the run's folder")
+        placed[Path(root, *parts)] = files[name]
+    try:
+        write_together(placed)
+    except OSError as exc:
+        raise write_error(f"{root}: cannot write the shards' files", exc) from None
+    return sorted(placed)
+
