@@ -24,8 +24,8 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = Path(sys.executable).with_name("ray")
-SLOW_MODEL = '''"""Each question's last word; with VLBENCH_TEST_MARKERS set (the cluster's workers), slowly, having written
-which node and process run it, its rows counted by a progress bar (which a Ray task reports to the driver)."""
+SLOW_MODEL = '''"""Each question's last word; with VLBENCH_TEST_MARKERS set (the cluster's workers), slowly, having
+written which node and process run it, its rows counted by a progress bar (which a Ray task reports to the driver)."""
 import os
 import time
 from pathlib import Path
