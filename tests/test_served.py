@@ -673,3 +673,73 @@ def test_a_scoring_run_records_the_model_the_server_ran():
               "model": "tiny-llava-served", "system_fingerprint": "fp-1"}
     assert vlm._continuation_logprobs(answer, "row 0", [5, 6, 7], "Y") == [-0.5]
     assert (vlm.describe()["served_model"], vlm.system_fingerprint) == ("tiny-llava-served", "fp-1")
+
+
+# -- several endpoints of one model (--base-url repeated) -----------------------------------------------------------
+
+class PromptHash(CannedEndpoint):
+    """A replica of one deterministic served model: a letter chosen by the prompt's SHA-256 (so every replica
+    answers a prompt alike), named `model`; counts the requests it answers."""
+
+    def __init__(self, model: str = "replica"):
+        super().__init__()
+        self.model = model
+
+    def answer(self, path, body, headers):
+        text = json.loads(body)["messages"][-1]["content"][-1]["text"]
+        self.requests.append(text)
+        letter = "ABCD"[hashlib.sha256(text.encode()).digest()[0] % 4]
+        return 200, json.dumps({**chat_answer(letter), "model": self.model}).encode(), {}
+
+
+def _cosim_run(cli, cosim, out: Path, *urls, extra=()) -> dict:
+    folder, images, _ = cosim
+    code, _, err = cli("predict", "cosim-q", "--data", folder, "--images", images, "--model", "openai:replica",
+                       *[a for url in urls for a in ("--base-url", url)], "--no-cache", "--out", out, *extra)
+    assert code == 0, err
+    return {"predictions": out.read_bytes(), "record": json.loads(out.with_name(out.stem + ".meta.json").read_text())}
+
+
+def test_several_endpoints_share_the_requests_and_answer_as_one_does(cli, cosim, tmp_path):
+    """Three replicas: each answers some of the requests (each worker thread asks its own), the predictions are
+    one replica's alone, byte for byte, and the record names every endpoint in the order given."""
+    with PromptHash() as a, PromptHash() as b, PromptHash() as c:
+        alone = _cosim_run(cli, cosim, tmp_path / "one" / "p.json", a.url)
+        asked = len(a.requests)
+        a.requests.clear()
+        three = _cosim_run(cli, cosim, tmp_path / "three" / "p.json", a.url, b.url, c.url,
+                           extra=("--concurrency", 2))
+    assert three["predictions"] == alone["predictions"]
+    assert all(server.requests for server in (a, b, c))
+    assert len(a.requests) + len(b.requests) + len(c.requests) == asked == three["record"]["requests"]
+    assert three["record"]["endpoints"] == [a.url, b.url, c.url] and "endpoint" not in three["record"]
+    assert three["record"]["options"]["base_url"] == [a.url, b.url, c.url]
+    assert alone["record"]["endpoint"] == a.url and alone["record"]["options"]["base_url"] == a.url
+
+
+def test_a_failed_request_moves_to_another_endpoint(cli, cosim, tmp_path):
+    """One endpoint answers every request with a 503 and another is a closed port: each request they get moves on
+    to the next endpoint until the healthy one answers; the predictions are the healthy one's alone, and the record
+    counts the retries."""
+    from served_helpers import free_port
+
+    closed = f"http://127.0.0.1:{free_port()}/v1"
+    with PromptHash() as healthy, CannedEndpoint(503, {"error": {"message": "overloaded"}}) as failing:
+        alone = _cosim_run(cli, cosim, tmp_path / "one" / "p.json", healthy.url)
+        moved = _cosim_run(cli, cosim, tmp_path / "moved" / "p.json", failing.url, closed, healthy.url,
+                           extra=("--retries", 2))
+    assert moved["predictions"] == alone["predictions"]
+    assert failing.requests and moved["record"]["retries"] > 0
+    assert moved["record"]["requests"] == alone["record"]["requests"] + moved["record"]["retries"]
+
+
+def test_endpoints_that_serve_different_models_are_one_error_line(cli, cosim, tmp_path):
+    folder, images, _ = cosim
+    with PromptHash("model-a") as a, PromptHash("model-b") as b:
+        code, _, err = cli("predict", "cosim-q", "--data", folder, "--images", images, "--model", "openai:replica",
+                           "--base-url", a.url, "--base-url", b.url, "--no-cache", "--out", tmp_path / "p.json")
+        again = cli("predict", "cosim-q", "--data", folder, "--images", images, "--model", "openai:replica",
+                    "--base-url", a.url, "--base-url", a.url, "--out", tmp_path / "q.json")
+    assert_one_error_line(code, err, ["serve different models", "model-a", "model-b"])
+    assert_one_error_line(again[0], again[2], ["--base-url", a.url, "given twice"])
+    assert not (tmp_path / "p.json").exists()

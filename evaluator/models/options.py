@@ -112,11 +112,12 @@ MODEL_OPTIONS: tuple[Option, ...] = (
          metavar="URL"),
     _opt("judge_cache", Optional[Path], None, GENERATIVE, "The response cache of the judge's verdicts.", flag=None,
          via="--judge"),
-    _opt("base_url", Optional[str], None, {"openai"}, "The OpenAI-compatible endpoint of openai: models, e.g. "
-         "http://localhost:8000/v1.", metavar="URL"),
+    _opt("base_url", Optional[object], None, {"openai"}, "The OpenAI-compatible endpoint of openai: models, e.g. "
+         "http://localhost:8000/v1 (repeat: the endpoints of one model, e.g. one per data-parallel vLLM server, share "
+         "the requests).", metavar="URL", cli=list[str], parse="evaluator.models.served:parse_base_urls"),
     _opt("api_key_env", str, "OPENAI_API_KEY", {"openai"}, "The environment variable holding the endpoint's key "
          "(never printed).", metavar="NAME"),
-    _opt("concurrency", int, 8, {"openai"}, "Requests in flight.", min=1),
+    _opt("concurrency", int, 8, {"openai"}, "Requests in flight (to each endpoint).", min=1),
     _opt("request_timeout", float, 120.0, {"openai"}, "Seconds to wait for one whole answer.", min=0.001),
     _opt("retries", int, 5, {"openai"}, "Retries of a request after a 429, a 5xx, a timeout or a dropped "
          "connection.", min=0),

@@ -96,9 +96,9 @@ def _judge(options: ModelOptions):
                           concurrency=options.concurrency, request_timeout=options.request_timeout,
                           retries=options.retries)
     if kind == "openai":
-        from evaluator.models.served import ServedVLM, check_endpoint
+        from evaluator.models.served import ServedVLM, check_endpoints
 
-        check_endpoint(judged.base_url, f"{spec} (--judge; --judge-base-url gives its endpoint)")
+        check_endpoints(judged.base_url, f"{spec} (--judge; --judge-base-url gives its endpoint)")
         return Judge(spec, lambda: ServedVLM(name, judged), options.seed)
     if kind in ("hf", "vllm"):
         config = hf_config(name)
@@ -173,10 +173,10 @@ def _served(task, name: str, options: ModelOptions):
     """`openai:` a model behind an OpenAI-compatible endpoint. Multiple choice goes by letter unless
     the benchmark cannot be asked by letter (VisDial, Social-IQ) or `--choice-mode loglik` asks for
     log-likelihoods, which the server must return (evaluator/models/served.py)."""
-    from evaluator.models.served import ServedVLM, check_endpoint, check_served_options
+    from evaluator.models.served import ServedVLM, check_endpoints, check_served_options
 
     spec = f"openai:{name}"
-    check_endpoint(options.base_url, spec)
+    check_endpoints(options.base_url, spec)
     check_served_options(options, spec)
     ask = task.generative
     mode = options.choice_mode

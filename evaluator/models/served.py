@@ -6,9 +6,12 @@ a system turn with `--system-prompt`); multiple choice goes by letter (`--choice
 evaluator/models/ask.py).
 
 Images travel as base64 data URLs of the files' own bytes (a decoded video frame as PNG). Requests run
-`--concurrency` at a time on daemon worker threads over one httpx client; a 429, a 5xx, a timeout or a dropped
-connection is retried `--retries` times with exponential backoff and jitter (a server's Retry-After is
-honoured), and the last failure is one error naming the endpoint and the row. The key is read from the
+`--concurrency` at a time per endpoint on daemon worker threads over one httpx client; a 429, a 5xx, a timeout or a
+dropped connection is retried `--retries` times with exponential backoff and jitter (a server's Retry-After is
+honoured), and the last failure is one error naming the endpoint and the row. Several `--base-url`s (one per
+data-parallel server or node of one model) share the requests: each worker thread asks its own endpoint, so a faster
+one takes more, and a failed request is retried at once on the next endpoint (backing off only once every endpoint
+has failed it). The key is read from the
 environment variable `--api-key-env` names: it is sent in the Authorization header and nowhere else
 (never printed, logged, cached or recorded). Deterministic requests are answered from the response
 cache when it holds them (evaluator/models/response_cache.py)."""
@@ -68,6 +71,22 @@ def check_endpoint(base_url: str | None, spec: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
         raise ModelError(f"--base-url {shown}: expected http(s)://HOST[:PORT][/PATH], e.g. http://localhost:8000/v1")
     return base_url.rstrip("/")
+
+
+def parse_base_urls(values) -> str | tuple[str, ...] | None:
+    """`--base-url URL` (repeatable): one URL as itself, several as a tuple (one served model's endpoints), none as
+    None; a URL given twice is refused."""
+    values = list(values or ())
+    repeated = next((v for k, v in enumerate(values) if v in values[:k]), None)
+    if repeated is not None:
+        raise ModelError(f"--base-url {shown_url(repeated)}: given twice")
+    return None if not values else values[0] if len(values) == 1 else tuple(values)
+
+
+def check_endpoints(base_url, spec: str) -> tuple[str, ...]:
+    """Every endpoint of `--base-url` (one URL, or several: parse_base_urls), checked (check_endpoint)."""
+    urls = base_url if isinstance(base_url, (tuple, list)) else (base_url,)
+    return tuple(check_endpoint(url, spec) for url in urls)
 
 
 def shown_url(url: str) -> str:
@@ -149,7 +168,8 @@ class ServedVLM(VLMBackend):
 
         self.spec = f"openai:{model}"
         self.model, self.options = model, options
-        self.endpoint = check_endpoint(options.base_url, self.spec)
+        self.endpoints = check_endpoints(options.base_url, self.spec)
+        self.endpoint = ", ".join(self.endpoints)  # what names the model's endpoints: in error lines, cache keys
         check_served_options(options, self.spec)
         self.reasoning = Reasoning(options.reasoning_tags or DEFAULT_TAGS)
         self.template_kwargs = dict(options.chat_template_kwargs)
@@ -163,9 +183,10 @@ class ServedVLM(VLMBackend):
                              "(non-ASCII or control characters; it is not shown)")
         self._key = key or None
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.workers = options.concurrency * len(self.endpoints)
         self.client = httpx.Client(timeout=options.request_timeout, headers=self._headers,
-                                   limits=httpx.Limits(max_connections=options.concurrency,
-                                                       max_keepalive_connections=options.concurrency))
+                                   limits=httpx.Limits(max_connections=self.workers,
+                                                       max_keepalive_connections=self.workers))
         self.cache = (ResponseCache(options.response_cache)
                       if options.response_cache is not None and self.generation.greedy else None)
         self.requests = self.retries = 0
@@ -340,7 +361,8 @@ class ServedVLM(VLMBackend):
         return values
 
     def _ask_all(self, todo: list, names: list[str], read, field: str):
-        """(index, read(response)) of every request as it arrives, `--concurrency` workers asking at a time.
+        """(index, read(response)) of every request as it arrives, `--concurrency` workers per endpoint asking at a
+        time (worker n asks endpoint n modulo their number first).
         The workers are daemon threads: when a request fails for good, or Ctrl-C / SIGTERM stops the
         run, nothing more is sent and the process ends without waiting for the requests in flight."""
         tasks: queue.Queue = queue.Queue()
@@ -349,20 +371,21 @@ class ServedVLM(VLMBackend):
         results: queue.Queue = queue.Queue()
         stop = threading.Event()
 
-        def worker() -> None:
+        def worker(home: int) -> None:
             while not stop.is_set():
                 try:
                     k, body, key = tasks.get_nowait()
                 except queue.Empty:
                     return
                 try:
-                    results.put((k, self._ask(body, key, names[k], lambda r, n: read(r, n, k), field), None))
+                    results.put((k, self._ask(body, key, names[k], lambda r, n: read(r, n, k), field, home), None))
                 except BaseException as exc:  # noqa: BLE001 -- handed to the main thread, which raises it
                     results.put((k, None, exc))
                     return
 
-        for n in range(min(self.options.concurrency, len(todo))):
-            threading.Thread(target=worker, name=f"vlbench-request-{n}", daemon=True).start()
+        for n in range(min(self.workers, len(todo))):
+            threading.Thread(target=worker, args=(n % len(self.endpoints),), name=f"vlbench-request-{n}",
+                             daemon=True).start()
         try:
             for _ in range(len(todo)):
                 k, content, exc = results.get()
@@ -372,20 +395,25 @@ class ServedVLM(VLMBackend):
         finally:
             stop.set()
 
-    def _ask(self, body: dict, key: str, name: str, read, field: str):
-        """One request's value, `read(response, name)`, kept in the response cache under `field`."""
+    def _ask(self, body: dict, key: str, name: str, read, field: str, home: int = 0):
+        """One request's value, `read(response, name)`, kept in the response cache under `field`; asked of endpoint
+        `home` first."""
         try:
-            value = read(self._post(body, name), name)
+            value = read(self._post(body, name, home), name)
         except ModelError as exc:  # a server may echo the key in its error message: it never reaches a line
             raise ModelError(self.clean(exc, 1000)) from None
         self.keep(key, field, value)
         return value
 
-    def _post(self, body: dict, name: str) -> dict:
+    def _post(self, body: dict, name: str, home: int = 0) -> dict:
+        """The answer to one request, asked of endpoint `home` and, after a failure that a retry may mend, of the next
+        endpoint at once; the backoff comes once every endpoint has failed it in turn (at once with one endpoint)."""
         import httpx
 
-        url = f"{self.endpoint}/chat/completions"
+        count = len(self.endpoints)
         for attempt in range(self.options.retries + 1):
+            endpoint = self.endpoints[(home + attempt) % count]
+            url = f"{endpoint}/chat/completions"
             wait = None
             try:
                 with self._count:
@@ -400,17 +428,20 @@ class ServedVLM(VLMBackend):
                     try:
                         return response.json()
                     except ValueError:
-                        raise ModelError(f"{self.endpoint}: {name}: the answer is not JSON") from None
+                        raise ModelError(f"{endpoint}: {name}: the answer is not JSON") from None
                 if response.status_code not in RETRIED_STATUS:
-                    raise ModelError(f"{self.endpoint}: {name}: {self._refusal(response)}")
+                    raise ModelError(f"{endpoint}: {name}: {self._refusal(response)}")
                 reason = f"HTTP {response.status_code}{self._server_message(response)}"
                 wait = _retry_after(response)
             if attempt == self.options.retries:
-                raise ModelError(f"{self.endpoint}: {name}: {reason}, {attempt + 1} tries")
+                tried = f" (the last of {min(attempt + 1, count)} endpoints asked)" if count > 1 else ""
+                raise ModelError(f"{endpoint}: {name}: {reason}, {attempt + 1} tries{tried}")
             with self._count:
                 self.retries += 1
-            time.sleep(wait if wait is not None else
-                       min(BACKOFF_CAP_SECONDS, BACKOFF_SECONDS * 2 ** attempt) * (0.5 + random.random()))
+            if (attempt + 1) % count == 0:  # every endpoint has failed it in turn (or the only one has)
+                round_ = attempt // count
+                time.sleep(wait if wait is not None else
+                           min(BACKOFF_CAP_SECONDS, BACKOFF_SECONDS * 2 ** round_) * (0.5 + random.random()))
         raise AssertionError("unreachable")
 
     def _fetch(self, method: str, url: str, seconds: float, cap: int, **kwargs) -> Answer:
@@ -427,7 +458,7 @@ class ServedVLM(VLMBackend):
                 for chunk in response.iter_bytes():
                     size += len(chunk)
                     if size > cap:
-                        raise ModelError(f"{self.endpoint}: the answer is larger than {cap // 2 ** 20} MiB; not read")
+                        raise ModelError(f"{shown_url(url)}: the answer is larger than {cap // 2 ** 20} MiB; not read")
                     chunks.append(chunk)
                 return Answer(response.status_code, response.headers, b"".join(chunks))
 
@@ -511,9 +542,14 @@ class ServedVLM(VLMBackend):
         return mask_secrets(text, self._secrets) if text else ""
 
     def _note_server(self, response: dict) -> None:
-        """The model and fingerprint the server says answered, from its first answer that names them."""
+        """The model and fingerprint the server says answered, from its first answer that names them. Endpoints
+        that say they serve different models are an error: their answers would be mixed in one run."""
+        named = self._recorded(response.get("model"))
         with self._count:
-            self.served_model = self.served_model or self._recorded(response.get("model"))
+            if len(self.endpoints) > 1 and named and self.served_model and named != self.served_model:
+                raise ModelError(f"--base-url: the endpoints serve different models ({self.served_model!r}, then "
+                                 f"{named!r}); give the endpoints of one model")
+            self.served_model = self.served_model or named
             self.system_fingerprint = self.system_fingerprint or self._recorded(response.get("system_fingerprint"))
 
     def provenance(self) -> dict:
@@ -524,11 +560,12 @@ class ServedVLM(VLMBackend):
     def note_provenance(self, entry: dict) -> None:
         self._note_server({"model": entry.get("served_model"), "system_fingerprint": entry.get("system_fingerprint")})
 
-    def server_version(self) -> str | None:
-        """The version the server reports, where it has a way to (vLLM's GET /version), within 5 s and 64 KiB."""
+    def server_version(self, endpoint: str) -> str | None:
+        """The version an endpoint's server reports, where it has a way to (vLLM's GET /version), within 5 s and
+        64 KiB."""
         import httpx
 
-        parts = urlsplit(self.endpoint)
+        parts = urlsplit(endpoint)
         try:
             response = self._fetch("GET", f"{parts.scheme}://{parts.netloc}/version", 5.0, 1 << 16)
             version = response.json().get("version") if response.status_code == 200 else None
@@ -537,11 +574,15 @@ class ServedVLM(VLMBackend):
         return self._recorded(version)
 
     def describe(self) -> dict:
-        """What the prediction record says about the served model (never the key)."""
+        """What the prediction record says about the served model (never the key): its endpoint, or every one of
+        them, and the server's version (one per endpoint where they differ)."""
         import httpx
 
-        return {"model": self.spec, "endpoint": self.endpoint, "served_model": self.served_model,
-                "server_version": self.server_version(), "system_fingerprint": self.system_fingerprint,
+        versions = [self.server_version(endpoint) for endpoint in self.endpoints]
+        where = {"endpoint": self.endpoints[0]} if len(self.endpoints) == 1 else {"endpoints": list(self.endpoints)}
+        return {"model": self.spec, **where, "served_model": self.served_model,
+                "server_version": versions[0] if len(set(versions)) == 1 else versions,
+                "system_fingerprint": self.system_fingerprint,
                 "api_key_env": self.options.api_key_env, "key_given": bool(self._headers),
                 "concurrency": self.options.concurrency, "request_timeout": self.options.request_timeout,
                 "requests": self.requests, "retries": self.retries, "prompt_logprobs": self.prompt_logprobs,
