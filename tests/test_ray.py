@@ -201,6 +201,30 @@ def test_ray_options_that_cannot_run_are_one_line(args, words, built, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_scale_guide_s_ray_commands_run_as_written(ray_cluster, cli, built, tmp_path, monkeypatch):
+    """The guide's `vlbench` lines (its `ray start` is this fixture's cluster, whose address replaces the guide's),
+    in a folder laid out as after `make demo` (two of its builds): both succeed, and the predictions are one
+    process's."""
+    page = (ROOT / "docs" / "guides" / "scale.md").read_text()
+    block = page.split("<!-- ray run -->\n```bash\n", 1)[1].split("```", 1)[0]
+    lines = [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.startswith("vlbench ")]
+    assert len(lines) == 2 and all("--ray 127.0.0.1:6379" in line for line in lines)
+    (tmp_path / "demo_out").mkdir()
+    for bench in ("gqa-ood", "cosim-q"):
+        (tmp_path / "demo_out" / bench).symlink_to(built(bench), target_is_directory=True)
+    for line in lines:
+        done = subprocess.run(["bash", "-c", line.replace("127.0.0.1:6379", ray_cluster.address)], cwd=tmp_path,
+                              env={**ray_cluster.env, "PATH": f"{RAY.parent}{os.pathsep}{os.environ['PATH']}"},
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+    monkeypatch.chdir(tmp_path)  # the record names the build as the command does: demo_out/gqa-ood
+    code, _, err = cli("predict", "gqa-ood", "--data", "demo_out/gqa-ood", "--model", "baseline:random", "--out",
+                       tmp_path / "one" / "preds.json")
+    assert code == 0, err
+    assert _files(tmp_path / "ray" / "preds.json") == _files(tmp_path / "one" / "preds.json")
+    assert json.loads((tmp_path / "ray-card" / "card.json").read_text())["benchmarks"]["cosim-q"]["status"] == "scored"
+
+
 def test_a_worker_node_killed_mid_run_is_retried_and_the_bytes_are_one_process_s(ray_cluster, cli, built, tmp_path,
                                                                                  monkeypatch):
     """A user's model slowed down on the cluster, in 2 shards (one per node); once the worker node runs its shard, its
