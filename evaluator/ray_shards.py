@@ -132,9 +132,9 @@ class _Progress:
         return events
 
 
-def _shard_task(job: Callable, shard: Shard, progress, folder: str):
-    """What a task runs on its node: the shard, in the driver's working folder (the command's relative paths, the
-    build's among them, mean there what they mean to the driver), its progress reported to the driver's actor."""
+def _shard_task(job: Callable, bench: str, shard: Shard, progress, folder: str):
+    """What a task runs on its node: job(bench, shard), in the driver's working folder (the command's relative paths,
+    the build's among them, mean there what they mean to the driver), its progress reported to the driver's actor."""
     import os
 
     import ray
@@ -145,29 +145,32 @@ def _shard_task(job: Callable, shard: Shard, progress, folder: str):
     if not os.path.isdir(folder):
         raise ParamsError(f"--ray: the driver's working folder {folder} is not on node {context.get_node_id()[:12]} "
                           f"({socket.gethostname()}); every node needs the build at the path the command names")
-    progress.report.remote((shard.index, "start", context.get_node_id(), socket.gethostname(), os.getpid()))
+    name = (bench, shard.index)
+    progress.report.remote((name, "start", context.get_node_id(), socket.gethostname(), os.getpid()))
     shown = {"at": 0.0}
 
     def report(desc, done, total):
         now = time.monotonic()
         if now - shown["at"] >= 1.0 or (total is not None and done >= total):
             shown["at"] = now
-            progress.report.remote((shard.index, "progress", desc, done, total))
+            progress.report.remote((name, "progress", desc, done, total))
 
     before = os.getcwd()
     os.chdir(folder)
     try:
         with reported_to(report):
-            return job(shard)
+            return job(bench, shard)
     finally:
         os.chdir(before)
 
 
-def run_on_ray(run: RayRun, job: Callable, keep: Callable, echo: Callable, what: str) -> int:
-    """Run job(Shard(i, N)) for i < N as Ray tasks on the cluster at `run.address`, and keep(shard, result) each
-    result as it comes; N is `run.shards`, or as many tasks as the cluster's resources run at once. The shard count.
-    `echo` hears each task start (and start again when it was lost), its progress now and then, and its end; `what`
-    names the run in those lines. The first failure cancels the other tasks and is raised (`_result`)."""
+def run_on_ray(run: RayRun, benches: list[str], job: Callable, keep: Callable, echo: Callable, what: str) -> int:
+    """Run job(bench, Shard(i, N)) for every benchmark of BENCHES and i < N as Ray tasks on the cluster at
+    `run.address`, and keep(bench, shard, result) each result as it comes; N is `run.shards`, or as many tasks as the
+    cluster's resources run at once. One task per benchmark's shard: a worker that is done takes the next one, so
+    the workers finish together however unequal the shards, and the driver gets each as it finishes. The shard
+    count. `echo` hears each task start (and start again when it was lost), its progress now and then, and its end;
+    `what` names the run in those lines. The first failure cancels the other tasks and is raised (`_result`)."""
     import os
 
     ray, task, count = _connected(run.address), run.task, run.shards
@@ -183,16 +186,19 @@ def run_on_ray(run: RayRun, job: Callable, keep: Callable, echo: Callable, what:
         echo(f"ray: {what} in {count} shard{'s' if count != 1 else ''} on {nodes} node{'s' if nodes != 1 else ''}, "
              f"each task with {task.cpus:g} CPU, {task.gpus:g} GPU"
              + (f", {task.memory / 2**30:.3g} GiB" if task.memory else ""))
-        pending = {remote.remote(job, Shard(i, count), progress, os.getcwd()): i for i in range(count)}
-        watch = _Watch(count, echo)
+        shipped = ray.put(job)  # the job (and what it carries) into the object store once, not once per task
+        pending = {remote.remote(shipped, bench, Shard(i, count), progress, os.getcwd()): (bench, i)
+                   for bench in benches for i in range(count)}
+        watch = _Watch(count, len(benches) > 1, echo)
         try:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
                 watch.heard(ray.get(progress.drain.remote()))
                 for ref in ready:
-                    shard = Shard(pending.pop(ref), count)
-                    keep(shard, _result(ray, ref, shard))
-                    watch.done(shard.index)
+                    bench, index = pending.pop(ref)
+                    shard = Shard(index, count)
+                    keep(bench, shard, _result(ray, ref, watch.name((bench, index)), shard))
+                    watch.done((bench, index))
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)
@@ -201,7 +207,7 @@ def run_on_ray(run: RayRun, job: Callable, keep: Callable, echo: Callable, what:
         ray.shutdown()
 
 
-def _result(ray, ref, shard: Shard):
+def _result(ray, ref, name: str, shard: Shard):
     """A finished task's result, or its failure as vlbench's own error: the run's error in its own words; a task
     lost more often than Ray retries it (RETRIES), or an internal error, in one line naming the shard."""
     from ray.exceptions import RayTaskError
@@ -213,40 +219,45 @@ def _result(ray, ref, shard: Shard):
         if isinstance(cause, VlbenchError):
             raise cause from None
         text = " ".join(str(cause).split())[:300]
-        raise ModelError(f"--ray: shard {shard.index} of {shard.count} failed ({type(cause).__name__}: {text})") \
-            from None
+        raise ModelError(f"--ray: {name} failed ({type(cause).__name__}: {text})") from None
     except Exception as exc:  # the worker or node lost RETRIES + 1 times, the task cancelled, the cluster gone
         text = " ".join(str(exc).split())[:300]
-        raise ModelError(f"--ray: shard {shard.index} of {shard.count} did not finish after {RETRIES + 1} tries "
-                         f"({type(exc).__name__}: {text}); its shard files are not written, the others are: run it "
-                         f"with --shard {shard.index}/{shard.count} and merge") from None
+        raise ModelError(f"--ray: {name} did not finish after {RETRIES + 1} tries ({type(exc).__name__}: {text}); "
+                         f"its files are not written, the finished shards' are: run it with --shard "
+                         f"{shard.index}/{shard.count} and merge") from None
 
 
 class _Watch:
-    """The driver's lines about the tasks: started (again), progress at most every SHOWN_EVERY_S, finished."""
+    """The driver's lines about the tasks: started (again), progress at most every SHOWN_EVERY_S, finished. A task
+    is named by its shard, and by its benchmark where the run has several (`suite`)."""
 
-    def __init__(self, count: int, echo):
-        self.count, self.echo = count, echo
-        self.starts: dict[int, int] = {}
-        self.shown: dict[int, float] = {}
+    def __init__(self, count: int, named: bool, echo):
+        self.count, self.named, self.echo = count, named, echo
+        self.starts: dict[tuple, int] = {}
+        self.shown: dict[tuple, float] = {}
+
+    def name(self, key: tuple) -> str:
+        bench, index = key
+        return f"{bench} shard {index} of {self.count}" if self.named else f"shard {index} of {self.count}"
 
     def heard(self, events: list[tuple]) -> None:
-        for index, kind, *rest in events:
-            name = f"ray: shard {index} of {self.count}"
+        for key, kind, *rest in events:
+            key = tuple(key)
             if kind == "start":
                 node, host, pid = rest
-                self.starts[index] = self.starts.get(index, 0) + 1
-                again = (" again (its last try was lost with its worker or node)" if self.starts[index] > 1 else "")
-                self.echo(f"{name} started{again} on node {node[:12]} ({host}, pid {pid})")
+                self.starts[key] = self.starts.get(key, 0) + 1
+                again = (" again (its last try was lost with its worker or node)" if self.starts[key] > 1 else "")
+                self.echo(f"ray: {self.name(key)} started{again} on node {node[:12]} ({host}, pid {pid})")
             elif kind == "progress":
                 desc, done, total = rest
                 now = time.monotonic()
-                if now - self.shown.get(index, 0.0) >= SHOWN_EVERY_S or (total is not None and done >= total):
-                    self.shown[index] = now
-                    self.echo(f"{name}: {desc} {done:,}" + (f" of {total:,}" if total is not None else ""))
+                if now - self.shown.get(key, 0.0) >= SHOWN_EVERY_S or (total is not None and done >= total):
+                    self.shown[key] = now
+                    self.echo(f"ray: {self.name(key)}: {desc} {done:,}" + (f" of {total:,}" if total is not None
+                                                                          else ""))
 
-    def done(self, index: int) -> None:
-        self.echo(f"ray: shard {index} of {self.count} finished")
+    def done(self, key: tuple) -> None:
+        self.echo(f"ray: {self.name(key)} finished")
 
 
 def write_shard_files(root: Path, files: dict[str, bytes]) -> list[Path]:

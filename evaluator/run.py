@@ -133,14 +133,14 @@ def predict_on_ray(bench: str, data: str, model: str, out: Path, ray, *, split: 
                          (rotations_path(out), "--circular")):
         check_output_file(path, option)
     _, split, _ = open_split(get_task(bench), data, split, truth=False)  # the build is there before the cluster works
-    job = functools.partial(_shard_files, bench, data, model, Path(out).name, split, options, log_samples)
-    count = run_on_ray(ray, job, lambda shard, files: write_shard_files(Path(out).parent, files), echo,
-                       f"{model} on {bench}")
+    job = functools.partial(_shard_files, data, model, Path(out).name, split, options, log_samples)
+    count = run_on_ray(ray, [bench], job, lambda bench, shard, files: write_shard_files(Path(out).parent, files),
+                       echo, f"{model} on {bench}")
     _, rows = merge([Shard(i, count).path(out) for i in range(count)], Path(out), data)
     return split, rows, Path(out)
 
 
-def _shard_files(bench: str, data: str, model: str, name: str, split: str, options: ModelOptions, log_samples: bool,
+def _shard_files(data: str, model: str, name: str, split: str, options: ModelOptions, log_samples: bool, bench: str,
                  shard) -> dict[str, bytes]:
     """One shard predicted on a Ray node into a folder of its own: its files (`predict --shard`'s), by name."""
     import tempfile

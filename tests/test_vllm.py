@@ -247,6 +247,30 @@ def test_trie_scores_equal_prompt_logprobs_and_vllm_runs_transformers_tokens(tin
 
 @needs_vllm
 @pytest.mark.slow
+def test_vllm_shards_merge_into_one_process_s_bytes(tiny_models, built, sample_sources, cli, tmp_path):
+    """`vllm:` generating greedily over VQA v2's 400 sample rows (the samples logged), whole and as 2 and 3 shards
+    merged (evaluator/shards.py): the prediction file, record and samples are the whole run's bytes. The engine
+    batches the rows it is given, so a shard's batches hold other rows than the whole run's (docs/guides/scale.md);
+    the golden is the whole run's own output, made here."""
+    args = ["predict", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco", "--model",
+            f"vllm:{tiny_models['llava']}", "--max-new-tokens", "4", "--log-samples", "--no-cache"]
+    whole = tmp_path / "whole" / "p.json"
+    code, _, err = vllm_cli(*args, "--out", whole, cache=tmp_path / "cache")
+    assert code == 0, err
+    golden = {s: whole.with_name("p" + s).read_bytes() for s in (".json", ".meta.json", ".samples.jsonl")}
+    for count in (2, 3):
+        out = tmp_path / f"in-{count}" / "p.json"
+        for index in range(count):
+            code, _, err = vllm_cli(*args, "--out", out, "--shard", f"{index}/{count}", cache=tmp_path / "cache")
+            assert code == 0, err
+        code, _, err = cli("merge", *[out.with_name(f"p.shard-{i}-of-{count}.json") for i in range(count)],
+                           "--out", out)
+        assert code == 0, err
+        assert {s: out.with_name("p" + s).read_bytes() for s in golden} == golden, count
+
+
+@needs_vllm
+@pytest.mark.slow
 def test_a_killed_vllm_run_resumes(runs, tiny_models, built, sample_sources, tmp_path):
     """`vllm: --resume` killed with SIGKILL mid-run: the rerun takes the stored answers from the response
     cache, asks only the rest, and writes the file an uninterrupted run writes."""

@@ -409,11 +409,13 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
         for bench in progress([b for b in todo if b in builds], desc="benchmarks", unit="benchmark", leave=True):
             _predict_shard(run, bench, builds[bench], shard)
         return None
-    if ray is not None:
-        _predict_on_ray(run, [b for b in todo if b in builds], builds, ray)
     with unfinished(out, model, str(data)):
+        if ray is not None:  # each benchmark scored here as soon as its shards are in, while the cluster works on
+            _predict_on_ray(run, [b for b in todo if b in builds], builds, ray, perceptual)
         for bench in progress(todo, desc="benchmarks", unit="benchmark", leave=True):  # one bar over the benchmarks
             folder = builds.get(bench)
+            if bench in run.rows:  # scored during the Ray run
+                continue
             if folder is None:
                 run.rows[bench] = {"status": "not built", "reason": f"no {data}/{bench} dataset repo ({absent[bench]})"
                                    if bench in absent else f"no build of {bench} under {data} (vlbench build "
@@ -421,6 +423,9 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
                 echo(f"{bench:10s} not built")
             else:
                 _score_benchmark(run, bench, folder, perceptual)
+        for found in (run.rows, run.scored, run.perceptual, run.shortcut_groups):  # in the benchmarks' order, however
+            ordered = {b: found.pop(b) for b in todo if b in found}                # they were scored
+            found.update(ordered)
         for name, reason in broken.items():
             run.rows[f"{name}/"] = {"status": "damaged build", "reason": reason}
         bias = _bias(run, measured, builds, only, counterbias, counterbias_cache)
@@ -499,10 +504,11 @@ def _predict_shard(run: SuiteRun, bench: str, folder: Path, shard) -> None:
     run.echo(f"{bench:10s} shard {shard.index} of {shard.count}: {rows:,} rows")
 
 
-def _predict_on_ray(run: SuiteRun, benches: list[str], builds: dict[str, Path], ray) -> None:
-    """`suite --ray`: each shard (of every benchmark) as a Ray task, its files written into OUT/predictions/ as it
-    finishes. A task gets the shard's files OUT holds already (a rerun's), which `_predict_shard` keeps when they were
-    made under the same settings, so a rerun predicts only what is missing."""
+def _predict_on_ray(run: SuiteRun, benches: list[str], builds: dict[str, Path], ray, perceptual: bool) -> None:
+    """`suite --ray`: each benchmark's shards as Ray tasks, their files written into OUT/predictions/ as they finish;
+    a benchmark whose shards are all in is merged and scored at once (`_score_benchmark`), while the cluster predicts
+    the others. A task gets the shard's files OUT holds already (a rerun's), which `_predict_shard` keeps when they
+    were made under the same settings, so a rerun predicts only what is missing."""
     import functools
 
     from evaluator.ray_shards import run_on_ray, write_shard_files
@@ -510,35 +516,39 @@ def _predict_on_ray(run: SuiteRun, benches: list[str], builds: dict[str, Path], 
     folder = run.out / "predictions"
     kept = {p.name: p.read_bytes() for p in sorted(folder.iterdir())
             if ".shard-" in p.name and p.is_file() and not p.is_symlink()}
-    job = functools.partial(_suite_shard_files, dataclasses.replace(run, echo=print), benches, builds, kept)
+    job = functools.partial(_suite_shard_files, dataclasses.replace(run, echo=print), builds, kept)
 
-    def keep(shard, result) -> None:
+    arrived: dict[str, int] = {}
+
+    def keep(bench: str, shard, result) -> None:
         files, lines = result
         write_shard_files(folder, files)
         for line in lines:
             run.echo(line)
+        arrived[bench] = arrived.get(bench, 0) + 1
+        if arrived[bench] == shard.count:
+            _score_benchmark(run, bench, builds[bench], perceptual)
 
-    run_on_ray(ray, job, keep, run.echo, f"{run.model} on {len(benches)} benchmarks")
+    run_on_ray(ray, benches, job, keep, run.echo, f"{run.model} on {len(benches)} benchmarks")
 
 
-def _suite_shard_files(run: SuiteRun, benches: list[str], builds: dict[str, Path], kept: dict[str, bytes],
+def _suite_shard_files(run: SuiteRun, builds: dict[str, Path], kept: dict[str, bytes], bench: str,
                        shard) -> tuple[dict[str, bytes], list[str]]:
-    """One shard of every benchmark, predicted on a Ray node into a folder of its own (holding the shard's files OUT
-    kept): its prediction files by name, and its lines."""
+    """One benchmark's shard, predicted on a Ray node into a folder of its own (holding the shard's files OUT kept):
+    its prediction files by name, and its lines."""
     import tempfile
 
     lines: list[str] = []
-    mine = f".shard-{shard.index}-of-{shard.count}."
+    mine = f"{bench}.shard-{shard.index}-of-{shard.count}."
     with tempfile.TemporaryDirectory(prefix="vlbench-suite-shard-") as folder:
         here = dataclasses.replace(run, out=Path(folder), echo=lines.append)
         (here.out / "predictions").mkdir()
         for name, data in kept.items():
-            if mine in name:
+            if name.startswith(mine):
                 (here.out / "predictions" / name).write_bytes(data)
-        for bench in benches:
-            _predict_shard(here, bench, builds[bench], shard)
+        _predict_shard(here, bench, builds[bench], shard)
         files = {p.name: p.read_bytes() for p in sorted((here.out / "predictions").iterdir())
-                 if mine in p.name and p.is_file()}
+                 if p.name.startswith(mine) and p.is_file()}
     return files, lines
 
 
