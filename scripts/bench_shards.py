@@ -3,9 +3,9 @@ two workers (`--ray`, evaluator/ray_shards.py) against one process, in the same 
 
 Targets, measured in this run:
 
-1. the suite on a local Ray cluster of 2 CPUs (2 shards, a task of 1 CPU each) is >= 1.6x as fast as one process
-   with one CPU's threads (OMP_NUM_THREADS=1: what Ray gives a 1-CPU task), and writes the same bytes: every
-   prediction file, record, the card and the report;
+1. the suite on a local Ray cluster of 2 CPUs (2 shards, a task of 1 CPU per benchmark's shard) is >= 1.6x as fast
+   as one process with one CPU's threads (OMP_NUM_THREADS=1: what Ray gives a 1-CPU task), and writes the same
+   bytes: every prediction file, record, the card and the report;
 2. merging the shards (`vlbench merge`'s work, for every benchmark) takes < 2% of the Ray run's wall time.
 
 Reported without a target: one process with torch's default threads (every core), and whether its bytes are the

@@ -302,3 +302,17 @@ def public_names(answers: Path, split: str, id_column: str) -> dict:
     with zipfile.ZipFile(answers) as archive:
         table = pq.read_table(pa.BufferReader(archive.read(f"{split}.parquet")))
     return dict(zip(table.column(id_column).to_pylist(), table.column("vlbench_public_id").to_pylist()))
+
+
+SHARDED_SUITE = ("gqa-ood", "cosim-q", "visdial")
+
+
+def sharded_suite_args(built, tmp_path: Path) -> list:
+    """The arguments of the suite the shard tests run (tests/test_shards.py, tests/test_ray.py): the random baseline
+    over three benchmarks' sample builds (linked into TMP_PATH/builds), 50 resamples, no perceptual score."""
+    data = tmp_path / "builds"
+    data.mkdir()
+    for bench in SHARDED_SUITE:
+        (data / bench).symlink_to(built(bench), target_is_directory=True)
+    return ["--model", "baseline:random", "--data", data, "--bootstrap", 50, "--benchmarks", ",".join(SHARDED_SUITE),
+            "--no-perceptual"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_error_line
+from helpers import assert_one_error_line, sharded_suite_args
 
 pytestmark = pytest.mark.slow
 
@@ -157,12 +157,7 @@ def test_predict_on_ray_writes_one_process_s_bytes(ray_cluster, cli, built, tmp_
 def test_a_suite_on_ray_writes_one_suite_process_s_predictions_and_card(ray_cluster, cli, built, tmp_path):
     """`suite --ray` over three benchmarks in 3 shards: the predictions, records and card of one suite process; a
     rerun into the same OUT keeps every shard."""
-    data = tmp_path / "builds"
-    data.mkdir()
-    for bench in ("gqa-ood", "cosim-q", "visdial"):
-        (data / bench).symlink_to(built(bench), target_is_directory=True)
-    args = ["--model", "baseline:random", "--data", data, "--bootstrap", 50, "--benchmarks", "gqa-ood,cosim-q,visdial",
-            "--no-perceptual"]
+    args = sharded_suite_args(built, tmp_path)
     code, _, err = cli("suite", *args, "--out", tmp_path / "whole")
     assert code == 0, err
     out = tmp_path / "ray"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_one_error_line
+from helpers import assert_one_error_line, sharded_suite_args
 from served_helpers import LoopbackServer
 
 from builders.registry import get_benchmark
@@ -352,12 +352,7 @@ def test_a_suite_in_shards_resumes_shard_by_shard_and_merges_into_one_process_s_
     """`suite --shard I/3` predicts each benchmark's shard (a rerun keeps what is done); the run without --shard
     merges them and scores: the predictions and records are one suite process's bytes, and so is the card's every
     benchmark row but whether its predictions were kept."""
-    data = tmp_path / "builds"
-    data.mkdir()
-    for bench in ("gqa-ood", "cosim-q", "visdial"):
-        (data / bench).symlink_to(built(bench), target_is_directory=True)
-    args = ["--model", "baseline:random", "--data", data, "--bootstrap", 50, "--benchmarks", "gqa-ood,cosim-q,visdial",
-            "--no-perceptual"]
+    args = sharded_suite_args(built, tmp_path)
     code, _, err = cli("suite", *args, "--out", tmp_path / "whole")
     assert code == 0, err
     out = tmp_path / "sharded"
