@@ -1,4 +1,4 @@
-"""A run's shards as Ray tasks (`predict --ray ADDRESS`, `suite --ray ADDRESS`): one task per shard
+"""A run's shards as Ray tasks (`predict --ray ADDRESS`, `suite --ray ADDRESS`): one task per benchmark's shard
 (evaluator/shards.py), each with the resources it declares, on an existing Ray cluster.
 
 Each task runs the shard on its node, in a folder of its own, and sends the shard's files back through Ray's object
@@ -260,7 +260,7 @@ class _Watch:
         self.echo(f"ray: {self.name(key)} finished")
 
 
-def write_shard_files(root: Path, files: dict[str, bytes]) -> list[Path]:
+def write_shard_files(root: Path, files: dict[str, bytes]) -> None:
     """A task's files (relative POSIX names, as the task made them in its folder) written under ROOT together;
     a name that would leave ROOT (absolute, `..`) is refused before anything is written."""
     from core.errors import write_error
@@ -277,5 +277,4 @@ def write_shard_files(root: Path, files: dict[str, bytes]) -> list[Path]:
         write_together(placed)
     except OSError as exc:
         raise write_error(f"{root}: cannot write the shards' files", exc) from None
-    return sorted(placed)
 

@@ -171,6 +171,9 @@ def test_a_suite_on_ray_writes_one_suite_process_s_predictions_and_card(ray_clus
                                                                   ).read_bytes()
     for name in ("card.json", "report.md"):
         assert (out / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+    row = json.loads((out / "card.json").read_text())["benchmarks"]["vqa-v2"]  # the nodes' reason, never re-run here
+    assert row["status"] == "not scored" and "baseline:random" in row["reason"]
+    assert "vqa-v2     not scored" in done.stdout and "vqa-v2     merged" not in done.stdout
     done = _vlbench(ray_cluster, "suite", *args, "--out", out, "--ray", ray_cluster.address, "--ray-shards", 3)
     assert done.returncode == 0, done.stderr
     assert sum(done.stdout.count(f"shard {i} of 3 kept") for i in range(3)) == 9

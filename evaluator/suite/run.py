@@ -376,8 +376,9 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     `shard` (evaluator.shards.Shard): only predict that shard of every benchmark into OUT/predictions/ (kept, so a
     rerun predicts only what is missing) and return None; a later run without it merges each benchmark's complete
     set of shards made under the same settings (`vlbench merge`'s checks) instead of predicting, and scores.
-    `ray` (evaluator.ray_shards.RayRun): every shard as a Ray task (each predicting its shard of every benchmark), its
-    files written into OUT/predictions/ as it finishes; then the run merges and scores as above."""
+    `ray` (evaluator.ray_shards.RayRun): each benchmark's shards as Ray tasks, their files written into
+    OUT/predictions/ as they finish, each benchmark merged and scored as soon as its shards are in (`_predict_on_ray`).
+    """
     from core.progress import progress
     from evaluator.suite.card import write_card
 
@@ -480,9 +481,9 @@ def _options(run: SuiteRun, task) -> ModelOptions:
                                circular=run.model_options.circular and letter_choice(task.generative))
 
 
-def _predict_shard(run: SuiteRun, bench: str, folder: Path, shard) -> None:
+def _predict_shard(run: SuiteRun, bench: str, folder: Path, shard) -> str | None:
     """`suite --shard`: one shard of a benchmark's predictions, kept under the run's key (a rerun skips it); a
-    benchmark the model cannot be run on is said in its line, as the card would."""
+    benchmark the model cannot be run on is said in its line, as the card would, and the reason returned."""
     from evaluator.run import predict
 
     options = _options(run, get_task(bench))
@@ -492,22 +493,24 @@ def _predict_shard(run: SuiteRun, bench: str, folder: Path, shard) -> None:
         key = prediction_key(run.model, folder, options)
         if _kept(record, path, key):
             run.echo(f"{bench:10s} shard {shard.index} of {shard.count} kept")
-            return
+            return None
         _, rows, _ = predict(bench, str(folder), run.model, run.out / "predictions" / f"{bench}.json",
                              options=options, shard=shard)
     except WriteError:
         raise
     except VlbenchError as exc:
         run.echo(f"{bench:10s} not predicted: {exc}")
-        return
+        return str(exc)
     _keep(record, path, key)
     run.echo(f"{bench:10s} shard {shard.index} of {shard.count}: {rows:,} rows")
+    return None
 
 
 def _predict_on_ray(run: SuiteRun, benches: list[str], builds: dict[str, Path], ray, perceptual: bool) -> None:
     """`suite --ray`: each benchmark's shards as Ray tasks, their files written into OUT/predictions/ as they finish;
     a benchmark whose shards are all in is merged and scored at once (`_score_benchmark`), while the cluster predicts
-    the others. A task gets the shard's files OUT holds already (a rerun's), which `_predict_shard` keeps when they
+    the others; one the nodes could not predict gets its row with their reason (never predicted here instead). A task
+    gets the shard's files OUT holds already (a rerun's), which `_predict_shard` keeps when they
     were made under the same settings, so a rerun predicts only what is missing."""
     import functools
 
@@ -518,24 +521,28 @@ def _predict_on_ray(run: SuiteRun, benches: list[str], builds: dict[str, Path], 
             if ".shard-" in p.name and p.is_file() and not p.is_symlink()}
     job = functools.partial(_suite_shard_files, dataclasses.replace(run, echo=print), builds, kept)
 
-    arrived: dict[str, int] = {}
+    arrived: dict[str, list] = {}
 
     def keep(bench: str, shard, result) -> None:
-        files, lines = result
+        files, lines, reason = result
         write_shard_files(folder, files)
         for line in lines:
             run.echo(line)
-        arrived[bench] = arrived.get(bench, 0) + 1
-        if arrived[bench] == shard.count:
-            _score_benchmark(run, bench, builds[bench], perceptual)
+        arrived.setdefault(bench, []).append(reason)
+        if len(arrived[bench]) == shard.count:
+            reasons = [r for r in arrived[bench] if r is not None]
+            if reasons:
+                _not_scored(run, bench, reasons[0])
+            else:
+                _score_benchmark(run, bench, builds[bench], perceptual)
 
     run_on_ray(ray, benches, job, keep, run.echo, f"{run.model} on {len(benches)} benchmarks")
 
 
 def _suite_shard_files(run: SuiteRun, builds: dict[str, Path], kept: dict[str, bytes], bench: str,
-                       shard) -> tuple[dict[str, bytes], list[str]]:
+                       shard) -> tuple[dict[str, bytes], list[str], str | None]:
     """One benchmark's shard, predicted on a Ray node into a folder of its own (holding the shard's files OUT kept):
-    its prediction files by name, and its lines."""
+    its prediction files by name, its lines, and why it was not predicted (None when it was)."""
     import tempfile
 
     lines: list[str] = []
@@ -546,10 +553,10 @@ def _suite_shard_files(run: SuiteRun, builds: dict[str, Path], kept: dict[str, b
         for name, data in kept.items():
             if name.startswith(mine):
                 (here.out / "predictions" / name).write_bytes(data)
-        _predict_shard(here, bench, builds[bench], shard)
+        reason = _predict_shard(here, bench, builds[bench], shard)
         files = {p.name: p.read_bytes() for p in sorted((here.out / "predictions").iterdir())
                  if p.name.startswith(mine) and p.is_file()}
-    return files, lines
+    return files, lines, reason
 
 
 def _merged_shards(bench: str, predictions: Path, key: str) -> int | None:
@@ -571,6 +578,15 @@ def _merged_shards(bench: str, predictions: Path, key: str) -> int | None:
     return count
 
 
+def _not_scored(run: SuiteRun, bench: str, reason: str) -> None:
+    """The row of a benchmark the model cannot be scored on, with the reason (and where the suite takes images)."""
+    folder = get_task(bench).images_folder
+    if "--images" in reason and folder is not None:
+        reason += f" (the suite takes them from --images-root DIR/{folder}/)"
+    run.rows[bench] = {"status": "not scored", "reason": reason}
+    run.echo(f"{bench:10s} not scored: {reason}")
+
+
 def _score_benchmark(run: SuiteRun, bench: str, folder: Path, perceptual: bool) -> None:
     """Predict (or take from --predictions, or merge from `--shard` runs) and score one built benchmark into its
     row, with its metrics by the shortcut labels it carries and, where asked, its perceptual score; a benchmark
@@ -584,11 +600,7 @@ def _score_benchmark(run: SuiteRun, bench: str, folder: Path, perceptual: bool) 
     except WriteError:
         raise  # the environment (a full disk, a read-only OUT): the run stops, the card is not rewritten
     except VlbenchError as exc:
-        reason = str(exc)
-        if "--images" in reason and task.images_folder is not None:
-            reason += f" (the suite takes them from --images-root DIR/{task.images_folder}/)"
-        run.rows[bench] = {"status": "not scored", "reason": reason}
-        run.echo(f"{bench:10s} not scored: {reason}")
+        _not_scored(run, bench, str(exc))
         return
     run.scored[bench] = metrics
     run.rows[bench] = {"status": "scored", "split": metrics["split"], "reused": reused, "folder": str(folder),

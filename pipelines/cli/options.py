@@ -81,13 +81,19 @@ def ray_task_option() -> typer.models.OptionInfo:
                         help="With --ray: the resources each shard's task declares (default cpus=1; memory as 16GiB).")
 
 
-def without_ray(ray_shards: int | None, ray_task: str | None) -> None:
-    """--ray-shards and --ray-task only mean something with --ray."""
-    from core.errors import ParamsError
+def ray_run(address: str | None, shards: int | None, task: str | None):
+    """`--ray ADDRESS [--ray-shards N] [--ray-task ...]` as an evaluator.ray_shards.RayRun, or None without --ray
+    (where --ray-shards and --ray-task are refused: they only say how a run is spread over a Ray cluster)."""
+    if address is None:
+        from core.errors import ParamsError
 
-    for flag, given in (("--ray-shards", ray_shards), ("--ray-task", ray_task)):
-        if given is not None:
-            raise ParamsError(f"{flag} without --ray: it sets how a run is spread over a Ray cluster")
+        for flag, given in (("--ray-shards", shards), ("--ray-task", task)):
+            if given is not None:
+                raise ParamsError(f"{flag} without --ray: it sets how a run is spread over a Ray cluster")
+        return None
+    from evaluator.ray_shards import RayRun, parse_ray_task
+
+    return RayRun(address, shards, parse_ray_task(task))
 
 
 def answers_option(then: str) -> typer.models.OptionInfo:

@@ -20,6 +20,7 @@ from pipelines.cli.options import (
     hub_source_option,
     overwrite_option,
     ray_option,
+    ray_run,
     ray_shards_option,
     ray_task_option,
     report_option,
@@ -27,7 +28,6 @@ from pipelines.cli.options import (
     shard_option,
     split_option,
     with_scoring_flags,
-    without_ray,
 )
 
 
@@ -56,19 +56,16 @@ def predict(
     from evaluator.run import predict as run_predict
     from evaluator.shards import parse_shard
 
-    if ray is None:
-        without_ray(ray_shards, ray_task)
-    else:
+    on_ray = ray_run(ray, ray_shards, ray_task)
+    if on_ray is not None:
         from core.errors import ParamsError
-        from evaluator.ray_shards import RayRun, parse_ray_task
         from evaluator.run import predict_on_ray
 
         for flag, given in (("--shard", shard), ("--limit", limit), ("--offset", offset or None)):
             if given is not None:
                 raise ParamsError(f"--ray with {flag}: --ray runs every shard of the whole split and merges them")
-        split, n, written = predict_on_ray(bench, data, model, out, RayRun(ray, ray_shards, parse_ray_task(ray_task)),
-                                           split=split, options=model_options, log_samples=log_samples,
-                                           echo=typer.echo)
+        split, n, written = predict_on_ray(bench, data, model, out, on_ray, split=split, options=model_options,
+                                           log_samples=log_samples, echo=typer.echo)
         typer.echo(f"wrote {n:,} predictions for {bench}/{split} to {written} (metadata: {metadata_path(written)})")
         return
     done = run_predict(bench, data, model, out, split=split, options=model_options, log_samples=log_samples,

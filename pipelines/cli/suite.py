@@ -16,11 +16,11 @@ from pipelines.cli.options import (
     hub_source_option,
     overwrite_option,
     ray_option,
+    ray_run,
     ray_shards_option,
     ray_task_option,
     seed_option,
     shard_option,
-    without_ray,
 )
 
 
@@ -73,17 +73,11 @@ def suite(
     from evaluator.shards import parse_shard
 
     part = None if shard is None else parse_shard(shard)
-    if ray is None:
-        without_ray(ray_shards, ray_task)
-    else:
-        from evaluator.ray_shards import RayRun, parse_ray_task
-
-        ray = RayRun(ray, ray_shards, parse_ray_task(ray_task))
     card = run_suite(model, data, out, model_options=model_options, only=benchmarks, images_root=images_root,
                      resamples=bootstrap, seed=seed, perceptual=not no_perceptual, counterbias=not no_counterbias,
                      counterbias_cache=default_cache_dir() / "counterbias", hub_results=hub_results,
                      hub_org=hub_org, hub_source=hub_source, overwrite=overwrite, submissions=submissions,
-                     shard=part, ray=ray, echo=typer.echo)
+                     shard=part, ray=ray_run(ray, ray_shards, ray_task), echo=typer.echo)
     if card is None:
         typer.echo(f"shard {part.index} of {part.count} predicted into {out / 'predictions'}; once every shard is, "
                    f"run `vlbench suite` into {out} without --shard to merge them and write the card")
