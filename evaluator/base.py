@@ -23,6 +23,7 @@ import pyarrow as pa
 from evaluator.models.ask import Ask
 from evaluator.models.menu import Baseline, HfFamily, menu_entry
 from evaluator.models.options import ModelOptions
+from evaluator.prior_following import PriorRule
 from evaluator.submission import Coverage
 
 
@@ -98,6 +99,9 @@ class Task(ABC):
     headline: ClassVar[tuple[Headline, ...]] = ()  # the metrics a reader looks at first
     sealing: ClassVar[Sealing | None] = None  # how a split is sealed for a hidden challenge (None: it cannot be)
     images_folder: ClassVar[str | None] = None  # its image folder under `vlbench suite --images-root`
+    # the prior-following rate's rule: which baseline is the training prior, what marks an error; None: the
+    # benchmark has no answer prior to follow
+    prior_rule: ClassVar[PriorRule | None] = None
     # The majority-vote model of Gat et al., NeurIPS 2021, Eq. 4: a task that has one defines
     # `majority(self, train) -> model`; None (the default, and a task may say so explicitly): it has none.
     majority: ClassVar[Callable | None] = None

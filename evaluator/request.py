@@ -28,3 +28,4 @@ class ScoringRequest:
     resamples: int = DEFAULT_RESAMPLES  # cluster-bootstrap resamples of the 95% intervals (0: none)
     seed: int = 0  # of the resamples
     answers: Path | None = None  # the sealed answer file of a sealed build's public half (evaluator/sealed.py)
+    train_file: Path | None = None  # the training source of a prior fitted outside the build (gqa-ood's GQA train)

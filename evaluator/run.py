@@ -212,6 +212,8 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
                                           options, bootstrap, seed, scope=True)
     if record is not None:
         metrics["prediction_record"] = record_summary(record)
+    if task.prior_rule is not None:
+        metrics["prior_following"] = _prior_following(task, folder, table, preds, options, request)
     rotations = read_rotations(predictions) if (record or {}).get("asked", {}).get("circular") else None
     if rotations is not None:
         metrics["circular"] = circular_report(task, table, preds, rotations, bootstrap, seed, options)
@@ -234,10 +236,24 @@ def evaluate(request: ScoringRequest, predictions: Path, *, report: Path | None 
             markdown = markdown.rstrip("\n") + "\n\n" + _by_markdown(metrics["by"])
         if "circular" in metrics:
             markdown = markdown.rstrip("\n") + "\n\n" + circular_markdown(metrics["circular"])
+        if "rate" in metrics.get("prior_following", {}):
+            from evaluator.prior_following import prior_markdown
+
+            markdown = markdown.rstrip("\n") + "\n\n" + prior_markdown(metrics["prior_following"])
         if record is not None:
             markdown = markdown.rstrip("\n") + "\n\n" + record_markdown(record, metadata_path(predictions).name)
         write_report(report, metrics, markdown, plots)
     return metrics
+
+
+def _prior_following(task, folder: Path, table, preds: dict, options, request: ScoringRequest) -> dict:
+    """The prior-following rate of the predictions (evaluator/prior_following.py), or why it is not measured."""
+    from evaluator.prior_following import prior_answers, prior_following
+
+    prior = prior_answers(task, folder, request.train_file, table)
+    if isinstance(prior, str):
+        return {"not_measured": prior}
+    return prior_following(task, table, preds, prior, options, request.resamples, request.seed)
 
 
 def _group_metrics(task, table: pa.Table, predictions: dict, groups, options, bootstrap: int = 0, seed: int = 0,

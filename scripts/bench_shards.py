@@ -8,14 +8,18 @@ Targets, measured in this run:
    bytes: every prediction file, record, the card and the report;
 2. merging the shards (`vlbench merge`'s work, for every benchmark) takes < 2% of the Ray run's wall time.
 
-Reported without a target: one process with torch's default threads (every core), and whether its bytes are the
-others' (CPU floats depend on the thread count in the last bits, which can flip a random tiny model's near tie).
-The model is scripts/bench_suite.py's tiny LLaVA (hidden size 256, 224 px images: its forward passes take about a
-minute of the suite, so the run is inference as a real one is, not the import of torch). The builds, the model and
-the cluster are made before the clock starts; the runs leave out the perceptual score and CounterBias
+Reported without a target:
+- the machine's own ceiling: the same split without Ray, `suite --shard 0/2` and `suite --shard 1/2` as two plain
+  processes at once (one thread each), then `suite` merging and scoring them. Two processes on two cores are not
+  twice one: they share the caches and the memory bus, so what Ray adds is the gap between this and the Ray run;
+- one process with torch's default threads (every core), and whether its bytes are the others' (CPU floats depend
+  on the thread count in the last bits, which can flip a random tiny model's near tie).
+
+The model is a tiny LLaVA (pipelines/tiny_models.py; hidden size 64, 64 px images by default). The builds, the model
+and the cluster are made before the clock starts; the runs leave out the perceptual score and CounterBias
 (`--no-perceptual --no-counterbias`: neither is split into shards, so each costs every run alike).
 
-    python scripts/bench_shards.py [--shards 2] [--cpus 2] [--hidden 256] [--image-size 224]
+    python scripts/bench_shards.py [--shards 2] [--cpus 2] [--hidden 64] [--image-size 64]
 """
 
 from __future__ import annotations
@@ -70,6 +74,18 @@ def timed(command: list[str], env: dict) -> float:
     return seconds
 
 
+def timed_side_by_side(commands: list[list[str]], then: list[str], env: dict) -> float:
+    """Seconds for COMMANDS run at once (each to its end), then THEN."""
+    start = time.perf_counter()
+    running = [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+               for c in commands]
+    for command, process in zip(commands, running):
+        _, err = process.communicate()
+        if process.returncode != 0:
+            raise SystemExit(f"{' '.join(command[:6])}...: {err[-2000:]}")
+    return time.perf_counter() - start + timed(then, env)
+
+
 def outputs(out: Path) -> dict[str, bytes]:
     """A suite folder's files that must be identical: predictions and records, the card and the report."""
     found = {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted((out / "predictions").iterdir())
@@ -122,6 +138,8 @@ def main() -> int:
             on_ray = timed([*suite, "--out", str(tmp / "on-ray"), "--ray", address, "--ray-shards", str(args.shards)],
                            env)
             default = timed([*suite, "--out", str(tmp / "default")], env)
+            plain = timed_side_by_side([[*suite, "--out", str(tmp / "plain"), "--shard", f"{i}/2"] for i in range(2)],
+                                       [*suite, "--out", str(tmp / "plain")], {**env, "OMP_NUM_THREADS": "1"})
         finally:
             os.killpg(head.pid, signal.SIGTERM)
             try:
@@ -132,11 +150,15 @@ def main() -> int:
         merging = merge_seconds(tmp / "on-ray" / "predictions", args.shards, tmp / "merged")
         same = outputs(tmp / "one") == outputs(tmp / "on-ray")
         default_same = outputs(tmp / "default") == outputs(tmp / "on-ray")
+        plain_same = outputs(tmp / "plain") == outputs(tmp / "on-ray")
     print(f"one process (1 thread) {one:.1f} s, {args.shards} shards on Ray ({args.cpus} CPUs) {on_ray:.1f} s, "
-          f"one process (default threads) {default:.1f} s; merging every benchmark's shards {merging:.2f} s")
+          f"one process (default threads) {default:.1f} s, 2 plain shard processes at once and the merging suite "
+          f"{plain:.1f} s; merging every benchmark's shards {merging:.2f} s")
     ok = verdict(f"suite on Ray, {args.cpus} workers vs one process", one / on_ray, SPEEDUP_TARGET, "x", at_least=True,
                  holds=same, detail=f"bytes identical: {same} (predictions, records, card, report)")
     ok &= verdict("merge's share of the Ray run", 100 * merging / on_ray, MERGE_SHARE_TARGET, "%")
+    reported("the machine's ceiling: 2 plain shard processes (no Ray) vs one process", one / plain, "x",
+             f"bytes identical to the Ray run's: {plain_same}; Ray reaches {100 * plain / on_ray:.0f}% of it")
     reported(f"suite on Ray, {args.cpus} workers vs one process with every core's threads", default / on_ray, "x",
              f"bytes identical to the Ray run's: {default_same} (the thread count moves CPU floats' last bits)")
     return 0 if ok else 1

@@ -29,24 +29,36 @@ class MostFrequentAnswer(Model):
 
 
 class QuestionPrior(Model):
-    """Most frequent training answer of the question's GQA global group (null groups form 'none').
-
-    A global group unseen in training falls back to the most frequent training answer overall.
-    """
+    """Most frequent training answer of the question's GQA global group (null groups form 'none'): the GQA-OOD
+    paper's "Question Prior" (§4). With `local`, of its local group, the finer prior whose frequent and rare
+    answers are GQA-OOD's head and tail (§3), falling back to the global group's for a question without a local
+    group or with one unseen in training. A global group unseen in training falls back to the most frequent
+    training answer overall."""
 
     input_columns = ("groups",)
 
-    def __init__(self, train_file: Path):
+    def __init__(self, train_file: Path, local: bool = False):
         index = gqa.read_index(Path(train_file))
-        by_group: dict[str, Counter] = defaultdict(Counter)
-        for g, a in zip(index.column("global_group").to_pylist(), index.column("answer").to_pylist()):
-            by_group["none" if g is None else g][a] += 1
-        self.prior = {g: _most_frequent(c) for g, c in by_group.items()}
+        levels = ("local", "global") if local else ("global",)
+        by_group: dict[tuple, Counter] = defaultdict(Counter)
+        columns = [index.column(f"{level}_group").to_pylist() for level in levels]
+        for *groups, a in zip(*columns, index.column("answer").to_pylist()):
+            for level, g in zip(levels, groups):
+                if g is not None or level == "global":
+                    by_group[level, "none" if g is None else g][a] += 1
+        self.levels = levels
+        self.prior = {key: _most_frequent(c) for key, c in by_group.items()}
         self.fallback = _most_frequent(Counter(index.column("answer").to_pylist()))
 
     def predict(self, table: pa.Table) -> list[str]:
-        groups = [g["global"] for g in table.column("groups").to_pylist()]
-        return [self.prior.get("none" if g is None else g, self.fallback) for g in groups]
+        return [self._answer(g) for g in table.column("groups").to_pylist()]
+
+    def _answer(self, groups: dict) -> str:
+        for level in self.levels:
+            key = (level, "none" if groups[level] is None else groups[level])
+            if key in self.prior and (groups[level] is not None or level == "global"):
+                return self.prior[key]
+        return self.fallback
 
 
 class RandomGroupAnswer(Model):

@@ -18,6 +18,7 @@ from evaluator.models.hf_vqa import vilt_vqa
 from evaluator.models.menu import Baseline
 from evaluator.models.options import ModelOptions
 from evaluator.perceptual.score import Modality
+from evaluator.prior_following import PriorRule
 from evaluator.publish.report import LinePlot
 from evaluator.submission import Coverage, is_string
 
@@ -34,9 +35,10 @@ class GqaAnswer(ShortAnswer):
 
 
 def train_file(options: ModelOptions) -> Path:
-    """baseline:prior's training questions (the GQA-OOD paper, §4: the question prior of GQA's training set)."""
+    """baseline:prior's and baseline:local-prior's training questions (the GQA-OOD paper, §4: the question prior
+    of GQA's training set)."""
     if options.train_file is None:
-        raise ModelError("baseline:prior is fitted on GQA training questions: pass --train-file "
+        raise ModelError("GQA-OOD's priors are fitted on GQA training questions: pass --train-file "
                          "train_balanced_questions.json")
     return options.train_file
 
@@ -54,8 +56,14 @@ class GQAOODTask(Task):
     value_check, value_desc = staticmethod(is_string), "strings"
     baselines = (Baseline("prior", lambda task, options, spec: QuestionPrior(train_file(options)),
                           "needs --train-file"),
+                 Baseline("local-prior", lambda task, options, spec: QuestionPrior(train_file(options), local=True),
+                          "the local group's most frequent training answer; needs --train-file"),
                  Baseline("random", lambda task, options, spec: RandomGroupAnswer(options.seed)))
     images_folder = "gqa"
+    # the prior a model follows into GQA-OOD's tail: its local group's most frequent training answer, rates on the
+    # head and the tail apart
+    prior_rule = PriorRule("local-prior", "accuracy", "the most frequent answer of the question's local group in "
+                           "GQA's training questions (Kervadec et al., CVPR 2021, §3)", parts="subset")
     hf_families = (vilt_vqa("imageId"),)
     # Image and question; the question's program, types and groups are read off the question.
     modalities = (Modality("image", ("imageId",)), Modality("question", ("question", "semantic", "types", "groups")))

@@ -57,8 +57,8 @@ ChoiceMode = Literal["auto", "loglik", "letter"]
 Loglik = Literal["sum", "mean"]
 
 MODEL_OPTIONS: tuple[Option, ...] = (
-    _opt("train_file", Optional[Path], None, EVERY, "Training source of fitted baselines and the majority vote "
-         "(gqa-ood: GQA's train_balanced_questions.json)."),
+    _opt("train_file", Optional[Path], None, EVERY, "Training source of fitted baselines, the majority vote and the "
+         "prior of the prior-following rate (gqa-ood: GQA's train_balanced_questions.json)."),
     _opt("seed", int, 0, EVERY, "Seed of random baselines and sampled decoding.", flag=None),
     _opt("device", str, "auto", EVERY, "torch device for hf: models (auto: this rank's GPU under a distributed "
          "launch, else CUDA when present, else CPU)."),

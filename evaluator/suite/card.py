@@ -60,6 +60,11 @@ def card_markdown(card: dict) -> str:
         md += ["## Position bias (CircularEval)", "", POSITION_BIAS_READING, "",
                report_table(["benchmark", "circular", "plain", "chosen A / B / C / D"],
                             [[r["bench"], r["circular"], r["plain"], r["chosen"]] for r in bias]), ""]
+    priors = prior_rows(card)
+    if priors:
+        md += ["## Prior-following rate", "", PRIOR_READING, "",
+               report_table(["benchmark", "errors", "rate (%)", "by part"],
+                            [[r["bench"], r["errors"], r["rate"], r["parts"]] for r in priors]), ""]
     md += ["## Diagnostics", ""]
     for d, spec in zip(card["diagnostics"], diagnostic_specs):
         md += [f"### {d['name']}", "", f"{d['reading'][0].upper()}{d['reading'][1:]}.", ""]
@@ -106,6 +111,34 @@ def position_bias_rows(card: dict) -> list[dict]:
             for bench, row in card["benchmarks"].items() if row.get("status") == "scored" and row.get("circular")]
 
 
+PRIOR_READING = ("Of the model's errors, the share that are the training prior's answer (the question type's for VQA, "
+                 "the local group's for GQA-OOD; each benchmark's report says which): near 100% the model falls "
+                 "back on the prior when it is wrong, near 1/(d - 1) it errs like a uniform guess among d answers. "
+                 "95% cluster-bootstrap intervals in brackets.")
+
+
+def prior_rows(card: dict) -> list[dict]:
+    """Per scored benchmark with a prior-following rate: its errors, the rate with its interval, and the rate on
+    each part (GQA-OOD's head and tail, VQA's answer types), or why it was not measured."""
+    def shown(entry: dict) -> str:
+        if entry["value"] is None:
+            return "no errors"
+        bounds = entry.get("interval")
+        return f"{entry['value']:.2f}" + ("" if not bounds else f" [{bounds[0]:.2f}, {bounds[1]:.2f}]")
+
+    rows = []
+    for bench, row in card["benchmarks"].items():
+        found = row.get("prior_following") if row.get("status") == "scored" else None
+        if found is None:
+            continue
+        if "not_measured" in found:
+            rows.append({"bench": bench, "errors": "-", "rate": "not measured", "parts": _line(found["not_measured"])})
+            continue
+        parts = "; ".join(f"{_line(v)}: {shown(e)}" for v, e in found.get("parts", {}).items())
+        rows.append({"bench": bench, "errors": found["errors"], "rate": shown(found), "parts": parts or "-"})
+    return rows
+
+
 def _rows(values: dict) -> list[tuple[str, dict]]:
     """A diagnostic's (name, value cell) rows, groups (per answer type) flattened."""
     return [(name, metric_cell(entry)) for name, entry in diagnostic_entries(values)]
@@ -134,7 +167,8 @@ def card_files(out: Path, card: dict) -> dict[Path, bytes]:
         "card.html", title=f"Report card: {_line(card['model'])}", script=True,
         model=_line(card["model"]), data=_line(card["data"]), resamples=card["resamples"], seed=card["seed"],
         rows=rows, skipped=skipped, answers=answer_rows(card), answers_reading=ANSWERS_READING,
-        bias=position_bias_rows(card), bias_reading=POSITION_BIAS_READING, diagnostics=diagnostics,
+        bias=position_bias_rows(card), bias_reading=POSITION_BIAS_READING, priors=prior_rows(card),
+        prior_reading=PRIOR_READING, diagnostics=diagnostics,
         missing=card["missing_diagnostics"],
         families=[{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in family_specs])
     files[out / "report.md"] = card_markdown(card).encode("utf-8", "backslashreplace")  # names not UTF-8

@@ -610,6 +610,8 @@ def _score_benchmark(run: SuiteRun, bench: str, folder: Path, perceptual: bool) 
                        "record_sha256": record_sha256(predictions),
                        "build": build_identity(folder), **answers_read(metrics),
                        **({"circular": metrics["circular"]} if metrics.get("circular", {}).get("prompts") else {}),
+                       **({"prior_following": _prior_entry(metrics["prior_following"])}
+                          if "prior_following" in metrics else {}),
                        "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
                                             **_value(metrics, h.key)} for h in task.headline}}
     groups = _by_shortcuts(bench, folder, predictions, metrics["split"], run.resamples, run.seed)
@@ -629,6 +631,23 @@ def _score_benchmark(run: SuiteRun, bench: str, folder: Path, perceptual: bool) 
         run.rows[bench]["perceptual"] = found.get("skipped", "scored")
     shown = "  ".join(f"{h.label} {_fmt(_value(metrics, h.key)['value'])}" for h in task.headline)
     run.echo(f"{bench:10s} {metrics['split']:10s} {shown}{'  (kept predictions)' if reused else ''}")
+
+
+def _prior_entry(found: dict) -> dict:
+    """The card's entry of evaluate's prior-following rate: the rate and its interval, overall and per part, with
+    the counts; or why it was not measured."""
+    if "not_measured" in found:
+        return {"not_measured": found["not_measured"]}
+    bounds = found.get("intervals", {}).get("metrics", {})
+
+    def entry(counts: dict, key: str) -> dict:
+        return {"value": counts["rate"], "interval": bounds.get(key), "errors": counts["errors"],
+                "following": counts["following"]}
+
+    return {"prior": found["prior"], **entry(found, "rate"),
+            **({"parts_column": found["parts_column"],
+                "parts": {v: entry(c, f"parts.{v}.rate") for v, c in found["parts"].items()}}
+               if "parts" in found else {})}
 
 
 def _predictions(run: SuiteRun, bench: str, folder: Path, options: ModelOptions, key: str) -> tuple[Path, bool]:
@@ -665,7 +684,7 @@ def _evaluate(run: SuiteRun, bench: str, folder: Path, predictions: Path) -> dic
     from evaluator.run import evaluate
 
     return evaluate(ScoringRequest(bench, str(folder), None, resamples=run.resamples, seed=run.seed,
-                                   partial_hint=COMPLETE_RUNS),
+                                   partial_hint=COMPLETE_RUNS, train_file=run.model_options.train_file),
                     predictions, report=run.out / "reports" / bench, hub_results=run.hub_results,
                     hub_dataset=None if run.hub_org is None else f"{run.hub_org}/{bench}", hub_source=run.hub_source)
 

@@ -19,6 +19,7 @@ from evaluator.models.hf_vqa import clip_answers, vilt_vqa
 from evaluator.models.menu import Baseline, on_train_split
 from evaluator.models.model import Model
 from evaluator.perceptual.score import Modality
+from evaluator.prior_following import PriorRule
 from evaluator.submission import Coverage, is_string
 from evaluator.vqa.metrics import normalize_prediction, vqa_accuracy
 
@@ -97,6 +98,9 @@ class VQATask(Task):
                           "the question type's most frequent train answer"),
                  Baseline("majority", on_train_split(TrainPrior, per_type=False), "the most frequent train answer"))
     images_folder = "coco"
+    # the prior VQA-CP moves between train and test (Agrawal et al., CVPR 2018, §3): the question type's answer
+    prior_rule = PriorRule("prior", "vqa_accuracy", "the most frequent training answer of the question's type "
+                           "(Agrawal et al., CVPR 2018, §3)", normalise=normalize_prediction, parts="answer_type")
     hf_families = (vilt_vqa("image_id"), clip_answers("image_id"))
     # Gat et al., NeurIPS 2021, §4.1: image and question; the question type is read off the question, so
     # it moves with it.

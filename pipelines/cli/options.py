@@ -13,6 +13,7 @@ from typing import Literal, Optional
 import typer
 
 from evaluator.request import DEFAULT_RESAMPLES
+from pipelines.cli.models import MODEL_FLAGS
 
 BENCH = typer.Argument(..., help="Benchmark name (see `vlbench list`).")
 BUILT = typer.Argument(..., help="A folder written by `vlbench build`.")
@@ -129,18 +130,22 @@ SCORING_FLAGS: dict[str, tuple[object, object]] = {
     "resamples": (int, bootstrap_option()),
     "seed": (int, seed_option()),
     "answers": (Optional[Path], answers_option("its answers are joined back in by row")),
+    "train_file": MODEL_FLAGS["train_file"],  # the model option's flag: the same training source
 }
+OPT_IN = ("train_file",)  # fields a command takes only when it names them (`also=`)
 
 
-def with_scoring_flags(command=None, *, only: tuple[str, ...] | None = None, **own_words):
+def with_scoring_flags(command=None, *, only: tuple[str, ...] | None = None, also: tuple[str, ...] = (),
+                       **own_words):
     """Give `command` the flags of a ScoringRequest (those of the fields `only`; `own_words`: a field's option
-    declared here with the command's meaning, e.g. resamples=bootstrap_option(..., min=1)), --data right after
+    declared here with the command's meaning, e.g. resamples=bootstrap_option(..., min=1); `also`: the OPT_IN fields
+    it takes), --data right after
     its benchmark argument and the others after its own parameters, and call it with
     `request=ScoringRequest(bench, ...)` built from them. The fields the command reads itself besides the
     request (the seed of the perceptual draws) it reads from the request."""
     if command is None:
-        return functools.partial(with_scoring_flags, only=only, **own_words)
-    fields = tuple(SCORING_FLAGS) if only is None else ("data", *only)
+        return functools.partial(with_scoring_flags, only=only, also=also, **own_words)
+    fields = tuple(f for f in SCORING_FLAGS if f not in OPT_IN or f in also) if only is None else ("data", *only)
     if set(own_words) - set(fields):
         raise TypeError(f"with_scoring_flags: {sorted(set(own_words) - set(fields))} are not among its fields")
     declared = {name: (SCORING_FLAGS[name][0], own_words.get(name, SCORING_FLAGS[name][1])) for name in fields}

@@ -93,7 +93,7 @@ def merge(
 
 
 @app.command()
-@with_scoring_flags
+@with_scoring_flags(also=("train_file",))
 def evaluate(
     bench: str = BENCH,
     predictions: Path = typer.Option(..., "--predictions",
