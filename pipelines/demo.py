@@ -36,7 +36,8 @@ def run_demo(out: Path, echo=print) -> dict:
             predictions = out / "predictions" / f"{bench}-{name}.json"
             split, _, _ = predict(bench, str(dataset), spec, predictions, options=options)
             report = out / "reports" / f"{bench}-{name}"
-            metrics = evaluate(ScoringRequest(bench, str(dataset), split), predictions, report=report)
+            metrics = evaluate(ScoringRequest(bench, str(dataset), split, train_file=options.train_file), predictions,
+                               report=report)
             results[f"{bench}:{name}"] = metrics
             shown = "  ".join(f"{h.label} {_fmt(metrics[h.key])}" for h in headline)
             echo(f"  {spec:26s} {split:10s} {shown}   report: {report / 'report.md'}")
@@ -64,8 +65,12 @@ def _report_cards(out: Path, echo) -> dict:
     from evaluator.suite.run import run_suite
 
     results, folders = {}, []
-    llava = {"images_root": out / "sources", "perceptual": False}
-    for spec, options in (("baseline:random", {}), (f"hf:{out / 'models' / 'tiny-llava'}", llava)):
+    # the suite's one training source (--train-file): the demo's (GQA's training questions), for the card's
+    # prior-following rate
+    train = [entry.demo.train_file for entry in benchmarks() if entry.demo.train_file is not None]
+    common = {"model_options": ModelOptions(train_file=out / "sources" / train[0])} if len(train) == 1 else {}
+    llava = {"images_root": out / "sources", "perceptual": False, **common}
+    for spec, options in (("baseline:random", common), (f"hf:{out / 'models' / 'tiny-llava'}", llava)):
         name = spec.rsplit("/", 1)[-1].replace(":", "-")
         folder = out / f"card-{name}"
         card = run_suite(spec, out, folder, echo=lambda line: None, **options)

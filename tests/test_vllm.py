@@ -248,7 +248,7 @@ def test_trie_scores_equal_prompt_logprobs_and_vllm_runs_transformers_tokens(tin
 @needs_vllm
 @pytest.mark.slow
 def test_vllm_shards_merge_into_one_process_s_bytes(tiny_models, built, sample_sources, cli, tmp_path):
-    """`vllm:` generating greedily over VQA v2's 400 sample rows (the samples logged), whole and as 2 and 3 shards
+    """`vllm:` generating greedily over VQA v2's 400 sample rows (the samples logged), whole and as 2, 3 and 7 shards
     merged (evaluator/shards.py): the prediction file, record and samples are the whole run's bytes. The engine
     batches the rows it is given, so a shard's batches hold other rows than the whole run's (docs/guides/scale.md);
     the golden is the whole run's own output, made here."""
@@ -258,7 +258,7 @@ def test_vllm_shards_merge_into_one_process_s_bytes(tiny_models, built, sample_s
     code, _, err = vllm_cli(*args, "--out", whole, cache=tmp_path / "cache")
     assert code == 0, err
     golden = {s: whole.with_name("p" + s).read_bytes() for s in (".json", ".meta.json", ".samples.jsonl")}
-    for count in (2, 3):
+    for count in (2, 3, 7):
         out = tmp_path / f"in-{count}" / "p.json"
         for index in range(count):
             code, _, err = vllm_cli(*args, "--out", out, "--shard", f"{index}/{count}", cache=tmp_path / "cache")
