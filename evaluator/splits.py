@@ -84,28 +84,33 @@ def task_options(task, assignments: list[str]):
 
 
 def with_column(task, folder: Path, split: str, table: pa.Table, column: str) -> pa.Table:
-    """The table, with `column` joined in by id from the folder's `shortcuts` config (written by
-    `vlbench shortcuts`) when the task's own table does not have it."""
+    """The table, with `column` joined in by id from a config a command added to the folder (`vlbench shortcuts`'
+    labels, `vlbench stress-test`'s scores) when the task's own table does not have it."""
     if column in table.column_names:
         return table
     from core.data import available_splits
-    from evaluator.shortcuts.labels import CONFIG
+    from evaluator.shortcuts.labels import CONFIG as SHORTCUTS
+    from evaluator.stress import CONFIG as STRESS
 
-    if split not in available_splits(folder, CONFIG):
+    found = [load_table(folder, config, split) for config in (SHORTCUTS, STRESS)
+             if split in available_splits(folder, config)]
+    if not found:
         raise ParamsError(f"--by {column}: no such column in {folder}'s {task.config}/{split} table, and the folder "
-                          f"has no {CONFIG} labels for {split} (vlbench shortcuts writes them)")
-    labels = load_table(folder, CONFIG, split)
-    if column not in labels.column_names:
-        known = ", ".join(c for c in labels.column_names if c.startswith("shortcut_") and not c.endswith("_right"))
-        raise ParamsError(f"--by {column}: no such column (table columns, or labels: {known})")
+                          f"has no {SHORTCUTS} labels or {STRESS} scores for {split} (vlbench shortcuts and vlbench "
+                          "stress-test write them)")
+    labels = next((t for t in found if column in t.column_names), None)
+    if labels is None:
+        known = ", ".join(c for t in found for c in t.column_names if c.startswith(("shortcut_", "stress_"))
+                          and not c.endswith("_right"))
+        raise ParamsError(f"--by {column}: no such column (table columns, or added: {known})")
     id_columns = task.id_field if isinstance(task.id_field, tuple) else (task.id_field,)
     keys = list(zip(*(labels.column(c).to_pylist() for c in id_columns)))
     value = dict(zip(keys, labels.column(column).to_pylist()))
     ids = [i if isinstance(i, tuple) else (i,) for i in task.ids(table)]
     missing = [i for i in ids if i not in value]
     if missing:
-        raise ParamsError(f"--by {column}: {len(missing):,} rows have no label (first: {missing[0]}); "
-                          "the labels were written for another version of the split")
+        raise ParamsError(f"--by {column}: {len(missing):,} rows have no value (first: {missing[0]}); "
+                          "the column was written for another version of the split")
     return table.append_column(column, pa.array([value[i] for i in ids]))
 
 

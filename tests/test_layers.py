@@ -113,7 +113,8 @@ def test_no_circle_between_modules():
 # a command can be moved, split or dropped without touching what it runs on. The suite is a command made
 # of commands.
 COMMANDS = ("evaluator.run", "evaluator.compare", "evaluator.leaderboard", "evaluator.perceptual.run",
-            "evaluator.shortcuts.run", "evaluator.vl_bias.run", "evaluator.harness.export", "evaluator.suite")
+            "evaluator.shortcuts.run", "evaluator.stress.run", "evaluator.vl_bias.run", "evaluator.harness.export",
+            "evaluator.suite")
 
 
 def _is_command(module: str) -> bool:

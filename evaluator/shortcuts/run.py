@@ -8,11 +8,9 @@ label columns from there."""
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from core.data import load_table, pick_split, resolve_data
 from core.errors import ParamsError
@@ -87,30 +85,6 @@ def _card_section(metrics: dict) -> str:
         f"(seed {o['shuffle_seed']}). The labels are the `{CONFIG}` config; "
         "`vlbench evaluate --by COLUMN` decomposes any submission by them.", "",
         table_6(metrics), "", runs, ""])
-
-
-def _update_card(folder: Path, split: str, columns: pa.Table, metrics: dict) -> None:
-    """Add the shortcuts config to the card's YAML (configs, dataset_info) and the Table 6 section."""
-    from datasets import DatasetInfo, Features, SplitDict, SplitInfo, Value
-    from datasets.info import DatasetInfosDict
-    from datasets.utils.metadata import MetadataConfigs
-    from huggingface_hub import DatasetCard
-
-    card = DatasetCard((folder / "README.md").read_text())
-    infos = DatasetInfosDict.from_dataset_card_data(card.data)
-    features = Features({name: Value("int64" if pa.types.is_integer(t) else "string")
-                         for name, t in zip(columns.column_names, columns.schema.types)})
-    size = (folder / CONFIG / f"{split}-00000-of-00001.parquet").stat().st_size
-    splits = SplitDict()
-    splits.add(SplitInfo(name=split, num_bytes=size, num_examples=columns.num_rows))
-    infos[CONFIG] = DatasetInfo(features=features, splits=splits, config_name=CONFIG, dataset_size=size)
-    DatasetInfosDict(infos).to_dataset_card_data(card.data)
-    configs = MetadataConfigs.from_dataset_card_data(card.data)
-    configs[CONFIG] = {"data_files": [{"split": split, "path": f"{CONFIG}/{split}-*"}]}
-    configs.to_dataset_card_data(card.data)
-    body = card.text.split("\n## Language-shortcut labels\n")[0]  # an earlier version's section is replaced
-    text = f"---\n{card.data.to_yaml()}\n---\n{body}".rstrip("\n") + "\n" + _card_section(metrics)
-    (folder / "README.md").write_text(text)
 
 
 def _labels_by_id(task, table: pa.Table, labels_from: str) -> tuple[dict, dict, dict]:
@@ -193,33 +167,14 @@ def run_shortcuts(bench: str, data: str, out: Path, *, split: str | None = None,
 def _write_version(task, folder: Path, out: Path, split: str, table: pa.Table, labels: dict, votes: dict,
                    metrics: dict) -> None:
     """OUT = every file of DATA (an earlier version's labels left out) + the shortcuts config, card and
-    manifest, written atomically."""
-    from core.manifest import describe_outputs, read_manifest, write_manifest
-    from core.outdir import atomic_folder
+    manifest, written atomically (evaluator/versions.py)."""
+    from evaluator.versions import Config, write_version
 
     ids = task.ids(table)
     id_columns = task.id_field if isinstance(task.id_field, tuple) else (task.id_field,)
     columns = {name: [i[k] if isinstance(i, tuple) else i for i in ids] for k, name in enumerate(id_columns)}
     columns.update(labels)
     columns.update(votes)
-    result = pa.table(columns)
-    manifest = read_manifest(folder)
-    with atomic_folder(out) as staging:
-        for path in sorted(folder.rglob("*")):
-            rel = path.relative_to(folder)
-            if rel.parts[0] == CONFIG or rel.name == "manifest.json":
-                continue  # an earlier version's labels are replaced
-            if path.is_dir():
-                (staging / rel).mkdir(parents=True, exist_ok=True)
-            else:
-                (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, staging / rel)
-        (staging / CONFIG).mkdir()
-        pq.write_table(result, staging / CONFIG / f"{split}-00000-of-00001.parquet")
-        _update_card(staging, split, result, metrics)
-        rows = {o["path"]: o["rows"] for o in manifest.get("outputs", []) if "rows" in o and not
-                o["path"].startswith(f"{CONFIG}/")}
-        rows[f"{CONFIG}/{split}-00000-of-00001.parquet"] = result.num_rows
-        manifest["shortcuts"] = {k: v for k, v in metrics.items() if k != "benchmark"}
-        manifest["outputs"] = describe_outputs(staging, rows)
-        write_manifest(staging, manifest)
+    write_version(folder, out, [Config(CONFIG, split, pa.table(columns))], replaces=(CONFIG,), record_key="shortcuts",
+                  record={k: v for k, v in metrics.items() if k != "benchmark"}, title="Language-shortcut labels",
+                  section=_card_section(metrics))

@@ -68,6 +68,10 @@ class AnswerLikelihood(Ask):
     def continuations(self, table: pa.Table) -> list[list[str]]:
         return [[a] for a in table.column("answer").to_pylist()]
 
+    def right_options(self, table: pa.Table) -> list[list[int]]:
+        """The one answer of each prompt, right (label 1) or not."""
+        return [[int(label)] for label in table.column("label").to_pylist()]
+
     def prediction(self, scores: list[float]) -> float:
         return scores[0]
 

@@ -69,6 +69,9 @@ class OptionLikelihood(Ask):
     def continuations(self, table: pa.Table) -> list[list[str]]:
         return table.column("options").to_pylist()
 
+    def answers(self, table: pa.Table) -> list[int]:
+        return table.column("gt_index").to_pylist()
+
     def prediction(self, scores: list[float]) -> list[int]:
         return m.scores_to_ranks(np.asarray([scores]))[0].tolist()
 

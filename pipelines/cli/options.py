@@ -26,8 +26,8 @@ def split_option(verb: str, default: str = "the benchmark's evaluation split") -
     return typer.Option(None, "--split", metavar="SPLIT", help=f"Split to {verb} (default: {default}).")
 
 
-def seed_option(help: str = "Seed of the bootstrap resamples.") -> typer.models.OptionInfo:
-    return typer.Option(0, "--seed", min=0, help=help)
+def seed_option(help: str = "Seed of the bootstrap resamples.", default: int = 0) -> typer.models.OptionInfo:
+    return typer.Option(default, "--seed", min=0, help=help)
 
 
 def bootstrap_option(help: str = "Resamples of the 95% confidence intervals (cluster bootstrap; 0: none).",

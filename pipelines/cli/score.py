@@ -1,5 +1,5 @@
 """The commands that score one model on one benchmark: `vlbench predict`, `evaluate`, `export-task`,
-`perceptual`, `shortcuts` and `counterbias`."""
+`perceptual`, `shortcuts`, `stress-test` and `counterbias`."""
 
 from __future__ import annotations
 
@@ -231,6 +231,71 @@ def shortcuts(
         typer.echo(f"{level:8s} {kind:8s} " + "  ".join(f"{name} {shares[name]:.1f}%" for name in LABELS))
     typer.echo(f"wrote {out} ({metrics['examples']:,} examples of {bench}/{metrics['split']} labelled; "
                "config 'shortcuts', card section 'Language-shortcut labels')")
+
+
+@app.command("stress-test")
+def stress_test(
+    bench: str = typer.Argument(..., help="A benchmark with an evaluation task (`vlbench list`)."),
+    data: str = DATA,
+    out: Path = typer.Option(..., "--out", help="Where to write the new version of DATA (DATA + a stress_test "
+                                                "config, and a debiased one with --prune)."),
+    split: Optional[str] = split_option("stress-test"),
+    folds: int = typer.Option(5, "--folds", min=2, help="Folds of the cross-fitting (the authors' 5)."),
+    trees: int = typer.Option(100, "--trees", min=1, help="Trees of each random forest (the authors' 100)."),
+    seed: int = seed_option("Seed of the folds, the forests and the bootstrap (the authors' 42).", default=42),
+    max_answers: int = typer.Option(1000, "--max-answers", min=1, help="Open-ended: the most frequent answers a "
+                                    "forest can give (the rest are one class, never given)."),
+    threads: int = typer.Option(0, "--threads", min=0, help="Threads fitting the trees (0: every CPU; the scores "
+                                "do not depend on it)."),
+    prune: bool = typer.Option(False, "--prune", help="Also run Iterative Bias Pruning and write the rows it keeps "
+                               "as the config `debiased`."),
+    budget: Optional[int] = typer.Option(None, "--budget", min=1, help="--prune: rows to remove at most (needed)."),
+    batch: int = typer.Option(50, "--batch", min=1, help="--prune: rows removed per iteration (the authors' 50)."),
+    min_per_group: int = typer.Option(5, "--min-per-group", min=0,
+                                      help="--prune: rows each --group keeps at least (the authors' 5)."),
+    group: Optional[str] = typer.Option(None, "--group", metavar="COLUMN",
+                                        help="--prune: the column whose groups keep --min-per-group rows."),
+    threshold: Optional[float] = typer.Option(None, "--threshold", help="--prune: stop once the highest s(x) "
+                                              "left is at most this."),
+    no_baselines: bool = typer.Option(False, "--no-baselines", help="Do not run the benchmark's blind baselines."),
+    bootstrap: int = bootstrap_option(),
+    overwrite: bool = overwrite_option(),
+):
+    """Test-set stress test (Brown et al., arXiv 2511.04655): per row, how well a text-only random forest
+    cross-fitted on the split itself answers it (s(x)); with --prune, Iterative Bias Pruning's debiased subset."""
+    from core.errors import ParamsError
+    from core.progress import progress
+    from evaluator.stress import CONFIG, DEBIASED
+    from evaluator.stress.crossfit import StressOptions
+    from evaluator.stress.prune import PruneOptions
+    from evaluator.stress.run import run_stress_test
+
+    pruning = None
+    if prune:
+        if budget is None:
+            raise ParamsError("--prune: pass --budget N, the rows Iterative Bias Pruning may remove at most")
+        pruning = PruneOptions(budget=budget, batch=batch, min_per_group=min_per_group, threshold=threshold,
+                               group=group)
+    elif budget is not None or group is not None or threshold is not None:
+        raise ParamsError("--budget, --group and --threshold set Iterative Bias Pruning: pass --prune too")
+    options = StressOptions(folds=folds, trees=trees, seed=seed, max_answers=max_answers, threads=threads)
+    with progress(desc="rows pruned", unit="row", leave=False) as bar:
+        record = run_stress_test(bench, data, out, split=split, options=options, prune=pruning,
+                                 baselines=not no_baselines, resamples=bootstrap, overwrite=overwrite,
+                                 progress=bar.update)
+    for name, entry in [("text-only forest", record["forest"]), *record["baselines"].items()]:
+        if "not_measured" in entry:
+            typer.echo(f"{name:28s} not measured: {entry['not_measured']}")
+            continue
+        typer.echo(f"{name:28s} " + "  ".join(f"{label} {fmt(v['value'])}" + (
+            f" [{fmt(v['interval'][0])}, {fmt(v['interval'][1])}]" if v["interval"] else "")
+            for label, v in entry.items()))
+    typer.echo(f"mean s(x) {record['mean_s']:.4f} over {record['rows']:,} rows of {bench}/{record['split']}")
+    if "prune" in record:
+        p = record["prune"]
+        typer.echo(f"pruned {p['removed']:,} rows in {len(p['iterations'])} iterations (stopped by {p['stopped_by']}); "
+                   f"{p['kept']:,} kept: config '{DEBIASED}'")
+    typer.echo(f"wrote {out} (config '{CONFIG}', card section 'Test-set stress test')")
 
 
 @app.command()

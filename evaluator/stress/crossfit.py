@@ -1,0 +1,149 @@
+"""k-fold cross-fitting of a text-only random forest on the evaluated split itself (Brown et al., arXiv
+2511.04655, 2025, §3, the Test-set Stress-Test; the authors' code: stratified k folds, 5 by default, a forest of
+100 trees, the held-out probability of the right answer as the item's bias score s(x)).
+
+Every row of the split is held out once: the forest is fitted on the other folds' rows and scores this fold's.
+- Open-ended prompts: s(x) = P(reference answer) (0 when that answer is not among the forest's classes, as in the
+  authors' code); the forest's answer is its most probable class that is an answer.
+- Multiple choice: the forest scores each (prompt, option) pair as right or not; s(x) = the right options' share of
+  the prompt's summed probabilities (for a prompt of one option that is right or not -- Social-IQ -- the
+  probability of its own label); each option's log-odds stand in for a model's log-likelihood.
+- A row that asks several prompts (VCR: Q->A, then QA->R) scores the product of its prompts' s(x): the
+  probability the forest gets the whole row right, as Q->AR counts it.
+
+Determinism: rows are put in the order of their ids before folds are drawn and forests fitted, so the input's
+row order does not matter; each tree's seed comes from the forest's seed whatever the number of threads, and
+probabilities are summed over the trees in one thread, in a fixed order (as the authors' code does);
+scores are written at 6 decimals.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.errors import ParamsError
+from evaluator.stress.features import OTHER, ChoiceFeatures, OpenFeatures
+from evaluator.stress.items import BlindItems
+
+DECIMALS = 6  # the precision of s(x) as written
+_CLIP = 1e-6  # probabilities are clipped to [_CLIP, 1 - _CLIP] before their log-odds
+
+
+@dataclass(frozen=True)
+class StressOptions:
+    """The authors' defaults: 5 stratified folds, 100 trees, seed 42; `max_answers` bounds an open-ended forest's
+    classes (VQA has thousands of answers; the rest are one class, never the forest's answer)."""
+
+    folds: int = 5
+    trees: int = 100
+    seed: int = 42
+    max_answers: int = 1000
+    threads: int = 0  # threads fitting the trees (0: every CPU); the result does not depend on it
+
+    def __post_init__(self):
+        if self.folds < 2 or self.trees < 1 or self.max_answers < 1 or self.threads < 0:
+            raise ParamsError("stress-test: --folds >= 2, --trees >= 1, --max-answers >= 1, --threads >= 0")
+
+
+@dataclass(frozen=True)
+class CrossFit:
+    """Per row of the split (in its order): s(x), its fold, and per prompt the forest's output (open-ended: its
+    answer; multiple choice: each option's log-odds)."""
+
+    scores: np.ndarray
+    folds: np.ndarray
+    outputs: list
+
+
+def _forest(options: StressOptions):
+    from sklearn.ensemble import RandomForestClassifier
+
+    return RandomForestClassifier(n_estimators=options.trees, random_state=options.seed,
+                                  n_jobs=options.threads or -1)
+
+
+def _probabilities(forest, x: np.ndarray) -> np.ndarray:
+    forest.set_params(n_jobs=1)  # a fixed summation order over the trees
+    return forest.predict_proba(x)
+
+
+def _row_folds(items: BlindItems, order: list[int], rows: int, options: StressOptions) -> np.ndarray:
+    """The fold of each row: stratified by its first prompt's answer (open-ended) or right option (multiple
+    choice), drawn over the rows in ORDER (their ids' order)."""
+    from sklearn.model_selection import StratifiedKFold
+
+    if rows < options.folds:
+        raise ParamsError(f"stress-test: {rows} rows cannot make {options.folds} folds")
+    first = {}
+    for p, r in enumerate(items.rows):
+        first.setdefault(r, p)
+    strata = [repr(items.targets[first[r]]) for r in order]
+    folds = np.empty(rows, dtype=np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a rare answer has fewer rows than folds: it is spread as it can be
+        split = StratifiedKFold(n_splits=options.folds, shuffle=True, random_state=options.seed)
+        for k, (_, held) in enumerate(split.split(np.zeros(rows), strata)):
+            folds[np.asarray(order)[held]] = k
+    return folds
+
+
+def cross_fit(items: BlindItems, keys: list, options: StressOptions, rows: int) -> CrossFit:
+    """Cross-fit the forest over the ROWS of a split (KEYS: each row's sortable id), every row held out once."""
+    order = sorted(range(rows), key=lambda r: keys[r])
+    rank = np.empty(rows, dtype=np.int64)
+    rank[order] = np.arange(rows)
+    prompts = np.asarray(sorted(range(len(items)), key=lambda p: (rank[items.rows[p]], items.kinds[p])))
+    row_of = np.asarray(items.rows)
+    folds = _row_folds(items, order, rows, options)
+    prompt_s = np.zeros(len(items))
+    outputs: list = [None] * len(items)
+    fit = _fit_choice if items.choice else _fit_open
+    shape = ChoiceFeatures(items) if items.choice else OpenFeatures(items, options.max_answers)
+    for k in range(options.folds):
+        held = prompts[folds[row_of[prompts]] == k]
+        train = prompts[folds[row_of[prompts]] != k]
+        fit(shape, train, held, options, prompt_s, outputs)
+    scores = np.ones(rows)
+    for p, s in enumerate(prompt_s):
+        scores[items.rows[p]] *= s
+    return CrossFit(np.round(scores, DECIMALS), folds, outputs)
+
+
+def _fit_open(shape: OpenFeatures, train, held, options, prompt_s, outputs) -> None:
+    classes = shape.classes(train)
+    forest = _forest(options)
+    forest.fit(shape.matrix(train, train, classes), shape.labels(classes, train))
+    proba = _probabilities(forest, shape.matrix(train, held, classes))
+    known = forest.classes_  # the class codes seen in training (len(classes): OTHER)
+    answers = np.array([*classes, OTHER], dtype=object)[known]
+    gold = shape.labels(classes, held)
+    column = {c: j for j, c in enumerate(known)}
+    real = answers != OTHER
+    for p, probs, g in zip(held, proba, gold):
+        prompt_s[p] = probs[column[g]] if g < len(classes) and g in column else 0.0
+        ranked = np.where(real, probs, -1.0)
+        outputs[p] = str(answers[int(np.argmax(ranked))]) if real.any() else ""
+
+
+def _fit_choice(shape: ChoiceFeatures, train, held, options, prompt_s, outputs) -> None:
+    pairs_train, pairs_held = shape.pairs(train), shape.pairs(held)
+    forest = _forest(options)
+    forest.fit(shape.matrix(train, pairs_train), shape.right[pairs_train])
+    proba = _probabilities(forest, shape.matrix(train, pairs_held))
+    right_col = list(forest.classes_).index(1) if 1 in forest.classes_ else None
+    p_right = proba[:, right_col] if right_col is not None else np.zeros(len(pairs_held))
+    by_prompt: dict[int, list[int]] = {}
+    for k, pair in enumerate(pairs_held):
+        by_prompt.setdefault(int(shape.prompt_of[pair]), []).append(k)
+    for p, ks in by_prompt.items():
+        probs, truth = p_right[ks], shape.right[pairs_held[ks]]
+        if len(ks) == 1:
+            prompt_s[p] = probs[0] if truth[0] else 1.0 - probs[0]
+        else:
+            total = probs.sum()
+            prompt_s[p] = probs[truth == 1].sum() / total if total > 0 else truth.sum() / len(ks)
+        clipped = np.clip(probs, _CLIP, 1 - _CLIP)
+        outputs[p] = np.round(np.log(clipped / (1 - clipped)), DECIMALS).tolist()

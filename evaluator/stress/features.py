@@ -1,0 +1,152 @@
+"""Hand-made non-visual features of the stress test's prompts (Brown et al., arXiv 2511.04655, 2025, §3: the
+random-forest variant reads features a designer writes by hand from the text alone; the authors' code fits
+every frequency map on the training folds only, so that no held-out answer leaks into its own features).
+
+Two shapes, one per kind of benchmark:
+- open-ended (`OpenFeatures`): per prompt, the question's length, its first one, two and three words and last word
+  (each as a code learnt on the training folds; -1: unseen), and for each prefix the most frequent training answer
+  given it, that answer's share and how often the prefix was seen -- the question-type prior of Agrawal et al.,
+  CVPR 2018, §3, learnt anew on every fold;
+- multiple choice (`ChoiceFeatures`): per (prompt, option) pair, the question's features above, the option's length
+  and its rank by length among the prompt's options, its word overlap with the prompt and that overlap's rank, its
+  position, and how often the same option text was right on the training folds -- the answer-only biases of
+  multiple-choice benchmarks (Zellers et al., CVPR 2019, §4.2: the longest answer, the answer that repeats the
+  question).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from evaluator.stress.items import BlindItems
+
+OTHER = "\x00other"  # the class of every answer outside the `max_answers` most frequent training answers
+PREFIXES = (1, 2, 3)
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+class _Codes:
+    """Keys coded by their training frequency (0: the most frequent; ties by key); -1 for a key not seen."""
+
+    def __init__(self, keys):
+        counts = Counter(keys)
+        self.code = {k: i for i, (k, _) in enumerate(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))}
+
+    def __call__(self, keys) -> np.ndarray:
+        return np.fromiter((self.code.get(k, -1) for k in keys), dtype=np.float64, count=len(keys))
+
+
+def _question_keys(items: BlindItems) -> dict[str, list[str]]:
+    """Per prompt: its question's first 1, 2, 3 words (with its kind, so VCR's Q->A and QA->R keep apart) and its
+    last word."""
+    keys = {f"first{k}": [] for k in PREFIXES}
+    keys["last"] = []
+    for question, kind in zip(items.questions, items.kinds):
+        w = words(question)
+        for k in PREFIXES:
+            keys[f"first{k}"].append(f"{kind}|{' '.join(w[:k])}")
+        keys["last"].append(f"{kind}|{w[-1] if w else ''}")
+    return keys
+
+
+class _QuestionFeatures:
+    """The features every prompt has: lengths, kind, prefix and last-word codes."""
+
+    names = ("question_words", "context_words", "kind", *(f"first{k}" for k in PREFIXES), "last")
+
+    def __init__(self, items: BlindItems):
+        self.keys = _question_keys(items)
+        self.base = np.column_stack([
+            np.fromiter((len(words(q)) for q in items.questions), dtype=np.float64, count=len(items)),
+            np.fromiter((len(words(c)) for c in items.contexts), dtype=np.float64, count=len(items)),
+            np.asarray(items.kinds, dtype=np.float64)])
+
+    def matrix(self, train: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        coded = [_Codes([self.keys[name][i] for i in train])([self.keys[name][i] for i in rows])
+                 for name in self.names[3:]]
+        return np.column_stack([self.base[rows], *coded])
+
+
+class OpenFeatures:
+    """Open-ended prompts: one row per prompt, the class its reference answer (among the `max_answers` most
+    frequent answers of the training folds; the rest are one class, `OTHER`)."""
+
+    names = (*_QuestionFeatures.names, *(f"{p}_{k}" for k in PREFIXES for p in ("prior", "prior_share", "prior_seen")))
+
+    def __init__(self, items: BlindItems, max_answers: int):
+        self.items, self.max_answers = items, max_answers
+        self.question = _QuestionFeatures(items)
+
+    def classes(self, train: np.ndarray) -> list[str]:
+        """The answers a fold's forest can give: the training folds' most frequent (ties by answer)."""
+        counts = Counter(self.items.targets[i] for i in train)
+        return [a for a, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:self.max_answers]]
+
+    def labels(self, classes: list[str], rows: np.ndarray) -> np.ndarray:
+        index = {a: k for k, a in enumerate(classes)}
+        return np.fromiter((index.get(self.items.targets[i], len(classes)) for i in rows), dtype=np.int64,
+                           count=len(rows))
+
+    def matrix(self, train: np.ndarray, rows: np.ndarray, classes: list[str]) -> np.ndarray:
+        index = {a: k for k, a in enumerate(classes)}
+        columns = [self.question.matrix(train, rows)]
+        for k in PREFIXES:
+            keys = self.question.keys[f"first{k}"]
+            answers: dict[str, Counter] = defaultdict(Counter)
+            for i in train:
+                answers[keys[i]][self.items.targets[i]] += 1
+            prior = {key: (min(c.items(), key=lambda kv: (-kv[1], kv[0])), sum(c.values()))
+                     for key, c in answers.items()}
+            found = [prior.get(keys[i]) for i in rows]
+            columns.append(np.array([[-1.0, 0.0, 0.0] if f is None else
+                                     [float(index.get(f[0][0], len(classes))), f[0][1] / f[1], np.log1p(f[1])]
+                                     for f in found], dtype=np.float64).reshape(len(rows), 3))
+        return np.column_stack(columns)
+
+
+class ChoiceFeatures:
+    """Multiple-choice prompts: one row per (prompt, option), the class whether the option is right."""
+
+    names = (*_QuestionFeatures.names, "options", "position", "option_words", "length_rank", "length_share",
+             "overlap", "overlap_rank", "option_right_rate", "option_seen")
+
+    def __init__(self, items: BlindItems):
+        self.items = items
+        self.question = _QuestionFeatures(items)
+        self.prompt_of = np.fromiter((p for p, o in enumerate(items.options) for _ in o), dtype=np.int64)
+        self.texts = [o.strip().lower() for opts in items.options for o in opts]
+        self.right = np.fromiter((r for rs in items.targets for r in rs), dtype=np.int64)
+        own = []
+        for context, opts in zip(items.contexts, items.options):
+            seen = set(words(context))
+            n = [len(words(o)) for o in opts]
+            overlap = [len(set(words(o)) & seen) / max(len(set(words(o))), 1) for o in opts]
+            longest, most = max(n, default=0), -np.asarray(overlap)
+            for j, (length, share) in enumerate(zip(n, overlap)):
+                own.append([len(opts), j, length, int((np.asarray(n) > length).sum()), length / longest if longest
+                            else 0.0, share, int((most < -share).sum())])
+        self.own = np.asarray(own, dtype=np.float64).reshape(len(self.texts), 7)
+
+    def pairs(self, prompts: np.ndarray) -> np.ndarray:
+        """The (prompt, option) rows of some prompts, in order."""
+        inside = np.zeros(len(self.items), dtype=bool)
+        inside[prompts] = True
+        return np.flatnonzero(inside[self.prompt_of])
+
+    def matrix(self, train: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+        """Features of PAIRS, every map learnt on the pairs of the TRAIN prompts."""
+        right, seen = Counter(), Counter()
+        for p in self.pairs(train):
+            seen[self.texts[p]] += 1
+            right[self.texts[p]] += int(self.right[p])
+        rate = np.array([[right[self.texts[p]] / seen[self.texts[p]], np.log1p(seen[self.texts[p]])]
+                         if seen[self.texts[p]] else [-1.0, 0.0] for p in pairs], dtype=np.float64).reshape(-1, 2)
+        question = self.question.matrix(train, self.prompt_of[pairs])
+        return np.column_stack([question, self.own[pairs], rate])
