@@ -12,7 +12,8 @@ An error is a row the benchmark's own per-row score gives no credit (GQA's exact
 min(#humans/3, 1) is 0: no annotator gave the answer); answers are compared in the form the metric compares
 them (`PriorRule.normalise`). The prior is the answer of one of the benchmark's own blind baselines
 (`PriorRule.baseline`), fitted on training data, so `baseline:<that one>` follows its prior on every error
-(PF = 100%), and a uniform guess among d answers follows it on about 1/(d - 1) of its errors. The interval is
+(PF = 100%); a uniform guess among d answers follows it on 1/(d - 1) of its errors on the rows where the prior's
+answer is among the d and is not the right one, and never where it is not among them. The interval is
 the benchmark's cluster bootstrap (evaluator/stats/bootstrap.py) of the ratio; with `parts`, the rate is also
 given on each value of a column (GQA-OOD's head and tail answers).
 """
@@ -114,5 +115,6 @@ def prior_markdown(result: dict) -> str:
         "## Prior-following rate", "",
         f"Of the model's errors (rows given no credit), the share whose answer is the training prior's: "
         f"{result['prior']} ({result['baseline']}, which follows it on every error). "
-        "A model that guesses uniformly among d answers follows it on about 1/(d - 1) of its errors.", "",
+        "A model that guesses uniformly among d answers follows it on 1/(d - 1) of its errors where the prior's "
+        "answer is among the d and is not the right one (and never where it is not among them).", "",
         report_table(["Rows", "Errors", "Prior's answer", "Rate (%)", "95% interval"], rows), ""])

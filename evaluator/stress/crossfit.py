@@ -19,7 +19,6 @@ scores are written at 6 decimals.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,7 +33,7 @@ _CLIP = 1e-6  # probabilities are clipped to [_CLIP, 1 - _CLIP] before their log
 
 @dataclass(frozen=True)
 class StressOptions:
-    """The authors' defaults: 5 stratified folds, 100 trees, seed 42; `max_answers` bounds an open-ended forest's
+    """The authors' defaults: 5 folds, 100 trees, seed 42; `max_answers` bounds an open-ended forest's
     classes (VQA has thousands of answers; the rest are one class, never the forest's answer)."""
 
     folds: int = 5
@@ -70,34 +69,32 @@ def _probabilities(forest, x: np.ndarray) -> np.ndarray:
     return forest.predict_proba(x)
 
 
-def _row_folds(items: BlindItems, order: list[int], rows: int, options: StressOptions) -> np.ndarray:
-    """The fold of each row: stratified by its first prompt's answer (open-ended) or right option (multiple
-    choice), drawn over the rows in ORDER (their ids' order)."""
-    from sklearn.model_selection import StratifiedKFold
-
-    if rows < options.folds:
-        raise ParamsError(f"stress-test: {rows} rows cannot make {options.folds} folds")
-    first = {}
-    for p, r in enumerate(items.rows):
-        first.setdefault(r, p)
-    strata = [repr(items.targets[first[r]]) for r in order]
-    folds = np.empty(rows, dtype=np.int64)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a rare answer has fewer rows than folds: it is spread as it can be
-        split = StratifiedKFold(n_splits=options.folds, shuffle=True, random_state=options.seed)
-        for k, (_, held) in enumerate(split.split(np.zeros(rows), strata)):
-            folds[np.asarray(order)[held]] = k
-    return folds
+def _row_folds(order: list[int], clusters, options: StressOptions) -> np.ndarray:
+    """The fold of each row. Folds are drawn over the benchmark's clusters (`Task.clusters`: one image's questions,
+    one pair's sub-questions; each row its own where it declares none), so that no held-out row's twin is trained
+    on -- the authors' grouped folds: the clusters, each named by its first row in ORDER (the ids' order), are
+    shuffled by the seed and dealt to the folds in turn."""
+    rows = len(order)
+    codes = np.arange(rows) if clusters is None else np.asarray(clusters)
+    first: dict = {}
+    for r in order:
+        first.setdefault(codes[r], len(first))
+    if len(first) < options.folds:
+        raise ParamsError(f"stress-test: {len(first)} clusters of rows cannot make {options.folds} folds (--folds)")
+    dealt = np.random.default_rng(options.seed).permutation(len(first)) % options.folds
+    named = np.fromiter((first[c] for c in codes), dtype=np.int64, count=rows)
+    return dealt[named]
 
 
-def cross_fit(items: BlindItems, keys: list, options: StressOptions, rows: int) -> CrossFit:
-    """Cross-fit the forest over the ROWS of a split (KEYS: each row's sortable id), every row held out once."""
+def cross_fit(items: BlindItems, keys: list, clusters, options: StressOptions, rows: int) -> CrossFit:
+    """Cross-fit the forest over the ROWS of a split (KEYS: each row's sortable id; CLUSTERS: each row's cluster
+    code, or None), every row held out once."""
     order = sorted(range(rows), key=lambda r: keys[r])
     rank = np.empty(rows, dtype=np.int64)
     rank[order] = np.arange(rows)
     prompts = np.asarray(sorted(range(len(items)), key=lambda p: (rank[items.rows[p]], items.kinds[p])))
     row_of = np.asarray(items.rows)
-    folds = _row_folds(items, order, rows, options)
+    folds = _row_folds(order, clusters, options)
     prompt_s = np.zeros(len(items))
     outputs: list = [None] * len(items)
     fit = _fit_choice if items.choice else _fit_open

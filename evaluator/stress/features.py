@@ -121,6 +121,7 @@ class ChoiceFeatures:
         self.items = items
         self.question = _QuestionFeatures(items)
         self.prompt_of = np.fromiter((p for p, o in enumerate(items.options) for _ in o), dtype=np.int64)
+        self.starts = np.concatenate([[0], np.cumsum([len(o) for o in items.options])[:-1]]).astype(np.int64)
         self.texts = [o.strip().lower() for opts in items.options for o in opts]
         self.right = np.fromiter((r for rs in items.targets for r in rs), dtype=np.int64)
         own = []
@@ -135,10 +136,11 @@ class ChoiceFeatures:
         self.own = np.asarray(own, dtype=np.float64).reshape(len(self.texts), 7)
 
     def pairs(self, prompts: np.ndarray) -> np.ndarray:
-        """The (prompt, option) rows of some prompts, in order."""
-        inside = np.zeros(len(self.items), dtype=bool)
-        inside[prompts] = True
-        return np.flatnonzero(inside[self.prompt_of])
+        """The (prompt, option) rows of PROMPTS, in the order of PROMPTS (the forests see rows in their ids'
+        order, whatever the split's)."""
+        counts = np.asarray([len(self.items.options[p]) for p in prompts], dtype=np.int64)
+        starts = self.starts[np.asarray(prompts, dtype=np.int64)]
+        return np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
 
     def matrix(self, train: np.ndarray, pairs: np.ndarray) -> np.ndarray:
         """Features of PAIRS, every map learnt on the pairs of the TRAIN prompts."""

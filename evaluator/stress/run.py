@@ -45,7 +45,9 @@ def _keys(task, table: pa.Table) -> list:
 
 def _fit(task, table: pa.Table, options: StressOptions) -> tuple[object, CrossFit]:
     items = blind_items(task, table)
-    return items, cross_fit(items, _keys(task, table), options, table.num_rows)
+    clusters = task.clusters(table)
+    return items, cross_fit(items, _keys(task, table), None if clusters is None else clusters[0], options,
+                            table.num_rows)
 
 
 def _predictions(task, items, fit: CrossFit, rows: int) -> list:
@@ -102,7 +104,7 @@ def _card_section(record: dict) -> str:
         if entry["value"] is None:
             return "-"
         bounds = entry["interval"]
-        return f"{entry['value']} [{bounds[0]}, {bounds[1]}]" if bounds else str(entry["value"])
+        return f"{entry['value']:.2f} [{bounds[0]:.2f}, {bounds[1]:.2f}]" if bounds else f"{entry['value']:.2f}"
 
     labels = list(record["forest"])
     rows = [["text-only random forest (cross-fitted)", *(cell(record["forest"][k]) for k in labels)]]
@@ -114,7 +116,8 @@ def _card_section(record: dict) -> str:
         f"How far split {record['split']} can be answered without its images (Brown et al., arXiv 2511.04655, "
         f"2025): a random forest over hand-made text features ({', '.join(record['features'])}) is fitted "
         f"{o['folds']} times on this split itself, each time on {o['folds'] - 1} folds of its rows, and scores the "
-        f"held-out fold ({o['trees']} trees, seed {o['seed']}, folds stratified by answer). Each row's bias score "
+        f"held-out fold ({o['trees']} trees, seed {o['seed']}; the folds are drawn over the benchmark's clusters, "
+        "so that rows sharing an image or a pair are held out together). Each row's bias score "
         "`stress_s` is the held-out probability of its right answer (of every prompt it asks); the config "
         f"`{CONFIG}` holds it, and `vlbench evaluate --by` reads its columns. The forest's answers, scored with the "
         "benchmark's own metrics (95% intervals in brackets), beside the benchmark's blind baselines:", "",
@@ -160,8 +163,8 @@ def run_stress_test(bench: str, data: str, out: Path, *, split: str | None = Non
     from evaluator.versions import Config, write_version
 
     task = get_task(bench)
-    check_out(out, {"--data": [Path(data)]}, overwrite)
     folder, split, table = open_split(task, data, split)
+    check_out(out, {"--data": [folder]}, overwrite)
     items, fit = _fit(task, table, options)
     groups = _group_values(table, None if prune is None else prune.group)
     forest, found = _blind_scores(task, folder, split, table, _predictions(task, items, fit, table.num_rows),

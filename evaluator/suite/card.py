@@ -113,7 +113,9 @@ def position_bias_rows(card: dict) -> list[dict]:
 
 PRIOR_READING = ("Of the model's errors, the share that are the training prior's answer (the question type's for VQA, "
                  "the local group's for GQA-OOD; each benchmark's report says which): near 100% the model falls "
-                 "back on the prior when it is wrong, near 1/(d - 1) it errs like a uniform guess among d answers. "
+                 "back on the prior when it is wrong; a uniform guess among d answers follows it on 1/(d - 1) of its "
+                 "errors where the prior's answer is among the d and is not the right one (0 where it is not among "
+                 "them). "
                  "95% cluster-bootstrap intervals in brackets.")
 
 
