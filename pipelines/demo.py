@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builders.registry import benchmarks
+from core.errors import VlbenchError
 from evaluator.models.options import ModelOptions
 from evaluator.perceptual.run import perceptual_score
 from evaluator.perceptual.score import PerceptualOptions
@@ -65,10 +66,12 @@ def _report_cards(out: Path, echo) -> dict:
     from evaluator.suite.run import run_suite
 
     results, folders = {}, []
-    # the suite's one training source (--train-file): the demo's (GQA's training questions), for the card's
-    # prior-following rate
+    # the suite's training source (--train-file): the demo's (GQA's training questions), for the card's
+    # prior-following rate; the suite takes one, so at most one benchmark's demo may declare one
     train = [entry.demo.train_file for entry in benchmarks() if entry.demo.train_file is not None]
-    common = {"model_options": ModelOptions(train_file=out / "sources" / train[0])} if len(train) == 1 else {}
+    if len(train) > 1:
+        raise VlbenchError(f"the demo's suites take one --train-file; demos declare {len(train)}: {', '.join(train)}")
+    common = {"model_options": ModelOptions(train_file=out / "sources" / train[0])} if train else {}
     llava = {"images_root": out / "sources", "perceptual": False, **common}
     for spec, options in (("baseline:random", common), (f"hf:{out / 'models' / 'tiny-llava'}", llava)):
         name = spec.rsplit("/", 1)[-1].replace(":", "-")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -179,7 +180,9 @@ def run_stress_test(bench: str, data: str, out: Path, *, split: str | None = Non
               "shape": "multiple choice" if items.choice else "open-ended", "options": dataclasses.asdict(options),
               "features": list(ChoiceFeatures.names if items.choice else OpenFeatures.names), "forest": forest,
               "baselines": found,
-              "mean_s": round(float(np.mean(fit.scores)), 6)}
+              "mean_s": round(float(np.mean(fit.scores)), 6),
+              # what shapes the scores beside the build's own libraries (its manifest's `library_versions`)
+              "library_versions": {name: metadata.version(name) for name in ("scikit-learn", "numpy", "scipy")}}
     record["options"].pop("threads")  # how fast, not what: the scores do not depend on it
     configs = []
     if prune is not None:
