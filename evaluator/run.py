@@ -61,6 +61,7 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     from core.manifest import library_versions
     from evaluator.models.ask import GenerativeAdapter
     from evaluator.models.distributed import world_from_env
+    from evaluator.models.images import BLIND_NOTES
     from evaluator.models.options import reader_kind, recorded_options
     from evaluator.models.spec import parse_spec
 
@@ -98,10 +99,11 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     world.close()
     if not world.is_main:
         return None
+    kind = reader_kind(parse_spec(model)[0], isinstance(adapter, GenerativeAdapter))
     meta = {"benchmark": bench, "data": str(data), "split": split, "rows": table.num_rows, "model": model,
             "predictions": Path(out).name, **adapter.metadata(),
-            "options": {**recorded_options(options, reader_kind(parse_spec(model)[0],
-                                                                isinstance(adapter, GenerativeAdapter))),
+            **({"blind": BLIND_NOTES[kind]} if options.no_image else {}),
+            "options": {**recorded_options(options, kind),
                         **({"limit": limit, "offset": offset} if rows_chosen else {})},
             "library_versions": library_versions(), **({"shard": shard.record(fingerprint)} if shard else {})}
     samples = None

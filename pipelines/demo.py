@@ -59,7 +59,8 @@ def run_demo(out: Path, echo=print) -> dict:
 
 def _report_cards(out: Path, echo) -> dict:
     """`vlbench suite` of baseline:random and of the tiny random LLaVA over the demo's builds (the LLaVA
-    reads the sample sources' pictures: --images-root OUT/sources), each card under OUT/card-<model>,
+    reads the sample sources' pictures: --images-root OUT/sources, and runs blind too: its card's multimodal
+    gains, `--blind`), each card under OUT/card-<model>,
     then `vlbench suite-compare` of the two under OUT/card-compare. The LLaVA's perceptual scores are
     left out (--no-perceptual: several more passes of the model per benchmark)."""
     from evaluator.suite.compare import compare_cards
@@ -72,7 +73,7 @@ def _report_cards(out: Path, echo) -> dict:
     if len(train) > 1:
         raise VlbenchError(f"the demo's suites take one --train-file; demos declare {len(train)}: {', '.join(train)}")
     common = {"model_options": ModelOptions(train_file=out / "sources" / train[0])} if train else {}
-    llava = {"images_root": out / "sources", "perceptual": False, **common}
+    llava = {"images_root": out / "sources", "perceptual": False, "blind": True, **common}
     for spec, options in (("baseline:random", common), (f"hf:{out / 'models' / 'tiny-llava'}", llava)):
         name = spec.rsplit("/", 1)[-1].replace(":", "-")
         folder = out / f"card-{name}"

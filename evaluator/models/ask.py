@@ -241,6 +241,9 @@ class GenerativeAdapter(Model):
             raise ModelError(f"--choice-mode letter: {ask.letter_reason}")
         if options.circular:
             check_circular(ask, choice_mode)
+        if options.no_image and videos is not None:
+            raise ModelError("--no-image with --videos: a blind run shows no picture, and a video's frames are "
+                             "pictures")
         if judge is not None and (ask.mode != "score" or choice_mode != "letter"):
             raise ModelError("--judge reads letter answers the rules cannot: it applies to multiple choice asked by "
                              "letter (--choice-mode letter, or openai: models)")
@@ -249,15 +252,16 @@ class GenerativeAdapter(Model):
         self.ask, self.template, self.options, self.videos = ask, template, options, videos
         self.choice_mode = None if ask.mode == "generate" else choice_mode
         self.images = ImageFolder(options.images)
-        self.input_columns = ask.input_columns + ((ask.video_column,) if self.videos else ())
+        self.input_columns = tuple(c for c in ask.input_columns if not (options.no_image and c == ask.image_column)) \
+            + ((ask.video_column,) if self.videos else ())
         self.samples: list[dict] = []  # per row of the last predict: prompt, raw output, prediction
         self.circular = bool(options.circular)
         # per row of the last predict with --circular: per prompt, the option chosen in each rotation (None: none)
         self.rotations: list | None = [] if self.circular else None
 
     def _row_images(self, table: pa.Table) -> list[tuple]:
-        """Per row, the images its turn shows (paths or bytes, opened batch by batch)."""
-        if self.ask.image_column is None:
+        """Per row, the images its turn shows (paths or bytes, opened batch by batch); none in a blind run."""
+        if self.ask.image_column is None or self.options.no_image:
             return [()] * table.num_rows
         return [(source,) for source in image_sources(table, self.ask.image_column, self.images)]
 
@@ -384,7 +388,8 @@ class GenerativeAdapter(Model):
     def metadata(self) -> dict:
         """What the prediction's metadata file records about how the model was asked."""
         asked = {"mode": self.ask.mode, "prompt_template": self.template,
-                 "prompt_is_default": self.options.prompt is None, "images": self.ask.image_column is not None,
+                 "prompt_is_default": self.options.prompt is None,
+                 "images": self.ask.image_column is not None and not self.options.no_image,
                  "note": self.note()}
         unfinished = {"unfinished_answers": sum(bool(s.get("unfinished")) for s in self.samples)}
         if self.judge is not None:

@@ -34,7 +34,7 @@ class ClipTowers:
         self.tokenizer = load_part(AutoTokenizer, path, f"hf:{path}", "tokenizer")
         self.processor = load_part(AutoImageProcessor, path, f"hf:{path}", "image processor")
         self.model = self.runner.place(load_pretrained(CLIPModel, path, f"hf:{path}"))
-        self.images = ImageFolder(options.images)
+        self.images = ImageFolder(options.images, blind=options.no_image)
 
     @property
     def logit_scale(self) -> float:

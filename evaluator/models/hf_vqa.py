@@ -26,8 +26,8 @@ class ViltVQA(Model):
         self.model = self.runner.place(load_pretrained(ViltForQuestionAnswering, path, f"hf:{path}"))
         self.labels = [self.model.config.id2label[i] for i in range(self.model.config.num_labels)]
         self.max_length = self.model.config.max_position_embeddings
-        self.images, self.image_key = ImageFolder(options.images), image_key
-        self.input_columns = ("question", image_key)
+        self.images, self.image_key = ImageFolder(options.images, blind=options.no_image), image_key
+        self.input_columns = ("question",) if options.no_image else ("question", image_key)
 
     def _load(self, item):
         question, source = item

@@ -38,11 +38,36 @@ def index_by_stem(root: Path, suffixes: tuple[str, ...], trailing_number: bool =
     return index
 
 
-class ImageFolder:
-    """Finds an image file by key; the folder is indexed once, on first use."""
+# A blind run (`--no-image`; Chen et al., NeurIPS 2024, §3: a model's score without its images): a generative VLM is
+# asked the prompt without its pictures; a model that cannot run without an image (an `hf:` task head: ViLT, CLIP)
+# sees this neutral image in place of every picture, so that nothing of the row's image reaches it.
+NEUTRAL_IMAGE = "a 224 x 224 RGB image of one mid-grey, (128, 128, 128), as PNG"
+BLIND_NOTES = {
+    "hf-generative": "no image: the prompt without its pictures",
+    "vllm": "no image: the prompt without its pictures",
+    "openai": "no image: the prompt without its pictures",
+    "hf": f"no image of the row: the neutral image ({NEUTRAL_IMAGE}) in place of every picture",
+    "baseline": "no image: a baseline reads none",
+    "py": "no image: the model was passed no_image=True in its options, and answers for itself",
+}
 
-    def __init__(self, root: Path | None):
+
+def neutral_image() -> bytes:
+    """The neutral image's PNG bytes (NEUTRAL_IMAGE), the same on every call and machine."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (224, 224), (128, 128, 128)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+class ImageFolder:
+    """Finds an image file by key; the folder is indexed once, on first use. `blind`: every row shows the
+    neutral image instead (`--no-image`)."""
+
+    def __init__(self, root: Path | None, blind: bool = False):
         self.root = None if root is None else Path(root)
+        self.blind = blind
         self._index: dict[str, Path] | None = None
 
     def path(self, key) -> Path:
@@ -82,7 +107,10 @@ def open_image(source):
 
 
 def image_sources(table, key_column: str, folder: ImageFolder) -> list:
-    """Per row what `open_image` reads: embedded bytes when the table has an `image` column."""
+    """Per row what `open_image` reads: embedded bytes when the table has an `image` column (the neutral image's
+    in a blind run)."""
+    if folder.blind:
+        return [neutral_image()] * table.num_rows
     if "image" in table.column_names:
         return [v["bytes"] for v in table.column("image").to_pylist()]
     return [folder.path(k) for k in table.column(key_column).to_pylist()]

@@ -64,6 +64,8 @@ MODEL_OPTIONS: tuple[Option, ...] = (
          "launch, else CUDA when present, else CPU)."),
     _opt("batch_size", int, 32, EVERY, "Batch size for hf: and vllm: models.", min=1),
     _opt("images", Optional[Path], None, EVERY, "Image folder for models that read images."),
+    _opt("no_image", bool, False, EVERY - {"features"}, "A blind run: the model is not shown the rows' images "
+         "(generative VLMs: the prompt without its pictures; hf: task heads: a neutral grey image instead)."),
     _opt("data", Optional[Path], None, EVERY, "The built folder being predicted (fitted baselines read its train "
          "split).", flag=None),
     _opt("bf16", bool, False, EVERY - {"vllm", "openai"}, "Run hf: models in bfloat16 autocast."),

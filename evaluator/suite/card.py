@@ -60,6 +60,12 @@ def card_markdown(card: dict) -> str:
         md += ["## Position bias (CircularEval)", "", POSITION_BIAS_READING, "",
                report_table(["benchmark", "circular", "plain", "chosen A / B / C / D"],
                             [[r["bench"], r["circular"], r["plain"], r["chosen"]] for r in bias]), ""]
+    gains = gain_rows(card)
+    if gains:
+        md += ["## Multimodal gain", "", GAIN_READING, "",
+               report_table(["benchmark", "metric", "with images", "without", "gain", "p"],
+                            [[r["bench"], r["metric"], r["with"], r["without"], r["gain"], r["p"]] for r in gains]),
+               ""]
     priors = prior_rows(card)
     if priors:
         md += ["## Prior-following rate", "", PRIOR_READING, "",
@@ -119,6 +125,39 @@ PRIOR_READING = ("Of the model's errors, the share that are the training prior's
                  "95% cluster-bootstrap intervals in brackets.")
 
 
+GAIN_READING = ("What the images add: the model's score with them minus its score without them, on the same rows "
+                "(the multimodal gain of Chen et al., NeurIPS 2024, §4; the blind run is asked the prompt without its "
+                "pictures, or shown a neutral grey image where the model cannot run without one). Near 0: the "
+                "benchmark is answered without looking. Paired 95% cluster-bootstrap intervals in brackets; p: the "
+                "paired permutation test of no gain.")
+
+
+def gain_rows(card: dict) -> list[dict]:
+    """Per scored benchmark with a blind run (`suite --blind`): each headline metric with images, without, and the
+    multimodal gain with its paired interval and p-value; or why there is no blind run."""
+    rows = []
+    for bench, row in card["benchmarks"].items():
+        found = row.get("multimodal_gain") if row.get("status") == "scored" else None
+        if found is None:
+            continue
+        if "not_measured" in found:
+            rows.append({"bench": bench, "metric": "-", "with": "-", "without": "-", "gain": "not measured",
+                         "p": _line(found["not_measured"])})
+            continue
+        for entry in found["metrics"].values():
+            bounds = entry["interval"]
+            rows.append({"bench": bench, "metric": entry["label"], "with": _number(entry["with"]),
+                         "without": _number(entry["without"]),
+                         "gain": _number(entry["value"]) + ("" if not bounds else
+                                                            f" [{bounds[0]:.2f}, {bounds[1]:.2f}]"),
+                         "p": "-" if entry["p_value"] is None else f"{entry['p_value']:.3g}"})
+    return rows
+
+
+def _number(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def prior_rows(card: dict) -> list[dict]:
     """Per scored benchmark with a prior-following rate: its errors, the rate with its interval, and the rate on
     each part (GQA-OOD's head and tail, VQA's answer types), or why it was not measured."""
@@ -169,7 +208,8 @@ def card_files(out: Path, card: dict) -> dict[Path, bytes]:
         "card.html", title=f"Report card: {_line(card['model'])}", script=True,
         model=_line(card["model"]), data=_line(card["data"]), resamples=card["resamples"], seed=card["seed"],
         rows=rows, skipped=skipped, answers=answer_rows(card), answers_reading=ANSWERS_READING,
-        bias=position_bias_rows(card), bias_reading=POSITION_BIAS_READING, priors=prior_rows(card),
+        bias=position_bias_rows(card), bias_reading=POSITION_BIAS_READING, gains=gain_rows(card),
+        gain_reading=GAIN_READING, priors=prior_rows(card),
         prior_reading=PRIOR_READING, diagnostics=diagnostics,
         missing=card["missing_diagnostics"],
         families=[{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in family_specs])

@@ -3,7 +3,8 @@
 paired comparisons of each model with the first wherever both scored the same build of a benchmark:
 the difference B − A of each headline metric on the same rows, its paired cluster-bootstrap interval
 and the permutation test's p-value (evaluator.compare, as `vlbench compare`); a figure per
-benchmark family draws the models' headline metrics side by side (evaluator.suite.figures). SITE carries the
+benchmark family draws the models' headline metrics side by side (evaluator.suite.figures); the cards of `suite
+--blind` add a column per multimodal gain (MG, with its paired interval). SITE carries the
 marker `.vlbench-cards.json`; another non-empty folder is refused without --overwrite."""
 
 from __future__ import annotations
@@ -105,6 +106,18 @@ def card_problem(card: dict) -> str | None:
             if interval is not None and not (isinstance(interval, list) and len(interval) == 2 and
                                               all(_number(b) for b in interval)):
                 return f"{at}.interval: not two numbers"
+        gains = row.get("multimodal_gain", {})
+        if not isinstance(gains, dict) or not isinstance(gains.get("metrics", {}), dict):
+            return f"{where}.multimodal_gain: not a mapping of metrics"
+        for key, entry in gains.get("metrics", {}).items():
+            at = f"{where}.multimodal_gain.metrics.{str(key)[:40]}"
+            if not isinstance(entry, dict) or not isinstance(entry.get("label"), str) or \
+                    (entry.get("value") is not None and not _number(entry["value"])):
+                return f"{at}: not a gain with a `label` and a numeric `value`"
+            interval = entry.get("interval")
+            if interval is not None and not (isinstance(interval, list) and len(interval) == 2 and
+                                              all(_number(b) for b in interval)):
+                return f"{at}.interval: not two numbers"
     return None
 
 
@@ -145,8 +158,12 @@ def compare_cards(folders: list[Path], out: Path, *, resamples: int = 1000, seed
         for bench, row in card["benchmarks"].items():
             for key, entry in (row.get("headline") or {}).items():
                 columns.setdefault((bench, key), f"{bench} {entry['label']}")
+    for card in cards:  # the multimodal gains of the cards made with `suite --blind`, after every headline metric
+        for bench, row in card["benchmarks"].items():
+            for key, entry in _gains(row).items():
+                columns.setdefault((bench, GAIN + key), f"{bench} MG {entry['label']}")
     rows = [{"model": name, "card": str(folder),
-             "values": {f"{b}:{k}": (card["benchmarks"].get(b, {}).get("headline") or {}).get(k) for b, k in columns}}
+             "values": {f"{b}:{k}": _cell(card["benchmarks"].get(b, {}), k) for b, k in columns}}
             for card, folder, name in zip(cards, folders, card_names(cards, folders))]
     comparisons = []
     first, first_folder = cards[0], Path(folders[0])
@@ -185,6 +202,22 @@ def compare_cards(folders: list[Path], out: Path, *, resamples: int = 1000, seed
     except OSError as exc:
         raise write_error(f"--out {out}: cannot write the page", exc) from None
     return record
+
+
+GAIN = "mg:"  # the column key of a multimodal gain (`suite --blind`): mg:<headline key>
+
+
+def _gains(row: dict) -> dict:
+    """A card row's multimodal gains by headline key ({} where it has none)."""
+    found = row.get("multimodal_gain") if row.get("status") == "scored" else None
+    return (found or {}).get("metrics") or {}
+
+
+def _cell(row: dict, key: str) -> dict | None:
+    """A card row's value of a column: a headline metric, or a multimodal gain (`mg:<key>`)."""
+    if key.startswith(GAIN):
+        return _gains(row).get(key[len(GAIN):])
+    return (row.get("headline") or {}).get(key)
 
 
 def _difference(row: dict) -> dict:

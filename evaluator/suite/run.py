@@ -354,6 +354,7 @@ class SuiteRun:
     hub_org: str | None
     hub_source: str | None
     echo: Callable[[str], None]
+    blind: bool = False  # also a blind run of each benchmark (--no-image) and the model's multimodal gain
     rows: dict[str, dict] = dataclasses.field(default_factory=dict)  # the card's row of each benchmark
     scored: dict[str, dict] = dataclasses.field(default_factory=dict)  # evaluate's metrics
     perceptual: dict[str, dict] = dataclasses.field(default_factory=dict)  # perceptual scores
@@ -364,7 +365,7 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
               only: list[str] | None = None, images_root: Path | None = None, resamples: int = 1000, seed: int = 0,
               perceptual: bool = True, counterbias: bool = True, counterbias_cache: Path | None = None,
               hub_results: Path | None = None, hub_org: str | None = None, hub_source: str | None = None,
-              overwrite: bool = False, submissions: Path | None = None, shard=None, ray=None,
+              overwrite: bool = False, submissions: Path | None = None, shard=None, ray=None, blind: bool = False,
               echo=print) -> dict | None:
     """Predict and score every benchmark of DATA with MODEL, with the perceptual score where the model
     reads two or more modalities (`perceptual`) and CounterBias on a VL-Bias build where the model can be
@@ -378,6 +379,8 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     set of shards made under the same settings (`vlbench merge`'s checks) instead of predicting, and scores.
     `ray` (evaluator.ray_shards.RayRun): each benchmark's shards as Ray tasks, their files written into
     OUT/predictions/ as they finish, each benchmark merged and scored as soon as its shards are in (`_predict_on_ray`).
+    `blind`: also each benchmark without its images (`--no-image`, OUT/predictions/<bench>.blind.json) and the
+    model's multimodal gain on it (`_multimodal_gain`).
     """
     from core.progress import progress
     from evaluator.suite.card import write_card
@@ -395,6 +398,9 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
             raise ParamsError(f"{flag} with --predictions: a shard runs the model; --predictions scores files made")
     if shard is not None and ray is not None:
         raise ParamsError("--ray with --shard: --ray runs every shard itself (on the cluster) and merges them")
+    if blind and (submissions is not None or model_options.no_image):
+        raise ParamsError("--blind runs the model again without images: it needs the model itself (not --predictions) "
+                          "and its images (not --no-image)")
     # several shards may start into one new OUT at once: a folder holding only predictions is one of theirs
     owned = is_suite_folder if shard is None else (
         lambda t: is_suite_folder(t) or {p.name for p in Path(t).iterdir()} <= {"predictions", MARKER})
@@ -403,7 +409,7 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
               overwrite, owned=owned, writer="`vlbench suite`")
     (out / "predictions").mkdir(parents=True, exist_ok=True)
     run = SuiteRun(model, data, out, model_options, resamples, seed, images_root, submissions, hub_results, hub_org,
-                   hub_source, echo)
+                   hub_source, echo, blind)
     if shard is not None:  # no card: the marker says so until a run without --shard writes one
         write_atomically(out / MARKER, (dumps({"model": model, "data": str(data), "finished": False}, indent=2)
                                         + "\n").encode())
@@ -614,6 +620,8 @@ def _score_benchmark(run: SuiteRun, bench: str, folder: Path, perceptual: bool) 
                           if "prior_following" in metrics else {}),
                        "headline": {h.key: {"label": h.label, "higher_is_better": h.higher_is_better,
                                             **_value(metrics, h.key)} for h in task.headline}}
+    if run.blind:
+        run.rows[bench]["multimodal_gain"] = _multimodal_gain(run, bench, folder, options, predictions)
     groups = _by_shortcuts(bench, folder, predictions, metrics["split"], run.resamples, run.seed)
     if groups:
         run.shortcut_groups[bench] = {"headline": [h.key for h in task.headline], "groups": groups}
@@ -650,18 +658,21 @@ def _prior_entry(found: dict) -> dict:
                if "parts" in found else {})}
 
 
-def _predictions(run: SuiteRun, bench: str, folder: Path, options: ModelOptions, key: str) -> tuple[Path, bool]:
+def _predictions(run: SuiteRun, bench: str, folder: Path, options: ModelOptions, key: str,
+                 name: str | None = None) -> tuple[Path, bool]:
     """(the benchmark's predictions under OUT/predictions/, whether kept from an earlier run): the
-    --predictions file copied, the kept file made under `key`, or the model's new predictions."""
+    --predictions file copied, the kept file made under `key`, or the model's new predictions (`name`: the file's
+    name without .json, the benchmark's by default; a blind run's is `<bench>.blind`)."""
     from evaluator.run import predict
 
-    predictions = run.out / "predictions" / f"{bench}.json"
-    record = run.out / "predictions" / f"{bench}.key.json"
+    name = name or bench
+    predictions = run.out / "predictions" / f"{name}.json"
+    record = run.out / "predictions" / f"{name}.key.json"
     if run.submissions is not None:
         return _copy_submission(submission_of(run.submissions, bench), run.out), False
     if _kept(record, predictions, key):
         return predictions, True
-    merged = _merged_shards(bench, predictions, key)
+    merged = _merged_shards(bench, predictions, key) if name == bench else None
     if merged is not None:
         _keep(record, predictions, key)
         run.echo(f"{bench:10s} merged {merged} shards")
@@ -676,6 +687,39 @@ def _predictions(run: SuiteRun, bench: str, folder: Path, options: ModelOptions,
                          ) from None
     _keep(record, predictions, key)
     return predictions, False
+
+
+def _multimodal_gain(run: SuiteRun, bench: str, folder: Path, options: ModelOptions, predictions: Path) -> dict:
+    """The model's multimodal gain on the benchmark (Chen et al., *Are We on the Right Way for Evaluating Large
+    Vision-Language Models?*, NeurIPS 2024, §4: MG = S(with images) - S(without)): its blind run
+    (`--no-image`, kept under its own key, so cached apart from the run with images) compared with the run with
+    images on the same rows, per headline metric, with the paired cluster-bootstrap 95% interval and the paired
+    permutation test's p-value (`vlbench compare`'s engine); or why it was not measured."""
+    from evaluator.compare import compare_predictions
+
+    task = get_task(bench)
+    blind = dataclasses.replace(options, no_image=True)
+    try:
+        read = modalities_read(task, task.make_model(run.model, dataclasses.replace(options, data=folder)), folder)
+        if not {"image", "video"} & set(read):
+            raise ModelError(f"the model is shown no image of {bench} (it reads {', '.join(read) or 'none'} of its "
+                             "inputs): its score has no image to lose")
+        path, reused = _predictions(run, bench, folder, blind, prediction_key(run.model, folder, blind),
+                                    f"{bench}.blind")
+        found = compare_predictions(ScoringRequest(bench, str(folder), None, resamples=max(run.resamples, 1),
+                                                   seed=run.seed), [path, predictions])["comparisons"][0]["metrics"]
+    except WriteError:
+        raise
+    except VlbenchError as exc:
+        run.echo(f"{bench:10s} no blind run: {exc}")
+        return {"not_measured": str(exc)}
+    gains = {h.key: {"label": h.label, "with": found[h.key]["b"], "without": found[h.key]["a"],
+                     "value": found[h.key]["difference"], "interval": found[h.key]["interval"],
+                     "p_value": found[h.key]["p_value"]}
+             for h in task.headline if h.key in found}
+    run.echo(f"{bench:10s} {'blind':10s} " + "  ".join(f"MG {g['label']} {_fmt(g['value'])}" for g in gains.values())
+             + ("  (kept predictions)" if reused else ""))
+    return {"predictions": path.relative_to(run.out).as_posix(), "metrics": gains}
 
 
 def _evaluate(run: SuiteRun, bench: str, folder: Path, predictions: Path) -> dict:
