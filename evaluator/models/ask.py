@@ -172,12 +172,11 @@ class Ask(ABC):
         reads (never shown to a model)."""
         raise NotImplementedError(f"{type(self).__name__} has no right continuation per prompt")
 
-    def right_options(self, table: pa.Table) -> list[list[int]]:
-        """Per prompt, per continuation 1 where it is right and 0 where not (the test-set stress test's targets,
-        evaluator/stress/): by default the one right continuation of `answers`; a prompt with one continuation
-        that may be right or not (Social-IQ's answer) says so itself."""
-        return [[int(k == right) for k in range(len(cs))]
-                for right, cs in zip(self.answers(table), self.prompts(table)[1])]
+    def right_options(self, table: pa.Table, continuations: list[list[str]]) -> list[list[int]]:
+        """Per prompt (its CONTINUATIONS as `prompts` gives them), per continuation 1 where it is right and 0 where
+        not (the test-set stress test's targets, evaluator/stress/): by default the one right continuation of
+        `answers`; a prompt with one continuation that may be right or not (Social-IQ's answer) says so itself."""
+        return [[int(k == right) for k in range(len(cs))] for right, cs in zip(self.answers(table), continuations)]
 
     def references(self, table: pa.Table) -> list[str]:
         """Per prompt (in `prompts`' order), the reference answer as text, for a harness's built-in scorer

@@ -68,7 +68,7 @@ class AnswerLikelihood(Ask):
     def continuations(self, table: pa.Table) -> list[list[str]]:
         return [[a] for a in table.column("answer").to_pylist()]
 
-    def right_options(self, table: pa.Table) -> list[list[int]]:
+    def right_options(self, table: pa.Table, continuations: list[list[str]]) -> list[list[int]]:
         """The one answer of each prompt, right (label 1) or not."""
         return [[int(label)] for label in table.column("label").to_pylist()]
 

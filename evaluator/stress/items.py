@@ -51,7 +51,7 @@ def blind_items(task, table: pa.Table) -> BlindItems:
     contexts = ["\n".join(str(v[f]) for f in ask.fields) for v in values]
     try:
         if ask.mode == "score":
-            targets = ask.right_options(table)
+            targets = ask.right_options(table, continuations)
             options = [[str(c) for c in cs] for cs in continuations]
         else:
             targets = ask.references(table)

@@ -61,8 +61,10 @@ def _predictions(task, items, fit: CrossFit, rows: int) -> list:
 
 def _headline(task, metrics: dict) -> dict:
     """The headline metrics of an evaluation, each with its 95% interval."""
+    from evaluator.stats.bootstrap import value_at
+
     bounds = metrics.get("intervals", {}).get("metrics", {})
-    return {h.label: {"value": metrics.get(h.key), "interval": bounds.get(h.key)} for h in task.headline}
+    return {h.label: {"value": value_at(metrics, h.key), "interval": bounds.get(h.key)} for h in task.headline}
 
 
 def _scored(task, folder: Path, split: str, path: Path, resamples: int, seed: int) -> dict:
