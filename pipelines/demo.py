@@ -60,11 +60,13 @@ def run_demo(out: Path, echo=print) -> dict:
 def _report_cards(out: Path, echo) -> dict:
     """`vlbench suite` of baseline:random and of the tiny random LLaVA over the demo's builds (the LLaVA
     reads the sample sources' pictures: --images-root OUT/sources, and runs blind too: its card's multimodal
-    gains, `--blind`), each card under OUT/card-<model>,
+    gains, `--blind`, and leakage against its own language model saved alone, `--base-llm`), each card under
+    OUT/card-<model>,
     then `vlbench suite-compare` of the two under OUT/card-compare. The LLaVA's perceptual scores are
     left out (--no-perceptual: several more passes of the model per benchmark)."""
     from evaluator.suite.compare import compare_cards
     from evaluator.suite.run import run_suite
+    from pipelines.tiny_models import write_tiny_llava_language_model
 
     results, folders = {}, []
     # the suite's training source (--train-file): the demo's (GQA's training questions), for the card's
@@ -73,7 +75,9 @@ def _report_cards(out: Path, echo) -> dict:
     if len(train) > 1:
         raise VlbenchError(f"the demo's suites take one --train-file; demos declare {len(train)}: {', '.join(train)}")
     common = {"model_options": ModelOptions(train_file=out / "sources" / train[0])} if train else {}
-    llava = {"images_root": out / "sources", "perceptual": False, "blind": True, **common}
+    base_llm = write_tiny_llava_language_model(out / "models" / "tiny-llava", out / "models" / "tiny-llava-lm")
+    llava = {"images_root": out / "sources", "perceptual": False, "blind": True, "base_llm": f"hf:{base_llm}",
+             **common}
     for spec, options in (("baseline:random", common), (f"hf:{out / 'models' / 'tiny-llava'}", llava)):
         name = spec.rsplit("/", 1)[-1].replace(":", "-")
         folder = out / f"card-{name}"

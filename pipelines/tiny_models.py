@@ -108,6 +108,29 @@ def write_tiny_llava(path: Path, seed: int = 0, hidden: int = 32, layers: int = 
     return Path(path)
 
 
+# LLAVA_CHAT_TEMPLATE for a text-only LM, a message's content a string: the same text (transformers renders with
+# trim_blocks, so the newline after LLaVA's loop over the content parts is never written; none is written here)
+LLAVA_TEXT_CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'].upper() }}: {{ m['content'] }}{% endfor %}"
+                            "{% if add_generation_prompt %}ASSISTANT:{% endif %}")
+
+
+def write_tiny_llava_language_model(llava: Path, path: Path) -> Path:
+    """The language model of a tiny LLaVA (write_tiny_llava) saved alone as a LlamaForCausalLM, its weights
+    (decoder and head) and tokenizer the LLaVA's, its chat template LLaVA's for text: the LLaVA's base LLM, which
+    asked a blind prompt computes exactly what the LLaVA computes without images (MMStar's leakage is then 0)."""
+    from transformers import AutoTokenizer, LlamaForCausalLM, LlavaForConditionalGeneration
+
+    llava_model = LlavaForConditionalGeneration.from_pretrained(llava)
+    model = LlamaForCausalLM(llava_model.config.text_config)
+    model.model.load_state_dict(llava_model.model.language_model.state_dict())
+    model.lm_head.load_state_dict(llava_model.lm_head.state_dict())
+    model.eval().save_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(llava)
+    tokenizer.chat_template = LLAVA_TEXT_CHAT_TEMPLATE
+    tokenizer.save_pretrained(path)
+    return Path(path)
+
+
 def write_tiny_llava_for_vllm(path: Path, seed: int = 0, hidden: int = 128, layers: int = 2,
                               image_size: int = 32) -> Path:
     """The tiny LLaVA in a form both transformers and vLLM load: heads of size 32 (vLLM's CPU attention

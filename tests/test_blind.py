@@ -1,5 +1,6 @@
-"""Blind runs (`--no-image`) and the multimodal gain on the report card (`suite --blind`): Chen et al., *Are We on
-the Right Way for Evaluating Large Vision-Language Models?*, NeurIPS 2024, §4, MG = S(with images) - S(without).
+"""Blind runs (`--no-image`), the multimodal gain (`suite --blind`) and the multimodal leakage (`suite --base-llm`) on
+the report card: Chen et al., *Are We on the Right Way for Evaluating Large Vision-Language Models?*, NeurIPS 2024,
+§4, MG = S(with images) - S(without), ML = max(0, S(without) - S(base LLM)).
 
 Goldens: a task head's blind run equals its run on an image folder where every picture is the documented neutral
 image (evaluator/models/images.py); a generative VLM's blind run cannot depend on the images (two different image
@@ -15,7 +16,7 @@ import pytest
 
 from evaluator.models.images import neutral_image
 from evaluator.stats.bootstrap import value_at
-from pipelines.tiny_models import write_tiny_llava, write_tiny_vilt_vqa
+from pipelines.tiny_models import write_tiny_llava, write_tiny_llava_language_model, write_tiny_vilt_vqa
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +25,9 @@ pytestmark = pytest.mark.slow
 def models(tmp_path_factory):
     root = tmp_path_factory.mktemp("blind-models")
     answers = ["yes", "no", "2", "1", "3", "white", "red", "blue", "dog", "kitchen", "tennis", "pizza"]
-    return {"vilt": write_tiny_vilt_vqa(root / "vilt", answers), "llava": write_tiny_llava(root / "llava")}
+    llava = write_tiny_llava(root / "llava")
+    return {"vilt": write_tiny_vilt_vqa(root / "vilt", answers), "llava": llava,
+            "llava-lm": write_tiny_llava_language_model(llava, root / "llava-lm")}
 
 
 def _images_like(source, target, content):
@@ -89,49 +92,101 @@ def test_what_cannot_run_blind_says_so(cli, built, tmp_path):
     assert code == 2 and "--no-image" in err and "Traceback" not in err
 
 
-def test_the_card_gives_the_multimodal_gain(cli, built, models, sample_sources, tmp_path):
+def test_the_card_gives_the_multimodal_gain_and_leakage(cli, built, models, sample_sources, tmp_path):
+    """MG and, with --base-llm, ML = max(0, S(blind) - S(base LLM)) (lower-is-better: S(base) - S(blind)). Goldens:
+    against the LLaVA's own language model saved alone (write_tiny_llava_language_model: the same weights, asked
+    the same text), the base LLM's predictions are the blind run's, byte for byte, and ML is 0 with [0, 0]; against
+    another LM, ML is the blind and base predictions' scores, each from `evaluate` on its own, subtracted here."""
     data = tmp_path / "builds"
-    for bench in ("vqa-v2", "cosim-q", "socialiq"):
+    for bench in ("vqa-v2", "cosim-q", "socialiq", "disco"):
         shutil.copytree(built(bench), data / bench)
     images = tmp_path / "images"
     shutil.copytree(sample_sources / "coco", images / "coco")
     shutil.copytree(sample_sources / "cosim", images / "cosim")
-    cards = []
-    for name in ("one", "two"):
-        out = tmp_path / name
-        code, stdout, err = cli("suite", "--model", f"hf:{models['llava']}", "--data", data, "--out", out,
-                                "--images-root", images, "--no-perceptual", "--no-counterbias", "--blind",
-                                "--bootstrap", 100)
-        assert code == 0, err
-        cards.append(out)
-    card = json.loads((cards[0] / "card.json").read_text())
-    for bench in ("vqa-v2", "cosim-q"):
+    own, other = models["llava-lm"], write_tiny_llava_language_model(write_tiny_llava(tmp_path / "other-llava", seed=1),
+                                                                     tmp_path / "other-lm")
+    suite = ("suite", "--model", f"hf:{models['llava']}", "--data", data, "--images-root", images, "--no-perceptual",
+             "--no-counterbias", "--bootstrap", 100)
+    one, two = tmp_path / "one", tmp_path / "two"
+    code, stdout, err = cli(*suite, "--out", one, "--base-llm", f"hf:{own}")  # --base-llm implies --blind
+    assert code == 0, err
+    card = json.loads((one / "card.json").read_text())
+    for bench in ("vqa-v2", "cosim-q", "disco"):
         row = card["benchmarks"][bench]
         gain = row["multimodal_gain"]
         # the blind predictions scored on their own: S(without); the card's headline: S(with)
-        code, _, err = cli("evaluate", bench, "--data", data / bench, "--predictions", cards[0] / gain["predictions"],
-                           "--report", tmp_path / f"blind-{bench}")
-        assert code == 0, err
-        without = json.loads((tmp_path / f"blind-{bench}" / "metrics.json").read_text())
+        without = _evaluated(cli, data / bench, one / gain["predictions"], tmp_path / f"blind-{bench}")
         for key, entry in gain["metrics"].items():
             assert entry["without"] == pytest.approx(value_at(without, key), abs=1e-4)
             assert entry["with"] == pytest.approx(row["headline"][key]["value"], abs=1e-4)
             assert entry["value"] == pytest.approx(entry["with"] - entry["without"], abs=1e-3)
             assert entry["interval"] is None or entry["interval"][0] <= entry["value"] + 1e-9 <= entry["interval"][1] \
                 + 2e-9
-        meta = json.loads((cards[0] / "predictions" / f"{bench}.blind.meta.json").read_text())
+        meta = json.loads((one / "predictions" / f"{bench}.blind.meta.json").read_text())
         assert meta["options"]["no_image"] is True
+        leak = row["multimodal_leakage"]
+        assert (one / leak["predictions"]).read_bytes() == (one / gain["predictions"]).read_bytes()
+        assert all(m["value"] == 0 and m["lead"] == 0 and m["interval"] in (None, [0.0, 0.0])
+                   for m in leak["metrics"].values()) and leak["base_llm"] == f"hf:{own}"
     assert "shown no image" in card["benchmarks"]["socialiq"]["multimodal_gain"]["not_measured"]
-    assert "## Multimodal gain" in (cards[0] / "report.md").read_text()
-    assert 'id="multimodal-gain"' in (cards[0] / "index.html").read_text()
-    # a rerun keeps the blind predictions, made under their own key
-    code, stdout, _ = cli("suite", "--model", f"hf:{models['llava']}", "--data", data, "--out", cards[0],
-                          "--images-root", images, "--no-perceptual", "--no-counterbias", "--blind", "--bootstrap", 100)
-    assert code == 0 and stdout.count("(kept predictions)") == 5  # 3 runs with images, 2 blind
-    code, _, err = cli("suite-compare", *cards, "--out", tmp_path / "site")
+    assert card["benchmarks"]["socialiq"]["multimodal_leakage"]["not_measured"].startswith("no blind run")
+    assert "## Multimodal gain" in (one / "report.md").read_text() and "## Multimodal leakage" in \
+        (one / "report.md").read_text()
+    assert 'id="multimodal-gain"' in (one / "index.html").read_text() and 'id="multimodal-leakage"' in \
+        (one / "index.html").read_text()
+    # another base LLM into a copy: the runs with and without images are kept (made under their own keys)
+    shutil.copytree(one, two)
+    code, stdout, err = cli(*suite, "--out", two, "--base-llm", f"hf:{other}")
+    assert code == 0, err
+    assert stdout.count("(kept predictions)") == 7, stdout  # 4 runs with images, 3 blind; the base LLM's anew
+    card = json.loads((two / "card.json").read_text())
+    leads = []
+    for bench in ("vqa-v2", "cosim-q", "disco"):
+        row = card["benchmarks"][bench]
+        leak = row["multimodal_leakage"]
+        base = _evaluated(cli, data / bench, two / leak["predictions"], tmp_path / f"base-{bench}")
+        blind = _evaluated(cli, data / bench, two / row["multimodal_gain"]["predictions"], tmp_path / f"b-{bench}")
+        for key, entry in leak["metrics"].items():
+            higher = row["headline"][key]["higher_is_better"]
+            lead = (value_at(blind, key) - value_at(base, key)) * (1 if higher else -1)
+            assert entry["lead"] == pytest.approx(lead, abs=1e-3) and entry["value"] == pytest.approx(max(0, lead),
+                                                                                                     abs=1e-3)
+            assert entry["interval"] is None or (0 <= entry["interval"][0] <= entry["value"] + 1e-9
+                                                 <= entry["interval"][1] + 2e-9)
+            leads.append(lead)
+    assert any(abs(lead) > 0.01 for lead in leads), leads  # the two LMs answer differently: the check can fail
+    code, _, err = cli("suite-compare", one, two, "--out", tmp_path / "site")
     assert code == 0, err
     site = json.loads((tmp_path / "site" / "cards.json").read_text())
     labels = [c["label"] for c in site["columns"]]
-    assert "vqa-v2 MG VQA accuracy" in labels and "cosim-q MG APQ" in labels
+    assert {"vqa-v2 MG VQA accuracy", "cosim-q MG APQ", "vqa-v2 ML VQA accuracy", "disco ML MAE"} <= set(labels)
+    assert site["cards"][1]["values"]["disco:ml:mae"]["value"] == \
+        card["benchmarks"]["disco"]["multimodal_leakage"]["metrics"]["mae"]["value"]
     assert site["cards"][0]["values"]["vqa-v2:mg:accuracy"]["value"] == \
         card["benchmarks"]["vqa-v2"]["multimodal_gain"]["metrics"]["accuracy"]["value"]
+
+
+def _evaluated(cli, build, predictions, report) -> dict:
+    code, _, err = cli("evaluate", build.name, "--data", build, "--predictions", predictions, "--report", report)
+    assert code == 0, err
+    return json.loads((report / "metrics.json").read_text())
+
+
+def test_a_text_only_lm_answers_blind_runs_only(cli, built, models, tmp_path):
+    """A text-only causal LM runs with --no-image (as the LLaVA it came from does, bit for bit), is refused with
+    pictures, and --base-llm takes only such a model (hf:, or openai: with its endpoint)."""
+    data = ("vqa-v2", "--data", built("vqa-v2"), "--limit", 30)
+    lm, _ = _predict(cli, tmp_path, "lm", *data, "--model", f"hf:{models['llava-lm']}", "--no-image")
+    llava, _ = _predict(cli, tmp_path, "llava", *data, "--model", f"hf:{models['llava']}", "--no-image")
+    assert lm == llava
+    code, _, err = cli("predict", *data, "--model", f"hf:{models['llava-lm']}", "--out", tmp_path / "x.json")
+    assert code == 2 and "text-only causal LM" in err and "--no-image" in err and "Traceback" not in err
+    suite = ("suite", "--model", "baseline:random", "--data", tmp_path, "--out", tmp_path / "card")
+    for flags, expected in ((("--base-llm", f"hf:{models['llava']}"), "not a text-only causal LM"),
+                            (("--base-llm", f"vllm:{models['llava-lm']}"), "a base LLM is an hf:"),
+                            (("--base-llm", "openai:base"), "--base-llm-base-url"),
+                            (("--base-llm-base-url", "http://127.0.0.1:9/v1"), "no --base-llm was given"),
+                            (("--base-llm", f"hf:{models['llava-lm']}", "--base-llm-base-url", "http://127.0.0.1:9/v1"),
+                             "runs here")):
+        code, _, err = cli(*suite, *flags)
+        assert code == 2 and expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -16,7 +16,7 @@ from evaluator.models.families import causal_multimodal, prefix_format, refusal
 from evaluator.models.model import as_model
 from evaluator.models.options import ModelOptions, check_no_credentials, reader_kind, readers_text, unread_option
 from evaluator.models.spec import hf_config, load_py_model, parse_spec
-from evaluator.models.vlm_checkpoint import is_generative
+from evaluator.models.vlm_checkpoint import is_generative, is_text_lm
 
 
 def make_model(task, spec: str, options: ModelOptions):
@@ -35,6 +35,8 @@ def make_model(task, spec: str, options: ModelOptions):
         return _vllm(task, name, options)
     if config is not None and is_generative(config):
         return _hf_generative(task, name, config, options)
+    if config is not None and is_text_lm(config):
+        return _hf_text_lm(task, name, config, options)
     if kind == "py":
         return as_model(load_py_model(name))
     if kind == "features" and task.feature_heads:
@@ -61,7 +63,8 @@ def make_model(task, spec: str, options: ModelOptions):
 def _check_readers(spec: str, kind: str, config, options: ModelOptions) -> None:
     """No option is given to a model that would ignore it (the declaration's readers): the model's kind, and a
     judge's, must read every option set away from its default."""
-    generative = kind in ("vllm", "openai") or (kind == "hf" and config is not None and is_generative(config))
+    generative = kind in ("vllm", "openai") or (kind == "hf" and config is not None and
+                                                (is_generative(config) or is_text_lm(config)))
     judge_kind = None if options.judge is None else reader_kind(parse_spec(options.judge)[0], True)
     unread = unread_option(options, reader_kind(kind, generative), judge_kind)
     if unread is not None:
@@ -148,6 +151,20 @@ def _hf_generative(task, name: str, config, options: ModelOptions):
                     prefixed)
 
 
+def _hf_text_lm(task, name: str, config, options: ModelOptions):
+    """`hf:` a text-only causal LM run by transformers in-process: it answers the prompts of a blind run only
+    (`--no-image`; `suite --base-llm`), the same text a VLM is asked without its pictures."""
+    from evaluator.models.transformers_lm import TransformersLM
+    from evaluator.models.vlm_checkpoint import read_chat_template
+
+    if not options.no_image:
+        raise ModelError(f"hf:{name}: a {config.model_type} model is a text-only causal LM: it answers blind runs "
+                         "(--no-image; `vlbench suite --base-llm`), never a prompt with pictures")
+    chat_template = read_chat_template(options.chat_template)
+    return _adapter(task, f"hf:{name}", lambda: TransformersLM(name, config, options, chat_template), options,
+                    _choice_mode(options, "loglik"))
+
+
 def _vllm(task, name: str, options: ModelOptions):
     """`vllm:` an image-text-to-text checkpoint run by vLLM's offline engine in-process."""
     from evaluator.models.vllm_engine import VllmVLM, check_vllm_options
@@ -157,7 +174,8 @@ def _vllm(task, name: str, options: ModelOptions):
     check_vllm_options(options, spec)
     config = hf_config(name, options.revision)
     if not is_generative(config):
-        raise ModelError(f"{spec}: a {config.model_type} model is not an image-text-to-text VLM (vllm: runs those)")
+        raise ModelError(f"{spec}: a {config.model_type} model is not an image-text-to-text VLM (vllm: runs those; a "
+                         f"text-only LM runs blind as hf:{name}, or served by `vllm serve` as openai:MODEL)")
     refused = refusal(config)
     if refused is not None:
         raise ModelError(f"{spec}: {refused}")

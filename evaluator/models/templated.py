@@ -36,9 +36,9 @@ class TemplatedVLM(VLMBackend):
         if options.loglik not in ("sum", "mean"):
             raise ModelError(f"--loglik {options.loglik}: expected sum or mean")
         self.path, self.options, self.spec = path, options, f"{self.prefix}:{path}"
-        self.processor, self.note = load_processor(path, config, options.revision, self.spec)
+        self.processor, self.note = self._load_processor(path, config, options)
         self._bound_pixels(options)
-        self.tokenizer = self.processor.tokenizer
+        self.tokenizer = self._tokenizer_of(self.processor)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         if chat_template is not None:
@@ -77,6 +77,17 @@ class TemplatedVLM(VLMBackend):
                          **{k: getattr(options, k) for k in ("min_pixels", "max_pixels")}}
         self._lead: str | None = None
 
+    def _load_processor(self, path: str, config, options: ModelOptions) -> tuple[object, str | None]:
+        """(processor, note): the checkpoint's processor (evaluator/models/vlm_checkpoint.py)."""
+        return load_processor(path, config, options.revision, self.spec)
+
+    def _tokenizer_of(self, processor):
+        return processor.tokenizer
+
+    def content(self, text: str, images: int = 0):
+        """A message's content as the chat template reads it: an image part per picture, then the text."""
+        return [{"type": "image"} for _ in range(images)] + [{"type": "text", "text": text}]
+
     def _bound_pixels(self, options: ModelOptions) -> None:
         bounds = {k: v for k, v in (("min_pixels", options.min_pixels), ("max_pixels", options.max_pixels))
                   if v is not None}
@@ -97,10 +108,9 @@ class TemplatedVLM(VLMBackend):
 
     # -- inputs -----------------------------------------------------------------------------------
     def _messages(self, turn: Turn) -> list[dict]:
-        content = [{"type": "image"} for _ in turn.images] + [{"type": "text", "text": turn.text}]
         system = self.options.system_prompt
-        return ([{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []) + [
-            {"role": "user", "content": content}]
+        return ([{"role": "system", "content": self.content(system)}] if system else []) + [
+            {"role": "user", "content": self.content(turn.text, len(turn.images))}]
 
     def prompt_text(self, turn: Turn) -> str:
         """The chat-template text of one user turn with its images inside the message, ready for the
@@ -131,13 +141,13 @@ class TemplatedVLM(VLMBackend):
         if self._lead is None and self.prefix_format is not None:
             self._lead = ""
         if self._lead is None:
-            user = [{"role": "user", "content": [{"type": "text", "text": "?"}]}]
+            user = [{"role": "user", "content": self.content("?")}]
             marker = "\u2063"  # an invisible separator no template writes itself
             try:
                 ask = self.processor.apply_chat_template(user, add_generation_prompt=True, tokenize=False,
                                                          **self.template_kwargs)
                 full = self.processor.apply_chat_template(
-                    user + [{"role": "assistant", "content": [{"type": "text", "text": marker}]}], tokenize=False,
+                    user + [{"role": "assistant", "content": self.content(marker)}], tokenize=False,
                     **self.template_kwargs)
             except Exception:  # noqa: BLE001 -- a template that cannot render an answer: the text follows directly
                 ask, full = "", ""
@@ -219,7 +229,7 @@ class TemplatedVLM(VLMBackend):
 
     def describe_prompts(self) -> dict:
         """The record's entries on how prompts were built (the same for every backend that runs here)."""
-        size = size_dict(getattr(self.processor.image_processor, "size", None))
+        size = size_dict(getattr(getattr(self.processor, "image_processor", None), "size", None))
         return {"model": self.spec, "revision": self.revision, "processor": type(self.processor).__name__,
                 "processor_note": self.note, "image_size": json.loads(json.dumps(size, default=str)),
                 "answer_lead": self.answer_lead, "reasoning": self.describe_reasoning(),

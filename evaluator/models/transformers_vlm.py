@@ -33,9 +33,11 @@ PREFIX_CACHE_MIN_CONTINUATIONS = 8  # fewer continuations per context are batche
 class TransformersVLM(TemplatedVLM):
     """`hf:`: a loaded image-text-to-text checkpoint and its processor, run by transformers."""
 
+    auto_model = "AutoModelForImageTextToText"  # the transformers class the weights load with
+
     def __init__(self, path: str, config, options: ModelOptions, chat_template: str | None = None):
         import torch
-        from transformers import AutoModelForImageTextToText
+        import transformers
 
         from core.torch_runtime import torch_device
         from evaluator.models.distributed import local_device
@@ -54,8 +56,8 @@ class TransformersVLM(TemplatedVLM):
                    if getattr(options, k) is not None}
         if options.device_map is not None:
             _need_accelerate()
-        self.model = load_pretrained(AutoModelForImageTextToText, path, self.spec, dtype=getattr(torch, dtype),
-                                     **loading)
+        self.model = load_pretrained(getattr(transformers, self.auto_model), path, self.spec,
+                                     dtype=getattr(torch, dtype), **loading)
         if options.device_map is None:
             self.model.to(self.device)
         else:  # spread over the devices: inputs go where the model's embeddings are

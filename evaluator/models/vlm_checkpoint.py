@@ -41,6 +41,17 @@ def is_generative(config) -> bool:
     return config.model_type in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
 
 
+def is_text_lm(config) -> bool:
+    """Whether a transformers config is a text-only causal LM (AutoModelForCausalLM's, no image part): a model
+    that answers a benchmark's prompts without their pictures, a VLM's base LLM."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    from evaluator.models.families import causal_multimodal
+
+    return (config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not is_generative(config)
+            and not causal_multimodal(config))
+
+
 VIDEO_PART_NOTE = ("the processor's video part needs torchvision (not installed): loaded its image and text parts "
                    "only (no benchmark here reads video)")
 

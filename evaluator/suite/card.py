@@ -66,6 +66,12 @@ def card_markdown(card: dict) -> str:
                report_table(["benchmark", "metric", "with images", "without", "gain", "p"],
                             [[r["bench"], r["metric"], r["with"], r["without"], r["gain"], r["p"]] for r in gains]),
                ""]
+    leaks = leakage_rows(card)
+    if leaks:
+        md += ["## Multimodal leakage", "", LEAKAGE_READING, "",
+               report_table(["benchmark", "base LLM", "metric", "without images", "base LLM's", "leakage", "p"],
+                            [[r["bench"], r["base_llm"], r["metric"], r["without"], r["base"], r["leakage"], r["p"]]
+                             for r in leaks]), ""]
     priors = prior_rows(card)
     if priors:
         md += ["## Prior-following rate", "", PRIOR_READING, "",
@@ -145,17 +151,52 @@ def gain_rows(card: dict) -> list[dict]:
                          "p": _line(found["not_measured"])})
             continue
         for entry in found["metrics"].values():
-            bounds = entry["interval"]
             rows.append({"bench": bench, "metric": entry["label"], "with": _number(entry["with"]),
-                         "without": _number(entry["without"]),
-                         "gain": _number(entry["value"]) + ("" if not bounds else
-                                                            f" [{bounds[0]:.2f}, {bounds[1]:.2f}]"),
-                         "p": "-" if entry["p_value"] is None else f"{entry['p_value']:.3g}"})
+                         "without": _number(entry["without"]), "gain": _with_interval(entry),
+                         "p": _p_value(entry)})
+    return rows
+
+
+LEAKAGE_READING = ("What the model answers without images that its base LLM cannot: its blind score minus the score "
+                   "of the language model it was built on, asked the same prompts, floored at 0 (the multimodal "
+                   "leakage of Chen et al., NeurIPS 2024, §4; where lower is better, the base LLM's score minus the "
+                   "blind one). Above 0: the VLM's training taught it answers to the benchmark's text, a sign the "
+                   "benchmark (or data like it) leaked into that training. Paired 95% cluster-bootstrap intervals, "
+                   "floored at 0 as the leakage is, in brackets; p: the paired permutation test of no lead.")
+
+
+def leakage_rows(card: dict) -> list[dict]:
+    """Per scored benchmark with a base LLM run (`suite --base-llm`): each headline metric without images, the base
+    LLM's, and the multimodal leakage with its interval and p-value; or why it was not measured."""
+    rows = []
+    for bench, row in card["benchmarks"].items():
+        found = row.get("multimodal_leakage") if row.get("status") == "scored" else None
+        if found is None:
+            continue
+        model = _line(found["base_llm"])
+        if "not_measured" in found:
+            rows.append({"bench": bench, "base_llm": model, "metric": "-", "without": "-", "base": "-",
+                         "leakage": "not measured", "p": _line(found["not_measured"])})
+            continue
+        for entry in found["metrics"].values():
+            rows.append({"bench": bench, "base_llm": model, "metric": entry["label"],
+                         "without": _number(entry["without"]), "base": _number(entry["base"]),
+                         "leakage": _with_interval(entry), "p": _p_value(entry)})
     return rows
 
 
 def _number(value) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+def _with_interval(entry: dict) -> str:
+    """An entry's value with its interval in brackets, at 2 decimals."""
+    bounds = entry["interval"]
+    return _number(entry["value"]) + ("" if not bounds else f" [{bounds[0]:.2f}, {bounds[1]:.2f}]")
+
+
+def _p_value(entry: dict) -> str:
+    return "-" if entry["p_value"] is None else f"{entry['p_value']:.3g}"
 
 
 def prior_rows(card: dict) -> list[dict]:
@@ -209,7 +250,7 @@ def card_files(out: Path, card: dict) -> dict[Path, bytes]:
         model=_line(card["model"]), data=_line(card["data"]), resamples=card["resamples"], seed=card["seed"],
         rows=rows, skipped=skipped, answers=answer_rows(card), answers_reading=ANSWERS_READING,
         bias=position_bias_rows(card), bias_reading=POSITION_BIAS_READING, gains=gain_rows(card),
-        gain_reading=GAIN_READING, priors=prior_rows(card),
+        gain_reading=GAIN_READING, leaks=leakage_rows(card), leakage_reading=LEAKAGE_READING, priors=prior_rows(card),
         prior_reading=PRIOR_READING, diagnostics=diagnostics,
         missing=card["missing_diagnostics"],
         families=[{"title": s.title, "src": f"{FOLDER}/{s.filename}"} for s in family_specs])

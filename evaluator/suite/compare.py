@@ -4,7 +4,8 @@ paired comparisons of each model with the first wherever both scored the same bu
 the difference B − A of each headline metric on the same rows, its paired cluster-bootstrap interval
 and the permutation test's p-value (evaluator.compare, as `vlbench compare`); a figure per
 benchmark family draws the models' headline metrics side by side (evaluator.suite.figures); the cards of `suite
---blind` add a column per multimodal gain (MG, with its paired interval). SITE carries the
+--blind` add a column per multimodal gain (MG, with its paired interval), those made with `--base-llm` one per
+multimodal leakage (ML). SITE carries the
 marker `.vlbench-cards.json`; another non-empty folder is refused without --overwrite."""
 
 from __future__ import annotations
@@ -106,18 +107,19 @@ def card_problem(card: dict) -> str | None:
             if interval is not None and not (isinstance(interval, list) and len(interval) == 2 and
                                               all(_number(b) for b in interval)):
                 return f"{at}.interval: not two numbers"
-        gains = row.get("multimodal_gain", {})
-        if not isinstance(gains, dict) or not isinstance(gains.get("metrics", {}), dict):
-            return f"{where}.multimodal_gain: not a mapping of metrics"
-        for key, entry in gains.get("metrics", {}).items():
-            at = f"{where}.multimodal_gain.metrics.{str(key)[:40]}"
-            if not isinstance(entry, dict) or not isinstance(entry.get("label"), str) or \
-                    (entry.get("value") is not None and not _number(entry["value"])):
-                return f"{at}: not a gain with a `label` and a numeric `value`"
-            interval = entry.get("interval")
-            if interval is not None and not (isinstance(interval, list) and len(interval) == 2 and
-                                              all(_number(b) for b in interval)):
-                return f"{at}.interval: not two numbers"
+        for field in (f for f, _ in MEASURES.values()):
+            measured = row.get(field, {})
+            if not isinstance(measured, dict) or not isinstance(measured.get("metrics", {}), dict):
+                return f"{where}.{field}: not a mapping of metrics"
+            for key, entry in measured.get("metrics", {}).items():
+                at = f"{where}.{field}.metrics.{str(key)[:40]}"
+                if not isinstance(entry, dict) or not isinstance(entry.get("label"), str) or \
+                        (entry.get("value") is not None and not _number(entry["value"])):
+                    return f"{at}: not a measure with a `label` and a numeric `value`"
+                interval = entry.get("interval")
+                if interval is not None and not (isinstance(interval, list) and len(interval) == 2 and
+                                                  all(_number(b) for b in interval)):
+                    return f"{at}.interval: not two numbers"
     return None
 
 
@@ -158,10 +160,11 @@ def compare_cards(folders: list[Path], out: Path, *, resamples: int = 1000, seed
         for bench, row in card["benchmarks"].items():
             for key, entry in (row.get("headline") or {}).items():
                 columns.setdefault((bench, key), f"{bench} {entry['label']}")
-    for card in cards:  # the multimodal gains of the cards made with `suite --blind`, after every headline metric
-        for bench, row in card["benchmarks"].items():
-            for key, entry in _gains(row).items():
-                columns.setdefault((bench, GAIN + key), f"{bench} MG {entry['label']}")
+    for prefix, (field, short) in MEASURES.items():  # the blind runs' measures (suite --blind, --base-llm), after
+        for card in cards:                             # every headline metric
+            for bench, row in card["benchmarks"].items():
+                for key, entry in _measured(row, field).items():
+                    columns.setdefault((bench, prefix + key), f"{bench} {short} {entry['label']}")
     rows = [{"model": name, "card": str(folder),
              "values": {f"{b}:{k}": _cell(card["benchmarks"].get(b, {}), k) for b, k in columns}}
             for card, folder, name in zip(cards, folders, card_names(cards, folders))]
@@ -204,19 +207,22 @@ def compare_cards(folders: list[Path], out: Path, *, resamples: int = 1000, seed
     return record
 
 
-GAIN = "mg:"  # the column key of a multimodal gain (`suite --blind`): mg:<headline key>
+# the column keys of the blind runs' measures, <prefix><headline key>: the card row's field and the column's name
+MEASURES = {"mg:": ("multimodal_gain", "MG"),  # `suite --blind`
+            "ml:": ("multimodal_leakage", "ML")}  # `suite --base-llm`
 
 
-def _gains(row: dict) -> dict:
-    """A card row's multimodal gains by headline key ({} where it has none)."""
-    found = row.get("multimodal_gain") if row.get("status") == "scored" else None
+def _measured(row: dict, field: str) -> dict:
+    """A card row's measure (a MEASURES field) by headline key ({} where it has none)."""
+    found = row.get(field) if row.get("status") == "scored" else None
     return (found or {}).get("metrics") or {}
 
 
 def _cell(row: dict, key: str) -> dict | None:
-    """A card row's value of a column: a headline metric, or a multimodal gain (`mg:<key>`)."""
-    if key.startswith(GAIN):
-        return _gains(row).get(key[len(GAIN):])
+    """A card row's value of a column: a headline metric, or a measure of the blind runs (`mg:<key>`, `ml:<key>`)."""
+    for prefix, (field, _) in MEASURES.items():
+        if key.startswith(prefix):
+            return _measured(row, field).get(key[len(prefix):])
     return (row.get("headline") or {}).get(key)
 
 

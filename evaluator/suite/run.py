@@ -355,6 +355,8 @@ class SuiteRun:
     hub_source: str | None
     echo: Callable[[str], None]
     blind: bool = False  # also a blind run of each benchmark (--no-image) and the model's multimodal gain
+    base_llm: str | None = None  # the model's base LLM, asked the blind prompts: the multimodal leakage
+    base_llm_url: tuple = ()  # the endpoints of an openai: base LLM
     rows: dict[str, dict] = dataclasses.field(default_factory=dict)  # the card's row of each benchmark
     scored: dict[str, dict] = dataclasses.field(default_factory=dict)  # evaluate's metrics
     perceptual: dict[str, dict] = dataclasses.field(default_factory=dict)  # perceptual scores
@@ -366,7 +368,7 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
               perceptual: bool = True, counterbias: bool = True, counterbias_cache: Path | None = None,
               hub_results: Path | None = None, hub_org: str | None = None, hub_source: str | None = None,
               overwrite: bool = False, submissions: Path | None = None, shard=None, ray=None, blind: bool = False,
-              echo=print) -> dict | None:
+              base_llm: str | None = None, base_llm_url: tuple = (), echo=print) -> dict | None:
     """Predict and score every benchmark of DATA with MODEL, with the perceptual score where the model
     reads two or more modalities (`perceptual`) and CounterBias on a VL-Bias build where the model can be
     measured (`counterbias`, its counterfactual images cached in `counterbias_cache`); write OUT's card
@@ -380,11 +382,18 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     `ray` (evaluator.ray_shards.RayRun): each benchmark's shards as Ray tasks, their files written into
     OUT/predictions/ as they finish, each benchmark merged and scored as soon as its shards are in (`_predict_on_ray`).
     `blind`: also each benchmark without its images (`--no-image`, OUT/predictions/<bench>.blind.json) and the
-    model's multimodal gain on it (`_multimodal_gain`).
+    model's multimodal gain on it (`_multimodal_gain`). `base_llm` (a spec, implies `blind`): the model's base LLM
+    asked the same blind prompts (OUT/predictions/<bench>.base-llm.json; `base_llm_url`: an openai: one's endpoints)
+    and the model's multimodal leakage (`_multimodal_leakage`).
     """
     from core.progress import progress
     from evaluator.suite.card import write_card
 
+    if base_llm is not None:
+        check_base_llm(base_llm, base_llm_url)
+        blind = True
+    elif base_llm_url:
+        raise ParamsError("--base-llm-base-url: the endpoint of an openai: --base-llm; no --base-llm was given")
     hub_org = _hub_org(data, hub_org, hub_results, hub_source)
     builds, broken, absent = _builds(data)
     todo, measured = _benchmarks_asked(only)
@@ -399,8 +408,8 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
     if shard is not None and ray is not None:
         raise ParamsError("--ray with --shard: --ray runs every shard itself (on the cluster) and merges them")
     if blind and (submissions is not None or model_options.no_image):
-        raise ParamsError("--blind runs the model again without images: it needs the model itself (not --predictions) "
-                          "and its images (not --no-image)")
+        raise ParamsError(f"{'--base-llm' if base_llm else '--blind'} runs the model again without images: it needs "
+                          "the model itself (not --predictions) and its images (not --no-image)")
     # several shards may start into one new OUT at once: a folder holding only predictions is one of theirs
     owned = is_suite_folder if shard is None else (
         lambda t: is_suite_folder(t) or {p.name for p in Path(t).iterdir()} <= {"predictions", MARKER})
@@ -409,7 +418,7 @@ def run_suite(model: str, data: Path, out: Path, *, model_options: ModelOptions 
               overwrite, owned=owned, writer="`vlbench suite`")
     (out / "predictions").mkdir(parents=True, exist_ok=True)
     run = SuiteRun(model, data, out, model_options, resamples, seed, images_root, submissions, hub_results, hub_org,
-                   hub_source, echo, blind)
+                   hub_source, echo, blind, base_llm, tuple(base_llm_url))
     if shard is not None:  # no card: the marker says so until a run without --shard writes one
         write_atomically(out / MARKER, (dumps({"model": model, "data": str(data), "finished": False}, indent=2)
                                         + "\n").encode())
@@ -622,6 +631,9 @@ def _score_benchmark(run: SuiteRun, bench: str, folder: Path, perceptual: bool) 
                                             **_value(metrics, h.key)} for h in task.headline}}
     if run.blind:
         run.rows[bench]["multimodal_gain"] = _multimodal_gain(run, bench, folder, options, predictions)
+    if run.base_llm is not None:
+        run.rows[bench]["multimodal_leakage"] = _multimodal_leakage(run, bench, folder, options,
+                                                                    run.rows[bench]["multimodal_gain"])
     groups = _by_shortcuts(bench, folder, predictions, metrics["split"], run.resamples, run.seed)
     if groups:
         run.shortcut_groups[bench] = {"headline": [h.key for h in task.headline], "groups": groups}
@@ -659,10 +671,11 @@ def _prior_entry(found: dict) -> dict:
 
 
 def _predictions(run: SuiteRun, bench: str, folder: Path, options: ModelOptions, key: str,
-                 name: str | None = None) -> tuple[Path, bool]:
+                 name: str | None = None, model: str | None = None) -> tuple[Path, bool]:
     """(the benchmark's predictions under OUT/predictions/, whether kept from an earlier run): the
     --predictions file copied, the kept file made under `key`, or the model's new predictions (`name`: the file's
-    name without .json, the benchmark's by default; a blind run's is `<bench>.blind`)."""
+    name without .json, the benchmark's by default; a blind run's is `<bench>.blind`; `model`: the spec run, the
+    suite's model by default)."""
     from evaluator.run import predict
 
     name = name or bench
@@ -678,13 +691,13 @@ def _predictions(run: SuiteRun, bench: str, folder: Path, options: ModelOptions,
         run.echo(f"{bench:10s} merged {merged} shards")
         return predictions, False
     try:
-        predict(bench, str(folder), run.model, predictions, options=options)
+        predict(bench, str(folder), model or run.model, predictions, options=options)
     except (VlbenchError, OSError, MemoryError, KeyboardInterrupt):
         raise
     except Exception as exc:  # noqa: BLE001 -- the model's own failure on this benchmark: its row
         first = (str(exc).strip().splitlines() or [""])[0]
-        raise ModelError(f"{run.model} failed on {bench} ({type(exc).__name__}: {sanitise(first, (), 200)})"
-                         ) from None
+        raise ModelError(f"{model or run.model} failed on {bench} ({type(exc).__name__}: "
+                         f"{sanitise(first, (), 200)})") from None
     _keep(record, predictions, key)
     return predictions, False
 
@@ -720,6 +733,86 @@ def _multimodal_gain(run: SuiteRun, bench: str, folder: Path, options: ModelOpti
     run.echo(f"{bench:10s} {'blind':10s} " + "  ".join(f"MG {g['label']} {_fmt(g['value'])}" for g in gains.values())
              + ("  (kept predictions)" if reused else ""))
     return {"predictions": path.relative_to(run.out).as_posix(), "metrics": gains}
+
+
+def check_base_llm(spec: str, urls) -> None:
+    """`--base-llm SPEC`: a text-only causal LM run here (`hf:`) or served (`openai:`, its endpoints from
+    `--base-llm-base-url`), checked before any benchmark runs."""
+    from evaluator.models.spec import hf_config, parse_spec
+    from evaluator.models.vlm_checkpoint import is_text_lm
+
+    kind, name = parse_spec(spec)
+    if kind == "openai":
+        from evaluator.models.served import check_endpoints, parse_base_urls
+
+        check_endpoints(parse_base_urls(urls), f"--base-llm {spec} (--base-llm-base-url gives its endpoint)")
+        return
+    if urls:
+        raise ParamsError(f"--base-llm-base-url: the endpoint of an openai: base LLM; --base-llm {spec} runs here")
+    if kind != "hf":
+        raise ParamsError(f"--base-llm {spec}: a base LLM is an hf: text-only causal LM checkpoint, or one served "
+                          "as openai:MODEL (`vllm serve` runs a vllm: one)")
+    config = hf_config(name)
+    if not is_text_lm(config):
+        raise ParamsError(f"--base-llm {spec}: a {config.model_type} model is not a text-only causal LM (the "
+                          "language model a VLM was built on, e.g. Vicuna for LLaVA-1.5, Qwen2 for Qwen2-VL)")
+
+
+BASE_LLM_OWN = ("revision", "chat_template", "min_pixels", "max_pixels", "base_url", "images", "videos")
+
+
+def base_llm_options(run: SuiteRun, options: ModelOptions) -> ModelOptions:
+    """The base LLM's options: the blind run's, as far as the base LLM's kind reads them, less those that name the
+    VLM's checkpoint, endpoint or pictures (BASE_LLM_OWN); its endpoints are --base-llm-base-url's."""
+    from evaluator.models.options import MODEL_OPTIONS, reader_kind
+    from evaluator.models.served import parse_base_urls
+    from evaluator.models.spec import parse_spec
+
+    kind = reader_kind(parse_spec(run.base_llm)[0], True)
+    kept = {o.field: getattr(options, o.field) for o in MODEL_OPTIONS
+            if kind in o.readers and o.field not in BASE_LLM_OWN}
+    return ModelOptions(**{**kept, "no_image": True, "base_url": parse_base_urls(run.base_llm_url)})
+
+
+def _multimodal_leakage(run: SuiteRun, bench: str, folder: Path, options: ModelOptions, gain: dict) -> dict:
+    """The model's multimodal leakage on the benchmark (Chen et al., NeurIPS 2024, §4: ML = max(0, S(LVLM without
+    images) - S(its base LLM))): the base LLM asked the blind run's prompts (kept under its own key), compared with
+    the blind run on the same rows per headline metric (`vlbench compare`'s engine). For a metric where lower is
+    better, the blind model's lead is S(base LLM) - S(LVLM without images). max(0, .) is monotone, so the percentile
+    interval of ML is the paired interval of the lead with each bound floored at 0; p is the paired permutation
+    test of no lead. Or why it was not measured (no blind run, a base LLM that cannot be asked)."""
+    from evaluator.compare import compare_predictions
+
+    if "not_measured" in gain:
+        return {"base_llm": run.base_llm, "not_measured": f"no blind run ({gain['not_measured']})"}
+    task = get_task(bench)
+    base = base_llm_options(run, options)
+    try:
+        path, reused = _predictions(run, bench, folder, base, prediction_key(run.base_llm, folder, base),
+                                    f"{bench}.base-llm", model=run.base_llm)
+        found = compare_predictions(ScoringRequest(bench, str(folder), None, resamples=max(run.resamples, 1),
+                                                   seed=run.seed), [path, run.out / gain["predictions"]]
+                                    )["comparisons"][0]["metrics"]
+    except WriteError:
+        raise
+    except VlbenchError as exc:
+        run.echo(f"{bench:10s} no base LLM run: {exc}")
+        return {"base_llm": run.base_llm, "not_measured": str(exc)}
+    leaks = {}
+    for h in task.headline:
+        if h.key not in found:
+            continue
+        entry, sign = found[h.key], 1 if h.higher_is_better else -1
+        lead = None if entry["difference"] is None else sign * entry["difference"]
+        bounds = sorted(sign * b for b in entry["interval"]) if entry["interval"] else None
+        leaks[h.key] = {"label": h.label, "without": entry["b"], "base": entry["a"], "lead": lead,
+                        "value": None if lead is None else max(0.0, lead),
+                        "interval": None if bounds is None else [max(0.0, b) for b in bounds],
+                        "p_value": entry["p_value"]}
+    run.echo(f"{bench:10s} {'base LLM':10s} " + "  ".join(f"ML {m['label']} {_fmt(m['value'])}"
+                                                         for m in leaks.values())
+             + ("  (kept predictions)" if reused else ""))
+    return {"base_llm": run.base_llm, "predictions": path.relative_to(run.out).as_posix(), "metrics": leaks}
 
 
 def _evaluate(run: SuiteRun, bench: str, folder: Path, predictions: Path) -> dict:

@@ -58,6 +58,11 @@ def suite(
     ray_task: Optional[str] = ray_task_option(),
     blind: bool = typer.Option(False, "--blind", help="Also run each benchmark without its images (as --no-image) "
                                "and put the model's multimodal gain, with paired intervals, on the card."),
+    base_llm: Optional[str] = typer.Option(
+        None, "--base-llm", metavar="SPEC", help="The model's base LLM (hf: a text-only causal LM checkpoint, or "
+        "openai:MODEL): asked the blind prompts, for the multimodal leakage on the card (implies --blind)."),
+    base_llm_url: list[str] = typer.Option([], "--base-llm-base-url", metavar="URL",
+                                           help="The endpoint of an openai: --base-llm (repeat: several)."),
     model_options=None,
 ):
     """One model over every built benchmark: predictions, reports, and one report card of headline metrics
@@ -79,7 +84,8 @@ def suite(
                      resamples=bootstrap, seed=seed, perceptual=not no_perceptual, counterbias=not no_counterbias,
                      counterbias_cache=default_cache_dir() / "counterbias", hub_results=hub_results,
                      hub_org=hub_org, hub_source=hub_source, overwrite=overwrite, submissions=submissions,
-                     shard=part, ray=ray_run(ray, ray_shards, ray_task), blind=blind, echo=typer.echo)
+                     shard=part, ray=ray_run(ray, ray_shards, ray_task), blind=blind, base_llm=base_llm,
+                     base_llm_url=tuple(base_llm_url), echo=typer.echo)
     if card is None:
         typer.echo(f"shard {part.index} of {part.count} predicted into {out / 'predictions'}; once every shard is, "
                    f"run `vlbench suite` into {out} without --shard to merge them and write the card")
