@@ -41,11 +41,20 @@ demo: $(STAMP)
 # The vLLM tests run a real vLLM (its CPU build) from a second venv that scripts/vllm_venv.sh builds beside
 # the main one, outside the checkout and cached between runs; the main venv is never touched by it. The
 # exported-task tests run the real lmms-eval 0.7.3 and Inspect, each installed by scripts/harness_env.sh into a
-# cached folder beside the main venv (run with its python, never installed into it).
-test: lint docs browser postgres
-	py="$$(bash scripts/vllm_venv.sh)" && lmms="$$(bash scripts/harness_env.sh lmms-eval $(PY))" && \
-		inspect="$$(bash scripts/harness_env.sh inspect $(PY))" && VLBENCH_VLLM_PYTHON="$$py" \
-		VLBENCH_LMMS_EVAL="$$lmms" VLBENCH_INSPECT="$$inspect" $(PY) -m pytest -q
+# cached folder beside the main venv (run with its python, never installed into it). The three are made at once,
+# while the lint, the docs and the system packages are done (each script prints its folder, cached: a later run
+# only finds it); every one must succeed. The tests run in two worker processes (pytest-xdist), each file's tests
+# in one of them (`--dist loadfile`: a module's fixtures, its servers and clusters, start once).
+TOOLS := $(VENV)/.tools
+test: $(STAMP)
+	mkdir -p $(TOOLS)
+	bash scripts/vllm_venv.sh > $(TOOLS)/vllm & v=$$!; \
+		bash scripts/harness_env.sh lmms-eval $(PY) > $(TOOLS)/lmms-eval & l=$$!; \
+		bash scripts/harness_env.sh inspect $(PY) > $(TOOLS)/inspect & i=$$!; \
+		$(MAKE) --no-print-directory lint docs browser postgres; s=$$?; \
+		wait $$v; a=$$?; wait $$l; b=$$?; wait $$i; c=$$?; test "$$s$$a$$b$$c" = 0000
+	VLBENCH_VLLM_PYTHON="$$(tail -1 $(TOOLS)/vllm)" VLBENCH_LMMS_EVAL="$$(tail -1 $(TOOLS)/lmms-eval)" \
+		VLBENCH_INSPECT="$$(tail -1 $(TOOLS)/inspect)" $(PY) -m pytest -q -n 2 --dist loadfile
 
 vllm-venv:
 	bash scripts/vllm_venv.sh
