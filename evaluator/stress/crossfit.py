@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.errors import ParamsError
-from evaluator.stress.features import OTHER, ChoiceFeatures, OpenFeatures
+from evaluator.stress.features import OTHER, ChoiceFeatures, EmbeddedChoice, EmbeddedOpen, OpenFeatures
 from evaluator.stress.items import BlindItems
 
 DECIMALS = 6  # the precision of s(x) as written
@@ -41,6 +41,7 @@ class StressOptions:
     seed: int = 42
     max_answers: int = 1000
     threads: int = 0  # threads fitting the trees (0: every CPU); the result does not depend on it
+    text_model: str | None = None  # a sentence-embedding checkpoint read instead of the hand-made features
 
     def __post_init__(self):
         if self.folds < 2 or self.trees < 1 or self.max_answers < 1 or self.threads < 0:
@@ -86,9 +87,17 @@ def _row_folds(order: list[int], clusters, options: StressOptions) -> np.ndarray
     return dealt[named]
 
 
-def cross_fit(items: BlindItems, keys: list, clusters, options: StressOptions, rows: int) -> CrossFit:
+def feature_shape(items: BlindItems, options: StressOptions, embed=None):
+    """What the forests read of the prompts: the hand-made features, or with `embed` (features.text_encoder of
+    --text-model) the prompts' and options' embeddings."""
+    if embed is not None:
+        return EmbeddedChoice(items, embed) if items.choice else EmbeddedOpen(items, options.max_answers, embed)
+    return ChoiceFeatures(items) if items.choice else OpenFeatures(items, options.max_answers)
+
+
+def cross_fit(items: BlindItems, keys: list, clusters, options: StressOptions, rows: int, embed=None) -> CrossFit:
     """Cross-fit the forest over the ROWS of a split (KEYS: each row's sortable id; CLUSTERS: each row's cluster
-    code, or None), every row held out once."""
+    code, or None), every row held out once; `embed`: `feature_shape`'s."""
     order = sorted(range(rows), key=lambda r: keys[r])
     rank = np.empty(rows, dtype=np.int64)
     rank[order] = np.arange(rows)
@@ -98,7 +107,7 @@ def cross_fit(items: BlindItems, keys: list, clusters, options: StressOptions, r
     prompt_s = np.zeros(len(items))
     outputs: list = [None] * len(items)
     fit = _fit_choice if items.choice else _fit_open
-    shape = ChoiceFeatures(items) if items.choice else OpenFeatures(items, options.max_answers)
+    shape = feature_shape(items, options, embed)
     for k in range(options.folds):
         held = prompts[folds[row_of[prompts]] == k]
         train = prompts[folds[row_of[prompts]] != k]

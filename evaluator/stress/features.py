@@ -12,6 +12,11 @@ Two shapes, one per kind of benchmark:
   position, and how often the same option text was right on the training folds -- the answer-only biases of
   multiple-choice benchmarks (Zellers et al., CVPR 2019, §4.2: the longest answer, the answer that repeats the
   question).
+
+With `--text-model`, a text model from a checkpoint reads the prompts instead (`EmbeddedOpen`, `EmbeddedChoice`): the
+forest sees the sentence embeddings of each prompt and option, which carry what the words mean where the hand-made
+features see only which words they are. This is a frozen encoder under the same cross-fitted forest, not the paper's
+TsT-LLM (an LLM fine-tuned with LoRA on each fold's training rows).
 """
 
 from __future__ import annotations
@@ -152,3 +157,49 @@ class ChoiceFeatures:
                          if seen[self.texts[p]] else [-1.0, 0.0] for p in pairs], dtype=np.float64).reshape(-1, 2)
         question = self.question.matrix(train, self.prompt_of[pairs])
         return np.column_stack([question, self.own[pairs], rate])
+
+
+EMBEDDING_DECIMALS = 6  # the precision of the embeddings the forests read
+
+
+def text_encoder(model: str):
+    """embed(texts): the sentence embeddings of `model` (a sentence-transformers checkpoint: a path, a hub id, or the
+    packaged all-MiniLM-L6-v2), L2-normalised, computed in float64 (float32 kernels differ between CPUs and thread
+    counts in the last bits, float64 ones far below the stated precision) and rounded to EMBEDDING_DECIMALS, so that
+    the forests split on the same values on every machine. Each distinct text is embedded once per run (pruning's
+    reruns included)."""
+    from builders.nlp import SentenceEncoder
+
+    encoder = SentenceEncoder(model, device="cpu")
+    return lambda texts: np.round(encoder.encode_exact(list(texts)), EMBEDDING_DECIMALS)
+
+
+class EmbeddedOpen(OpenFeatures):
+    """Open-ended prompts read by a text model: one row per prompt, its features the embedding of the prompt's
+    context (question last); the classes as `OpenFeatures`'."""
+
+    def __init__(self, items: BlindItems, max_answers: int, embed):
+        super().__init__(items, max_answers)
+        self.vectors = embed(items.contexts)
+        self.names = (f"prompt embedding ({self.vectors.shape[1]} dimensions)",)
+
+    def matrix(self, train: np.ndarray, rows: np.ndarray, classes: list[str]) -> np.ndarray:
+        return self.vectors[rows]
+
+
+class EmbeddedChoice(ChoiceFeatures):
+    """Multiple-choice prompts read by a text model: one row per (prompt, option), its features the prompt's
+    embedding, the option's, their elementwise product (how the two agree, dimension by dimension), and where the
+    option stands among how many (a model shown the prompt reads its options in order)."""
+
+    def __init__(self, items: BlindItems, embed):
+        super().__init__(items)
+        self.prompt_vectors = embed(items.contexts)
+        self.option_vectors = embed([o for opts in items.options for o in opts])
+        width = self.prompt_vectors.shape[1]
+        self.names = (f"prompt embedding ({width} dimensions)", f"option embedding ({width})",
+                      f"their product ({width})", "options", "position")
+
+    def matrix(self, train: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+        prompts, options = self.prompt_vectors[self.prompt_of[pairs]], self.option_vectors[pairs]
+        return np.column_stack([prompts, options, prompts * options, self.own[pairs, :2]])

@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from core.errors import ParamsError, VlbenchError
 from evaluator.stress import CONFIG, DEBIASED
-from evaluator.stress.crossfit import CrossFit, StressOptions, cross_fit
-from evaluator.stress.features import ChoiceFeatures, OpenFeatures
+from evaluator.stress.crossfit import CrossFit, StressOptions, cross_fit, feature_shape
+from evaluator.stress.features import text_encoder
 from evaluator.stress.items import blind_items
 from evaluator.stress.prune import PruneOptions, iterative_bias_pruning
 from evaluator.tasks import get_task
@@ -44,11 +44,11 @@ def _keys(task, table: pa.Table) -> list:
     return [repr(i) for i in task.ids(table)]
 
 
-def _fit(task, table: pa.Table, options: StressOptions) -> tuple[object, CrossFit]:
+def _fit(task, table: pa.Table, options: StressOptions, embed=None) -> tuple[object, CrossFit]:
     items = blind_items(task, table)
     clusters = task.clusters(table)
     return items, cross_fit(items, _keys(task, table), None if clusters is None else clusters[0], options,
-                            table.num_rows)
+                            table.num_rows, embed)
 
 
 def _predictions(task, items, fit: CrossFit, rows: int) -> list:
@@ -110,6 +110,10 @@ def _card_section(record: dict) -> str:
         return f"{entry['value']:.2f} [{bounds[0]:.2f}, {bounds[1]:.2f}]" if bounds else f"{entry['value']:.2f}"
 
     labels = list(record["forest"])
+    model = record.get("text_model")
+    reads = (f"the sentence embeddings, by the text model `{model['name']}`, of each prompt"
+             + (" and option" if record["shape"] == "multiple choice" else "") if model else
+             f"hand-made text features ({', '.join(record['features'])})")
     rows = [["text-only random forest (cross-fitted)", *(cell(record["forest"][k]) for k in labels)]]
     rows += [[spec, *(["not measured: " + found["not_measured"]] + ["-"] * (len(labels) - 1)
                       if "not_measured" in found else [cell(found[k]) for k in labels])]
@@ -117,7 +121,7 @@ def _card_section(record: dict) -> str:
     lines = [
         "", f"## {TITLE}", "",
         f"How far split {record['split']} can be answered without its images (Brown et al., arXiv 2511.04655, "
-        f"2025): a random forest over hand-made text features ({', '.join(record['features'])}) is fitted "
+        f"2025): a random forest over {reads} is fitted "
         f"{o['folds']} times on this split itself, each time on {o['folds'] - 1} folds of its rows, and scores the "
         f"held-out fold ({o['trees']} trees, seed {o['seed']}; the folds are drawn over the benchmark's clusters, "
         "so that rows sharing an image or a pair are held out together). Each row's bias score "
@@ -138,6 +142,15 @@ def _card_section(record: dict) -> str:
             + f". It removed {prune['removed']} of {record['rows']} rows in {len(prune['iterations'])} iterations "
             f"(stopped by: {prune['stopped_by']}); the {prune['kept']} rows kept are the config `{DEBIASED}`.", ""]
     return "\n".join(lines)
+
+
+def _text_model_identity(name: str) -> dict:
+    """The text model as the record names it: its name and what pins its weights (a local folder's content, the
+    packaged MiniLM's included, or a hub copy's commit), so that a rebuild can tell another checkpoint."""
+    from builders.nlp import resolve_model_path
+    from evaluator.models.response_cache import weights_pin
+
+    return {"name": name, **weights_pin(resolve_model_path(name))}
 
 
 def _group_values(table: pa.Table, column: str | None) -> list:
@@ -168,7 +181,8 @@ def run_stress_test(bench: str, data: str, out: Path, *, split: str | None = Non
     task = get_task(bench)
     folder, split, table = open_split(task, data, split)
     check_out(out, {"--data": [folder]}, overwrite)
-    items, fit = _fit(task, table, options)
+    embed = None if options.text_model is None else text_encoder(options.text_model)
+    items, fit = _fit(task, table, options, embed)
     groups = _group_values(table, None if prune is None else prune.group)
     forest, found = _blind_scores(task, folder, split, table, _predictions(task, items, fit, table.num_rows),
                                   baselines, resamples, options.seed)
@@ -180,19 +194,21 @@ def run_stress_test(bench: str, data: str, out: Path, *, split: str | None = Non
     columns["stress_fold"] = pa.array(fit.folds, pa.int64())
     record = {"split": split, "rows": table.num_rows, "prompts": len(items),
               "shape": "multiple choice" if items.choice else "open-ended", "options": dataclasses.asdict(options),
-              "features": list(ChoiceFeatures.names if items.choice else OpenFeatures.names), "forest": forest,
+              "features": list(feature_shape(items, options, embed).names), "forest": forest,
               "baselines": found,
               "mean_s": round(float(np.mean(fit.scores)), 6),
               # what shapes the scores beside the build's own libraries (its manifest's `library_versions`)
               "library_versions": {name: metadata.version(name) for name in ("scikit-learn", "numpy", "scipy")}}
     record["options"].pop("threads")  # how fast, not what: the scores do not depend on it
+    if options.text_model is not None:
+        record["text_model"] = _text_model_identity(options.text_model)
     configs = []
     if prune is not None:
         keys = _keys(task, table)
 
         def scores_of(rows: np.ndarray) -> np.ndarray:
             part = table.take(pa.array(rows))
-            return _fit(task, part, options)[1].scores
+            return _fit(task, part, options, embed)[1].scores
 
         removed_at, iterations, stopped = iterative_bias_pruning(scores_of, keys, groups, prune, progress)
         columns["stress_kept"] = pa.array((removed_at == 0).astype(np.int64), pa.int64())

