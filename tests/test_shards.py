@@ -348,6 +348,45 @@ def test_served_shards_merge_into_one_process_s_bytes(circular, cli, cosim, tmp_
     assert record["requests"] > 0 and record["asked"]["judge"]["asked"] > 0
 
 
+LOOKS = ("class Looks:\n"
+         "    def predict(self, table):\n"
+         "        if 'imageId' not in table.column_names:\n"
+         "            return ['no'] * table.num_rows\n"
+         "        return ['yes' if int(i[-1]) % 2 else 'no' for i in table.column('imageId').to_pylist()]\n\n"
+         "def make():\n    return Looks()\n")  # a py: model whose answer is its row's image (id), 'no' without one
+
+
+def test_a_blind_suite_in_shards_merges_the_blind_runs_too(cli, built, tmp_path, monkeypatch):
+    """`suite --blind --shard I/2` predicts each shard of the blind run too (a py: model run blind is given the rows
+    without their image columns); the run without --shard merges both runs' shards into one suite process's
+    bytes and card."""
+    (tmp_path / "looks.py").write_text(LOOKS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = tmp_path / "builds"
+    data.mkdir()
+    (data / "gqa-ood").symlink_to(built("gqa-ood"), target_is_directory=True)
+    args = ["--model", "py:looks:make", "--data", data, "--bootstrap", 50, "--benchmarks", "gqa-ood",
+            "--no-perceptual", "--blind"]
+    code, _, err = cli("suite", *args, "--out", tmp_path / "whole")
+    assert code == 0, err
+    out = tmp_path / "sharded"
+    for i in range(2):
+        code, stdout, err = cli("suite", *args, "--out", out, "--shard", f"{i}/2")
+        assert code == 0, err
+        assert f"gqa-ood.blind shard {i} of 2:" in stdout
+    code, stdout, err = cli("suite", *args, "--out", out)
+    assert code == 0, err
+    assert "gqa-ood    merged 2 shards" in stdout and "gqa-ood.blind merged 2 shards" in stdout
+    for name in ("gqa-ood.json", "gqa-ood.meta.json", "gqa-ood.blind.json", "gqa-ood.blind.meta.json"):
+        assert (out / "predictions" / name).read_bytes() == (tmp_path / "whole" / "predictions" / name).read_bytes()
+    answers = {name: {p["prediction"] for p in json.loads((out / "predictions" / f"{name}.json").read_text())}
+               for name in ("gqa-ood", "gqa-ood.blind")}
+    assert answers == {"gqa-ood": {"yes", "no"}, "gqa-ood.blind": {"no"}}  # blind, the model saw no image id
+    whole, sharded = (json.loads((o / "card.json").read_text())["benchmarks"]["gqa-ood"] for o in
+                      (tmp_path / "whole", out))
+    assert sharded["multimodal_gain"] == whole["multimodal_gain"] and "metrics" in whole["multimodal_gain"]
+
+
 def test_a_suite_in_shards_resumes_shard_by_shard_and_merges_into_one_process_s_card(cli, built, tmp_path):
     """`suite --shard I/3` predicts each benchmark's shard (a rerun keeps what is done); the run without --shard
     merges them and scores: the predictions and records are one suite process's bytes, and so is the card's every

@@ -48,7 +48,7 @@ BLIND_NOTES = {
     "openai": "no image: the prompt without its pictures",
     "hf": f"no image of the row: the neutral image ({NEUTRAL_IMAGE}) in place of every picture",
     "baseline": "no image: a baseline reads none",
-    "py": "no image: the model was passed no_image=True in its options, and answers for itself",
+    "py": "no image: the tables the model is given lack the benchmark's image and video columns",
 }
 
 

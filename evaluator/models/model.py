@@ -46,6 +46,29 @@ class PyModel(Model):
             self._fit_split(table)
 
 
+class WithoutImages(Model):
+    """A `py:` model run blind (`--no-image`): every table it is given lacks the benchmark's image and video columns
+    (its perceptual-score modalities `image` and `video`: the image keys, DISCO's pixels and row ids), so nothing of
+    a row's pictures reaches it."""
+
+    def __init__(self, model: Model, hidden: tuple[str, ...]):
+        self.model, self.hidden = model, hidden
+        self.input_columns = None if model.input_columns is None else tuple(
+            c for c in model.input_columns if c not in hidden)
+
+    def _shown(self, table):
+        return table.drop_columns([c for c in self.hidden if c in table.column_names])
+
+    def predict(self, table) -> list:
+        return self.model.predict(self._shown(table))
+
+    def fit_split(self, table) -> None:
+        self.model.fit_split(self._shown(table))
+
+    def metadata(self) -> dict:
+        return self.model.metadata()
+
+
 def as_model(model) -> Model:
     """A `py:` factory's object as a Model (a Model already stays as it is)."""
     return model if isinstance(model, Model) else PyModel(model)

@@ -38,7 +38,13 @@ def make_model(task, spec: str, options: ModelOptions):
     if config is not None and is_text_lm(config):
         return _hf_text_lm(task, name, config, options)
     if kind == "py":
-        return as_model(load_py_model(name))
+        model = as_model(load_py_model(name))
+        if not options.no_image:
+            return model
+        from evaluator.models.model import WithoutImages
+
+        return WithoutImages(model, tuple(c for m in task.modalities if m.name in ("image", "video")
+                                          for c in m.columns))
     if kind == "features" and task.feature_heads:
         from evaluator.models.features import feature_head
 

@@ -497,28 +497,59 @@ def _options(run: SuiteRun, task) -> ModelOptions:
 
 
 def _predict_shard(run: SuiteRun, bench: str, folder: Path, shard) -> str | None:
-    """`suite --shard`: one shard of a benchmark's predictions, kept under the run's key (a rerun skips it); a
-    benchmark the model cannot be run on is said in its line, as the card would, and the reason returned."""
+    """`suite --shard`: one shard of a benchmark's predictions, kept under the run's key (a rerun skips it), and of
+    its blind runs (`_blind_runs`); a benchmark the model cannot be run on is said in its line, as the card would,
+    and the reason returned."""
     from evaluator.run import predict
 
     options = _options(run, get_task(bench))
-    path = shard.path(run.out / "predictions" / f"{bench}.json")
-    record = path.with_name(path.name.removesuffix(".json") + ".key.json")
     try:
-        key = prediction_key(run.model, folder, options)
-        if _kept(record, path, key):
-            run.echo(f"{bench:10s} shard {shard.index} of {shard.count} kept")
-            return None
-        _, rows, _ = predict(bench, str(folder), run.model, run.out / "predictions" / f"{bench}.json",
-                             options=options, shard=shard)
-    except WriteError:
-        raise
+        runs = [(bench, run.model, options), *_blind_runs(run, bench, folder, options)]
     except VlbenchError as exc:
         run.echo(f"{bench:10s} not predicted: {exc}")
         return str(exc)
-    _keep(record, path, key)
-    run.echo(f"{bench:10s} shard {shard.index} of {shard.count}: {rows:,} rows")
+    for name, model, settings in runs:
+        path = shard.path(run.out / "predictions" / f"{name}.json")
+        record = path.with_name(path.name.removesuffix(".json") + ".key.json")
+        try:
+            key = prediction_key(model, folder, settings)
+            if _kept(record, path, key):
+                run.echo(f"{name:10s} shard {shard.index} of {shard.count} kept")
+                continue
+            _, rows, _ = predict(bench, str(folder), model, run.out / "predictions" / f"{name}.json",
+                                 options=settings, shard=shard)
+        except WriteError:
+            raise
+        except VlbenchError as exc:
+            run.echo(f"{name:10s} not predicted: {exc}")
+            if name == bench:
+                return str(exc)
+            continue  # a blind run that cannot run: the card-writing run says why
+        _keep(record, path, key)
+        run.echo(f"{name:10s} shard {shard.index} of {shard.count}: {rows:,} rows")
     return None
+
+
+def _blind_runs(run: SuiteRun, bench: str, folder: Path, options: ModelOptions) -> list[tuple[str, str, ModelOptions]]:
+    """(file name, model, options) of the blind runs a benchmark's row asks for: with --blind the model's without
+    images, with --base-llm its base LLM's on the same prompts; none where the model reads no image of it
+    (`_blind_refusal`)."""
+    if not run.blind or _blind_refusal(run, bench, folder, options) is not None:
+        return []
+    blind = dataclasses.replace(options, no_image=True)
+    return [(f"{bench}.blind", run.model, blind),
+            *([(f"{bench}.base-llm", run.base_llm, base_llm_options(run, blind))] if run.base_llm else [])]
+
+
+def _blind_refusal(run: SuiteRun, bench: str, folder: Path, options: ModelOptions) -> str | None:
+    """Why the model's score on the benchmark has no image to lose (it reads none of its images or videos), or
+    None."""
+    task = get_task(bench)
+    read = modalities_read(task, task.make_model(run.model, dataclasses.replace(options, data=folder)), folder)
+    if {"image", "video"} & set(read):
+        return None
+    return (f"the model is shown no image of {bench} (it reads {', '.join(read) or 'none'} of its inputs): its score "
+            "has no image to lose")
 
 
 def _predict_on_ray(run: SuiteRun, benches: list[str], builds: dict[str, Path], ray, perceptual: bool) -> None:
@@ -561,25 +592,26 @@ def _suite_shard_files(run: SuiteRun, builds: dict[str, Path], kept: dict[str, b
     import tempfile
 
     lines: list[str] = []
-    mine = f"{bench}.shard-{shard.index}-of-{shard.count}."
+    mine = re.compile(rf"{re.escape(bench)}(\.blind|\.base-llm)?\.shard-{shard.index}-of-{shard.count}\..*")
     with tempfile.TemporaryDirectory(prefix="vlbench-suite-shard-") as folder:
         here = dataclasses.replace(run, out=Path(folder), echo=lines.append)
         (here.out / "predictions").mkdir()
         for name, data in kept.items():
-            if name.startswith(mine):
+            if mine.fullmatch(name):
                 (here.out / "predictions" / name).write_bytes(data)
         reason = _predict_shard(here, bench, builds[bench], shard)
         files = {p.name: p.read_bytes() for p in sorted((here.out / "predictions").iterdir())
-                 if p.name.startswith(mine) and p.is_file()}
+                 if mine.fullmatch(p.name) and p.is_file()}
     return files, lines, reason
 
 
-def _merged_shards(bench: str, predictions: Path, key: str) -> int | None:
-    """Merge a benchmark's complete set of shards (`suite --shard`), each kept under `key`, into PREDICTIONS;
-    the shard count, or None when there is no complete set."""
+def _merged_shards(predictions: Path, key: str) -> int | None:
+    """Merge the complete set of shards of PREDICTIONS (`suite --shard`: <name>.shard-I-of-N.json beside it), each
+    kept under `key`, into it; the shard count, or None when there is no complete set."""
     from evaluator.shards import merge
 
-    pattern = re.compile(rf"{re.escape(bench)}\.shard-(\d+)-of-(\d+)\.json")
+    name = predictions.name.removesuffix(".json")
+    pattern = re.compile(rf"{re.escape(name)}\.shard-(\d+)-of-(\d+)\.json")
     sets: dict[int, dict[int, Path]] = {}
     for path in predictions.parent.iterdir():
         found = pattern.fullmatch(path.name)
@@ -685,10 +717,10 @@ def _predictions(run: SuiteRun, bench: str, folder: Path, options: ModelOptions,
         return _copy_submission(submission_of(run.submissions, bench), run.out), False
     if _kept(record, predictions, key):
         return predictions, True
-    merged = _merged_shards(bench, predictions, key) if name == bench else None
+    merged = _merged_shards(predictions, key)
     if merged is not None:
         _keep(record, predictions, key)
-        run.echo(f"{bench:10s} merged {merged} shards")
+        run.echo(f"{name:10s} merged {merged} shards")
         return predictions, False
     try:
         predict(bench, str(folder), model or run.model, predictions, options=options)
@@ -713,10 +745,9 @@ def _multimodal_gain(run: SuiteRun, bench: str, folder: Path, options: ModelOpti
     task = get_task(bench)
     blind = dataclasses.replace(options, no_image=True)
     try:
-        read = modalities_read(task, task.make_model(run.model, dataclasses.replace(options, data=folder)), folder)
-        if not {"image", "video"} & set(read):
-            raise ModelError(f"the model is shown no image of {bench} (it reads {', '.join(read) or 'none'} of its "
-                             "inputs): its score has no image to lose")
+        refused = _blind_refusal(run, bench, folder, options)
+        if refused is not None:
+            raise ModelError(refused)
         path, reused = _predictions(run, bench, folder, blind, prediction_key(run.model, folder, blind),
                                     f"{bench}.blind")
         found = compare_predictions(ScoringRequest(bench, str(folder), None, resamples=max(run.resamples, 1),
