@@ -20,11 +20,8 @@ import numpy as np
 import pytest
 from helpers import assert_one_error_line, response_cache_rows, tiny_vl_bias, write_row_images
 from served_helpers import group_gone, shm_swept, vllm_env, vllm_serve
+from vllm_helpers import ROOT, VLLM_PYTHON, needs_vllm, vllm_cli, write_vllm_models
 
-VLLM_PYTHON = os.environ.get("VLBENCH_VLLM_PYTHON")
-needs_vllm = pytest.mark.skipif(not VLLM_PYTHON, reason="no vLLM venv: `make test` builds it (scripts/vllm_venv.sh) "
-                                                        "and passes its Python as VLBENCH_VLLM_PYTHON")
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.allow_hosts(["127.0.0.1"])
 
 
@@ -88,32 +85,11 @@ def test_counterbias_refuses_vllm(cli, tmp_path, tiny_models):
 
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory) -> dict[str, str]:
-    from pipelines.tiny_models import write_tiny_llava, write_tiny_llava_for_vllm, write_tiny_vilt_vqa
-
-    root = tmp_path_factory.mktemp("vllm-models")
-    unknown = write_tiny_llava_for_vllm(root / "unknown-architecture")
-    config = json.loads((unknown / "config.json").read_text())
-    (unknown / "config.json").write_text(json.dumps({**config, "architectures": ["LlavaOfAnotherKind"]}))
-    zero_heads = write_tiny_llava_for_vllm(root / "zero-heads")
-    config = json.loads((zero_heads / "config.json").read_text())
-    config["text_config"]["num_attention_heads"] = 0
-    (zero_heads / "config.json").write_text(json.dumps(config))
-    return {"llava": str(write_tiny_llava_for_vllm(root / "llava")), "unknown-architecture": str(unknown),
-            "zero-heads": str(zero_heads),
-            "head-8": str(write_tiny_llava(root / "head-8")),  # hidden 32, 4 heads: head size 8
-            "vilt": str(write_tiny_vilt_vqa(root / "vilt", ["yes", "no"]))}
+    return write_vllm_models(tmp_path_factory.mktemp("vllm-models"))
 
 
 # ---------------------------------------------------------------------------------------------
 # Against a real vLLM (slow: the engine starts in 20-60 s on two cores)
-
-def vllm_cli(*args, cache: Path, timeout: float = 600, env: dict | None = None) -> tuple[int, str, str]:
-    """`vlbench ARGS` run by the vLLM venv's Python from this checkout."""
-    env = {**vllm_env(), "VLBENCH_CACHE": str(cache), **(env or {})}
-    done = subprocess.run([VLLM_PYTHON, "-m", "pipelines.cli", *map(str, args)], env=env, capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT)
-    return done.returncode, done.stdout, done.stderr
-
 
 @pytest.fixture(scope="module")
 def server(tiny_models, tmp_path_factory):
@@ -243,30 +219,6 @@ def test_trie_scores_equal_prompt_logprobs_and_vllm_runs_transformers_tokens(tin
     assert found["trie"][0][2] == found["trie"][0][6]  # a duplicate option ties
     assert found["vllm_prompt_ids"] == found["processor_ids"]
     assert found["describe"]["answer_lead"] == " "
-
-
-@needs_vllm
-@pytest.mark.slow
-def test_vllm_shards_merge_into_one_process_s_bytes(tiny_models, built, sample_sources, cli, tmp_path):
-    """`vllm:` generating greedily over VQA v2's 400 sample rows (the samples logged), whole and as 2, 3 and 7 shards
-    merged (evaluator/shards.py): the prediction file, record and samples are the whole run's bytes. The engine
-    batches the rows it is given, so a shard's batches hold other rows than the whole run's (docs/guides/scale.md);
-    the golden is the whole run's own output, made here."""
-    args = ["predict", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco", "--model",
-            f"vllm:{tiny_models['llava']}", "--max-new-tokens", "4", "--log-samples", "--no-cache"]
-    whole = tmp_path / "whole" / "p.json"
-    code, _, err = vllm_cli(*args, "--out", whole, cache=tmp_path / "cache")
-    assert code == 0, err
-    golden = {s: whole.with_name("p" + s).read_bytes() for s in (".json", ".meta.json", ".samples.jsonl")}
-    for count in (2, 3, 7):
-        out = tmp_path / f"in-{count}" / "p.json"
-        for index in range(count):
-            code, _, err = vllm_cli(*args, "--out", out, "--shard", f"{index}/{count}", cache=tmp_path / "cache")
-            assert code == 0, err
-        code, _, err = cli("merge", *[out.with_name(f"p.shard-{i}-of-{count}.json") for i in range(count)],
-                           "--out", out)
-        assert code == 0, err
-        assert {s: out.with_name("p" + s).read_bytes() for s in golden} == golden, count
 
 
 @needs_vllm
