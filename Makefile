@@ -54,7 +54,7 @@ test: $(STAMP)
 		$(MAKE) --no-print-directory lint docs browser postgres; s=$$?; \
 		wait $$v; a=$$?; wait $$l; b=$$?; wait $$i; c=$$?; test "$$s$$a$$b$$c" = 0000
 	VLBENCH_VLLM_PYTHON="$$(tail -1 $(TOOLS)/vllm)" VLBENCH_LMMS_EVAL="$$(tail -1 $(TOOLS)/lmms-eval)" \
-		VLBENCH_INSPECT="$$(tail -1 $(TOOLS)/inspect)" $(PY) -m pytest -q -n 2 --dist loadfile
+		VLBENCH_INSPECT="$$(tail -1 $(TOOLS)/inspect)" $(PY) -m pytest -q -n 2 --dist loadfile --durations=25
 
 vllm-venv:
 	bash scripts/vllm_venv.sh

@@ -124,7 +124,8 @@ def test_a_switch_the_template_does_not_read_is_one_line(thinker, tmp_path):
 @needs_vllm
 def test_vllm_reads_the_answer_after_the_thinking(thinker, yes_everywhere, tmp_path):
     env = {**vllm_env(), "VLBENCH_CACHE": str(tmp_path / "cache")}
-    check_thinking_run(predict(thinker, f"vllm:{thinker[0]}", tmp_path / "vllm.json", python=VLLM_PYTHON, env=env),
+    check_thinking_run(predict(thinker, f"vllm:{thinker[0]}", tmp_path / "vllm.json", "--enforce-eager",
+                               python=VLLM_PYTHON, env=env),
                        yes_everywhere)
 
 

@@ -5,7 +5,9 @@ Python as VLBENCH_VLLM_PYTHON). A tiny LLaVA that both vLLM and transformers loa
 `vllm:` (vlbench's CLI run by the vLLM venv's Python, the offline engine in-process) and `openai:` here
 against vLLM's own OpenAI-compatible server, started and stopped on loopback by a fixture.
 
-The first tests need no vLLM: what vlbench refuses before vLLM is imported."""
+The first tests need no vLLM: what vlbench refuses before vLLM is imported. The engine runs with --enforce-eager
+(no torch.compile: it starts in about half the time, ../shared/recipes/vllm-cpu.md) but where a test is about how
+it starts."""
 
 from __future__ import annotations
 
@@ -118,7 +120,7 @@ def runs(tiny_models, built, sample_sources, server, cli_module, tmp_path_factor
                     *(["--images", folders[bench]] if folders[bench] else [])]
             model = tiny_models["llava"]
             if backend == "vllm":
-                code, _, err = vllm_cli(*args, "--model", f"vllm:{model}", cache=root / "cache-vllm")
+                code, _, err = vllm_cli(*args, "--model", f"vllm:{model}", "--enforce-eager", cache=root / "cache-vllm")
             elif backend == "openai":
                 code, _, err = cli_module(*args, "--model", f"openai:{model}", "--base-url", server,
                                           env={"VLBENCH_CACHE": str(root / "cache-openai")})
@@ -228,7 +230,8 @@ def test_a_killed_vllm_run_resumes(runs, tiny_models, built, sample_sources, tmp
     cache, asks only the rest, and writes the file an uninterrupted run writes."""
     cache = tmp_path / "cache"
     args = ["predict", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco", "--limit", "40",
-            "--max-new-tokens", "4", "--model", f"vllm:{tiny_models['llava']}", "--resume", "--batch-size", "1",
+            "--max-new-tokens", "4", "--model", f"vllm:{tiny_models['llava']}", "--enforce-eager", "--resume",
+            "--batch-size", "1",
             "--out", tmp_path / "p.json"]
     env = {**vllm_env(), "VLBENCH_CACHE": str(cache)}
     with shm_swept():  # what the SIGKILL keeps vLLM from freeing
@@ -291,8 +294,8 @@ def test_the_perceptual_score_through_vllm_equals_hf(tiny_models, built, sample_
     rows and on their permutations as `hf:`, so the same perceptual scores."""
     common = ["perceptual", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco",
               "--permutations", "1", "--repeats", "1", "--bootstrap", "0", "--max-new-tokens", "2"]
-    code, _, err = vllm_cli(*common, "--model", f"vllm:{tiny_models['llava']}", "--report", tmp_path / "vllm",
-                            cache=tmp_path / "cache")
+    code, _, err = vllm_cli(*common, "--model", f"vllm:{tiny_models['llava']}", "--enforce-eager", "--report",
+                            tmp_path / "vllm", cache=tmp_path / "cache")
     assert code == 0, err
     code, _, err = cli_module(*common, "--model", f"hf:{tiny_models['llava']}", "--report", tmp_path / "hf")
     assert code == 0, err

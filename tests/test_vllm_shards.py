@@ -30,7 +30,7 @@ def test_vllm_shards_merge_into_one_process_s_bytes(llava, built, sample_sources
     batches the rows it is given, so a shard's batches hold other rows than the whole run's (docs/guides/scale.md);
     the golden is the whole run's own output, made here."""
     args = ["predict", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco", "--model",
-            f"vllm:{llava}", "--max-new-tokens", "4", "--log-samples", "--no-cache"]
+            f"vllm:{llava}", "--enforce-eager", "--max-new-tokens", "4", "--log-samples", "--no-cache"]
     whole = tmp_path / "whole" / "p.json"
     code, _, err = vllm_cli(*args, "--out", whole, cache=tmp_path / "cache")
     assert code == 0, err
