@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_out
 LOCK := requirements.lock
 
-.PHONY: venv vllm-venv lmms-eval-env inspect-env lock demo test test-fast lint docs browser postgres bench clean
+.PHONY: venv vllm-venv lmms-eval-env inspect-env lock demo test test-fast durations lint docs browser postgres bench clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	rm -f $(STAMP)
@@ -44,7 +44,8 @@ demo: $(STAMP)
 # cached folder beside the main venv (run with its python, never installed into it). The three are made at once,
 # while the lint, the docs and the system packages are done (each script prints its folder, cached: a later run
 # only finds it); every one must succeed. The tests run in two worker processes (pytest-xdist), each file's tests
-# in one of them (`--dist loadfile`: a module's fixtures, its servers and clusters, start once).
+# in one of them (`--dist loadfile`: a module's fixtures, its servers and clusters, start once), the longest files
+# first (tests/conftest.py reads tests/durations.json; `make durations` writes it from the last run's report).
 TOOLS := $(VENV)/.tools
 test: $(STAMP)
 	mkdir -p $(TOOLS)
@@ -54,7 +55,11 @@ test: $(STAMP)
 		$(MAKE) --no-print-directory lint docs browser postgres; s=$$?; \
 		wait $$v; a=$$?; wait $$l; b=$$?; wait $$i; c=$$?; test "$$s$$a$$b$$c" = 0000
 	VLBENCH_VLLM_PYTHON="$$(tail -1 $(TOOLS)/vllm)" VLBENCH_LMMS_EVAL="$$(tail -1 $(TOOLS)/lmms-eval)" \
-		VLBENCH_INSPECT="$$(tail -1 $(TOOLS)/inspect)" $(PY) -m pytest -q -n 2 --dist loadfile --durations=25
+		VLBENCH_INSPECT="$$(tail -1 $(TOOLS)/inspect)" $(PY) -m pytest -q -n 2 --dist loadfile \
+		--no-loadscope-reorder --durations=25 --junitxml=$(TOOLS)/junit.xml
+
+durations: $(STAMP)
+	$(PY) scripts/test_durations.py $(TOOLS)/junit.xml
 
 vllm-venv:
 	bash scripts/vllm_venv.sh

@@ -21,6 +21,17 @@ os.environ.pop("HF_TOKEN", None)
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
 
 
+def pytest_collection_modifyitems(config, items):
+    """The longest test files first (tests/durations.json, seconds each took: `make durations`), each file's tests in
+    their own order; files not measured yet after them, in name order. `make test` runs two workers, each given
+    whole files in this order (`--dist loadfile --no-loadscope-reorder`): a long file started last would run
+    alone at the end while the other worker idles."""
+    import json
+
+    seconds = json.loads((Path(__file__).parent / "durations.json").read_text())
+    items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0))  # stable: a file's order is kept
+
+
 def pytest_sessionfinish(session, exitstatus):
     shutil.rmtree(_TMP, ignore_errors=True)
 

@@ -43,13 +43,16 @@ def is_generative(config) -> bool:
 
 def is_text_lm(config) -> bool:
     """Whether a transformers config is a text-only causal LM (AutoModelForCausalLM's, no image part): a model
-    that answers a benchmark's prompts without their pictures, a VLM's base LLM."""
+    that answers a benchmark's prompts without their pictures, a VLM's base LLM. A checkpoint that names its
+    architectures must name the causal-LM class of its model type: a RoBERTa cross-encoder
+    (RobertaForSequenceClassification) is not one, though transformers also has a RobertaForCausalLM."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     from evaluator.models.families import causal_multimodal
 
-    return (config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not is_generative(config)
-            and not causal_multimodal(config))
+    causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
+    named = getattr(config, "architectures", None) or [causal]
+    return causal in named and not is_generative(config) and not causal_multimodal(config)
 
 
 VIDEO_PART_NOTE = ("the processor's video part needs torchvision (not installed): loaded its image and text parts "
