@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,11 @@ for var, sub in (("HF_HOME", "hf"), ("HF_DATASETS_CACHE", "hf/datasets"), ("HF_H
 os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                   HF_HUB_DISABLE_TELEMETRY="1", TQDM_DISABLE="1")
 os.environ.pop("HF_TOKEN", None)
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    # Each test worker, and everything it starts, gets its share of the CPUs for torch's (OpenMP's) threads: two
+    # workers of two threads each on two cores spin-wait for one another (measured: 4.8x slower than one thread each)
+    _share = len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _share)))
 
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
 
@@ -26,8 +35,6 @@ def pytest_collection_modifyitems(config, items):
     their own order; files not measured yet after them, in name order. `make test` runs two workers, each given
     whole files in this order (`--dist loadfile --no-loadscope-reorder`): a long file started last would run
     alone at the end while the other worker idles."""
-    import json
-
     seconds = json.loads((Path(__file__).parent / "durations.json").read_text())
     items.sort(key=lambda item: -seconds.get(item.nodeid.split("::")[0], 0))  # stable: a file's order is kept
 
@@ -41,6 +48,38 @@ def _no_network(socket_disabled):
     """pytest-socket: any attempt to open an internet socket fails the test (Unix sockets, which
     DataLoader workers use to pass tensors, are allowed: pyproject addopts)."""
     yield
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    folder: Path  # laid out as the checkout after `make demo`: demo_out/ and a link to the repository's scripts/
+    code: int
+    stdout: str
+    stderr: str
+    env: dict  # the environment sharing the demo's response cache (VLBENCH_CACHE)
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory, worker_id) -> DemoRun:
+    """`vlbench demo --out demo_out` as `make demo` runs it, once per test session however many workers ask: the
+    first to ask runs it under a lock in the folder pytest-xdist's workers share (their base temporary folders'
+    parent), the others wait for it and read what it left (the demo takes minutes; tests only read its outputs).
+    Its response cache is kept beside it, so a page's command asks the tiny models only what the demo did not."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    shared = shared if worker_id == "master" else shared.parent
+    folder, result = shared / "demo", shared / "demo" / "result.json"
+    env = {**os.environ, "VLBENCH_CACHE": str(shared / "demo-cache")}
+    with FileLock(str(shared / "demo.lock")):
+        if not result.is_file():
+            folder.mkdir(exist_ok=True)
+            (folder / "scripts").symlink_to(Path(__file__).resolve().parents[1] / "scripts")
+            done = subprocess.run([sys.executable, "-m", "pipelines.cli", "demo", "--out", "demo_out"], cwd=folder,
+                                  env=env, capture_output=True, text=True, timeout=3600)
+            result.write_text(json.dumps({"code": done.returncode, "stdout": done.stdout, "stderr": done.stderr}))
+    found = json.loads(result.read_text())
+    return DemoRun(folder, found["code"], found["stdout"], found["stderr"], env)
 
 
 @pytest.fixture

@@ -98,11 +98,10 @@ def test_the_card_gives_the_multimodal_gain_and_leakage(cli, built, models, samp
     the same text), the base LLM's predictions are the blind run's, byte for byte, and ML is 0 with [0, 0]; against
     another LM, ML is the blind and base predictions' scores, each from `evaluate` on its own, subtracted here."""
     data = tmp_path / "builds"
-    for bench in ("vqa-v2", "cosim-q", "socialiq", "disco"):
+    for bench in ("vqa-v2", "socialiq", "disco"):
         shutil.copytree(built(bench), data / bench)
     images = tmp_path / "images"
     shutil.copytree(sample_sources / "coco", images / "coco")
-    shutil.copytree(sample_sources / "cosim", images / "cosim")
     own, other = models["llava-lm"], write_tiny_llava_language_model(write_tiny_llava(tmp_path / "other-llava", seed=1),
                                                                      tmp_path / "other-lm")
     suite = ("suite", "--model", f"hf:{models['llava']}", "--data", data, "--images-root", images, "--no-perceptual",
@@ -111,7 +110,7 @@ def test_the_card_gives_the_multimodal_gain_and_leakage(cli, built, models, samp
     code, stdout, err = cli(*suite, "--out", one, "--base-llm", f"hf:{own}")  # --base-llm implies --blind
     assert code == 0, err
     card = json.loads((one / "card.json").read_text())
-    for bench in ("vqa-v2", "cosim-q", "disco"):
+    for bench in ("vqa-v2", "disco"):
         row = card["benchmarks"][bench]
         gain = row["multimodal_gain"]
         # the blind predictions scored on their own: S(without); the card's headline: S(with)
@@ -138,10 +137,10 @@ def test_the_card_gives_the_multimodal_gain_and_leakage(cli, built, models, samp
     shutil.copytree(one, two)
     code, stdout, err = cli(*suite, "--out", two, "--base-llm", f"hf:{other}")
     assert code == 0, err
-    assert stdout.count("(kept predictions)") == 7, stdout  # 4 runs with images, 3 blind; the base LLM's anew
+    assert stdout.count("(kept predictions)") == 5, stdout  # 3 runs with images, 2 blind; the base LLM's anew
     card = json.loads((two / "card.json").read_text())
     leads = []
-    for bench in ("vqa-v2", "cosim-q", "disco"):
+    for bench in ("vqa-v2", "disco"):
         row = card["benchmarks"][bench]
         leak = row["multimodal_leakage"]
         base = _evaluated(cli, data / bench, two / leak["predictions"], tmp_path / f"base-{bench}")
@@ -159,7 +158,7 @@ def test_the_card_gives_the_multimodal_gain_and_leakage(cli, built, models, samp
     assert code == 0, err
     site = json.loads((tmp_path / "site" / "cards.json").read_text())
     labels = [c["label"] for c in site["columns"]]
-    assert {"vqa-v2 MG VQA accuracy", "cosim-q MG APQ", "vqa-v2 ML VQA accuracy", "disco ML MAE"} <= set(labels)
+    assert {"vqa-v2 MG VQA accuracy", "disco MG MAE", "vqa-v2 ML VQA accuracy", "disco ML MAE"} <= set(labels)
     assert site["cards"][1]["values"]["disco:ml:mae"]["value"] == \
         card["benchmarks"]["disco"]["multimodal_leakage"]["metrics"]["mae"]["value"]
     assert site["cards"][0]["values"]["vqa-v2:mg:accuracy"]["value"] == \

@@ -51,8 +51,9 @@ def test_unknown_benchmark(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_demo_end_to_end(cli, tmp_path):
-    code, stdout, err = cli("demo", "--out", tmp_path / "demo")
+def test_demo_end_to_end(demo_run):
+    """`vlbench demo` (run once for the session by conftest's demo_run, as `make demo` runs it)."""
+    code, stdout, err, out = demo_run.code, demo_run.stdout, demo_run.stderr, demo_run.folder / "demo_out"
     assert code == 0, err
     from builders.registry import benchmarks
     from evaluator.tasks import get_task, task_names
@@ -60,7 +61,7 @@ def test_demo_end_to_end(cli, tmp_path):
     assert stdout.count("verify: ok") == len(benchmarks()) and "baseline:prior" in stdout and "APQ" in stdout
     # the answer-sentiment baseline reads the answer only: its video and question scores are exactly 0
     assert "perceptual socialiq baseline:answer-sentiment: P_video/Z_D 0.000  P_question/Z_D 0.000" in stdout
-    reports = tmp_path / "demo" / "reports"
+    reports = out / "reports"
     metrics = json.loads((reports / "gqa-ood-prior" / "metrics.json").read_text())
     assert metrics["coverage"]["fraction"] == 1.0
     # A blind prior does worse on rare answers than on frequent ones (the paper's Table 3a pattern).
@@ -79,13 +80,13 @@ def test_demo_end_to_end(cli, tmp_path):
     assert "| Avg. |" in (reports / "counterbias-vilt-vs-llava" / "report.md").read_text()
     # The report cards: the tiny LLaVA reads the sample sources' pictures, so every benchmark is scored;
     # baseline:random on those whose menu has it
-    card = json.loads((tmp_path / "demo" / "card-tiny-llava" / "card.json").read_text())
+    card = json.loads((out / "card-tiny-llava" / "card.json").read_text())
     assert {b for b, r in card["benchmarks"].items() if r["status"] == "scored"} == set(task_names())
     scored = len(task_names())
     with_random = sum(any(b.name == "random" for b in get_task(n).baselines) for n in task_names())
     assert f"report card of tiny-llava: {scored} of {scored} benchmarks scored" in stdout
     assert f"report card of baseline-random: {with_random} of {scored} benchmarks scored" in stdout
-    assert (tmp_path / "demo" / "card-compare" / "index.html").is_file()
+    assert (out / "card-compare" / "index.html").is_file()
     assert "suite-compare card-baseline-random vs card-tiny-llava" in stdout
 
 

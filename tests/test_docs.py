@@ -163,10 +163,10 @@ def test_the_pages_mark_console_blocks_runnable():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, body", _runnable_blocks(), ids=[n for n, _ in _runnable_blocks()])
-def test_runnable_console_blocks_run_after_the_demo(name, body, demo_folder):
+def test_runnable_console_blocks_run_after_the_demo(name, body, demo_folder, page_env):
     """Each block marked runnable, line by line in a shell, in a folder holding the demo's outputs
     (`demo_out/`, as `make demo` leaves them): every command exits 0."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = page_env
     for line in body.replace("\\\n", " ").splitlines():
         line = line.split("  #", 1)[0].strip().removeprefix("$ ")
         if not line:
@@ -182,7 +182,7 @@ def _guide_block(marker: str, page: Path = ROOT / "docs" / "guides" / "challenge
 
 @pytest.mark.slow
 @pytest.mark.allow_hosts(["127.0.0.1"])
-def test_the_challenge_guide_s_commands_run_as_written(demo_folder, tmp_path, socket_enabled):
+def test_the_challenge_guide_s_commands_run_as_written(demo_folder, page_env, tmp_path, socket_enabled):
     """The challenge guide's five commands in a folder laid out as `make demo` leaves it (the fixture ran the
     demo): its challenge.yaml, `seal`, `serve team add` (its token read from what it printed), `serve` (in its own
     process group on a free loopback port instead of 8000, stopped at the end) and the team's `submit`, each line as
@@ -201,7 +201,7 @@ def test_the_challenge_guide_s_commands_run_as_written(demo_folder, tmp_path, so
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = str(probe.getsockname()[1])
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = page_env
 
     def run(line: str) -> subprocess.CompletedProcess:
         done = subprocess.run(["bash", "-c", line], cwd=folder, env=env, capture_output=True, text=True, timeout=600)
@@ -230,14 +230,14 @@ def test_the_challenge_guide_s_commands_run_as_written(demo_folder, tmp_path, so
 
 
 @pytest.mark.slow
-def test_the_scale_guide_s_slurm_and_kubernetes_scripts_run_as_written(demo_folder, tmp_path):
+def test_the_scale_guide_s_slurm_and_kubernetes_scripts_run_as_written(demo_folder, page_env, tmp_path):
     """The sbatch array script run by bash once per array task with the variables Slurm sets (#SBATCH lines are
     comments to bash), the Kubernetes Job's container command once per index with JOB_COMPLETION_INDEX set, then
     the guide's merge step: each gives the bytes of one process's run of the same command."""
     import yaml
 
     page = ROOT / "docs" / "guides" / "scale.md"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = page_env
     job = yaml.safe_load(_guide_block("<!-- indexed job -->", page))
     container = job["spec"]["template"]["spec"]["containers"][0]
     count = job["spec"]["completions"]
@@ -267,20 +267,17 @@ def test_the_scale_guide_s_slurm_and_kubernetes_scripts_run_as_written(demo_fold
 
 
 @pytest.fixture(scope="module")
-def demo_folder(tmp_path_factory):
-    """A folder laid out as the checkout after `make demo`: `demo_out/` as the demo writes it, and the
-    repository's `scripts/` (the pages run them from the checkout's root)."""
-    from pipelines.demo import run_demo
+def demo_folder(demo_run):
+    """A folder laid out as the checkout after `make demo` (conftest's demo_run): `demo_out/` as the demo writes it,
+    and the repository's `scripts/` (the pages run them from the checkout's root)."""
+    assert demo_run.code == 0, demo_run.stderr
+    return demo_run.folder
 
-    folder = tmp_path_factory.mktemp("docs-demo")
-    (folder / "scripts").symlink_to(ROOT / "scripts")
-    cwd = os.getcwd()
-    os.chdir(folder)
-    try:
-        run_demo(Path("demo_out"), echo=lambda line: None)
-    finally:
-        os.chdir(cwd)
-    return folder
+
+@pytest.fixture(scope="module")
+def page_env(demo_run) -> dict:
+    """The pages' shell: this venv's `vlbench` first on PATH, the demo's response cache."""
+    return {**demo_run.env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{demo_run.env['PATH']}"}
 
 
 def mkdocs_build(out: Path, config: Path = ROOT / "mkdocs.yml") -> subprocess.CompletedProcess:
