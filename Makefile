@@ -45,7 +45,8 @@ demo: $(STAMP)
 # while the lint, the docs and the system packages are done (each script prints its folder, cached: a later run
 # only finds it); every one must succeed. The tests run in two worker processes (pytest-xdist), each file's tests
 # in one of them (`--dist loadfile`: a module's fixtures, its servers and clusters, start once), the longest files
-# first (tests/conftest.py reads tests/durations.json; `make durations` writes it from the last run's report).
+# first (tests/conftest.py reads tests/durations.json; `make durations` writes it from the last run's report),
+# each worker's torch given its share of the cores (conftest.py sets OMP_NUM_THREADS where it is not set).
 TOOLS := $(VENV)/.tools
 test: $(STAMP)
 	mkdir -p $(TOOLS)
