@@ -281,7 +281,7 @@ def test_bad_vllm_input_is_one_line(model, args, env, needles, tiny_models, buil
     for the KV cache: one line naming the cause, exit 2, nothing written, no traceback from vLLM's
     worker processes."""
     code, out, err = vllm_cli("predict", "vqa-v2", "--data", built("vqa-v2"), "--images", sample_sources / "coco",
-                              "--limit", "2", "--model", f"vllm:{tiny_models[model]}", *args,
+                              "--limit", "2", "--model", f"vllm:{tiny_models[model]}", "--enforce-eager", *args,
                               "--out", tmp_path / "p.json", cache=tmp_path / "cache", env=env)
     assert_one_error_line(code, err, needles)
     assert not (tmp_path / "p.json").exists() and "Traceback" not in out

@@ -34,7 +34,7 @@ def main(model: str) -> None:
     # shared prefixes, uneven lengths and a duplicate: the trie branches at several depths
     options = ["yes", "yes, two", "no", "two dogs", "two dogs and a cat", "a cat", "no", "on the left side"]
 
-    vlm = VllmVLM(model, hf_config(model), ModelOptions(batch_size=2))
+    vlm = VllmVLM(model, hf_config(model), ModelOptions(batch_size=2, enforce_eager=True))  # no compile
     trie = vlm.score(turns, [options] * len(turns))
     full = [vlm.score_full([t] * len(options), options) for t in turns]
     prompt = vlm.prompt_text(turns[0])
