@@ -127,6 +127,8 @@ def write_tiny_llava_language_model(llava: Path, path: Path) -> Path:
     model.eval().save_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(llava)
     tokenizer.chat_template = LLAVA_TEXT_CHAT_TEMPLATE
+    tokenizer._set_processor_class(None)  # a text LM's tokenizer names no LlavaProcessor: AutoProcessor gives it alone
+    tokenizer.init_kwargs.pop("processor_class", None)
     tokenizer.save_pretrained(path)
     return Path(path)
 

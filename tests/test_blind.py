@@ -189,3 +189,32 @@ def test_a_text_only_lm_answers_blind_runs_only(cli, built, models, tmp_path):
                              "runs here")):
         code, _, err = cli(*suite, *flags)
         assert code == 2 and expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.slow
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_a_served_base_llm_gives_the_leakage_of_the_local_one(cli, built, models, tmp_path, socket_enabled):
+    """`--base-llm openai:` with `--base-llm-base-url`: the LLaVA's own language model served by `transformers serve`
+    on loopback and asked DISCO's blind prompts over HTTP answers as the same checkpoint in-process (greedy), so its
+    predictions are the local base LLM's byte for byte and the card's leakage row is the same."""
+    from served_helpers import transformers_serve
+
+    data = tmp_path / "builds"
+    shutil.copytree(built("disco"), data / "disco")
+    suite = ("suite", "--model", f"hf:{models['llava']}", "--data", data, "--no-perceptual", "--no-counterbias",
+             "--bootstrap", 100)
+    local, served = tmp_path / "local", tmp_path / "served"
+    code, _, err = cli(*suite, "--out", local, "--base-llm", f"hf:{models['llava-lm']}")
+    assert code == 0, err
+    with transformers_serve(models["llava-lm"], tmp_path / "serve.log") as url:
+        code, _, err = cli(*suite, "--out", served, "--base-llm", f"openai:{models['llava-lm']}",
+                           "--base-llm-base-url", url)
+    assert code == 0, err
+    meta = json.loads((served / "predictions" / "disco.base-llm.meta.json").read_text())
+    assert meta["model"] == f"openai:{models['llava-lm']}" and meta["endpoint"] == url
+    assert (served / "predictions" / "disco.base-llm.json").read_bytes() == \
+        (local / "predictions" / "disco.base-llm.json").read_bytes()
+    rows = [json.loads((card / "card.json").read_text())["benchmarks"]["disco"]["multimodal_leakage"]
+            for card in (local, served)]
+    assert rows[1]["base_llm"] == f"openai:{models['llava-lm']}"
+    assert rows[0]["metrics"] == rows[1]["metrics"]
