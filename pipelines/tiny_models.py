@@ -127,7 +127,9 @@ def write_tiny_llava_language_model(llava: Path, path: Path) -> Path:
     model.eval().save_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(llava)
     tokenizer.chat_template = LLAVA_TEXT_CHAT_TEMPLATE
-    tokenizer._set_processor_class(None)  # a text LM's tokenizer names no LlavaProcessor: AutoProcessor gives it alone
+    # a text LM's tokenizer names no LlavaProcessor (the attribute and the saved init argument both carry it), so
+    # AutoProcessor, and `transformers serve` with it, gives the tokenizer alone
+    tokenizer._set_processor_class(None)
     tokenizer.init_kwargs.pop("processor_class", None)
     tokenizer.save_pretrained(path)
     return Path(path)

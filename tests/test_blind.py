@@ -218,3 +218,16 @@ def test_a_served_base_llm_gives_the_leakage_of_the_local_one(cli, built, models
             for card in (local, served)]
     assert rows[1]["base_llm"] == f"openai:{models['llava-lm']}"
     assert rows[0]["metrics"] == rows[1]["metrics"]
+
+
+def test_a_text_lm_is_told_by_its_causal_lm_class():
+    """is_text_lm: a config naming its model type's causal-LM class (or naming none, of a type that has one) is a text
+    LM; a RoBERTa cross-encoder (transformers also has a RobertaForCausalLM) and a type with no causal-LM class
+    (ViLT) are not."""
+    from transformers import LlamaConfig, RobertaConfig, ViltConfig
+
+    from evaluator.models.vlm_checkpoint import is_text_lm
+
+    assert is_text_lm(LlamaConfig()) and is_text_lm(LlamaConfig(architectures=["LlamaForCausalLM"]))
+    assert not is_text_lm(RobertaConfig(architectures=["RobertaForSequenceClassification"]))
+    assert not is_text_lm(ViltConfig())

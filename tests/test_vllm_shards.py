@@ -36,12 +36,10 @@ def test_vllm_shards_merge_into_one_process_s_bytes(llava, built, sample_sources
     code, _, err = vllm_cli(*args, "--out", whole, cache=tmp_path / "cache")
     assert code == 0, err
     golden = {s: whole.with_name("p" + s).read_bytes() for s in (".json", ".meta.json", ".samples.jsonl")}
-    for count in (3,):
-        out = tmp_path / f"in-{count}" / "p.json"
-        for index in range(count):
-            code, _, err = vllm_cli(*args, "--out", out, "--shard", f"{index}/{count}", cache=tmp_path / "cache")
-            assert code == 0, err
-        code, _, err = cli("merge", *[out.with_name(f"p.shard-{i}-of-{count}.json") for i in range(count)],
-                           "--out", out)
+    out = tmp_path / "in-3" / "p.json"
+    for index in range(3):
+        code, _, err = vllm_cli(*args, "--out", out, "--shard", f"{index}/3", cache=tmp_path / "cache")
         assert code == 0, err
-        assert {s: out.with_name("p" + s).read_bytes() for s in golden} == golden, count
+    code, _, err = cli("merge", *[out.with_name(f"p.shard-{i}-of-3.json") for i in range(3)], "--out", out)
+    assert code == 0, err
+    assert {s: out.with_name("p" + s).read_bytes() for s in golden} == golden

@@ -52,7 +52,7 @@ def is_text_lm(config) -> bool:
 
     causal = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
     named = getattr(config, "architectures", None) or [causal]
-    return causal in named and not is_generative(config) and not causal_multimodal(config)
+    return causal is not None and causal in named and not is_generative(config) and not causal_multimodal(config)
 
 
 VIDEO_PART_NOTE = ("the processor's video part needs torchvision (not installed): loaded its image and text parts "
