@@ -15,6 +15,7 @@ Progress streams back: a task's progress bars report to a small actor on the dri
 from __future__ import annotations
 
 import logging
+import os
 import re
 import socket
 import time
@@ -26,6 +27,10 @@ from core.errors import ModelError, ParamsError, VlbenchError
 from evaluator.shards import Shard
 
 RETRIES = 3  # times Ray runs a task again after its worker or node is lost (never after an error of the run)
+PROBE_TIMEOUT_S = 5.0  # how long --ray's address has to answer as a gRPC server (_speaks_grpc)
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # a client's connection preface (RFC 9113 section 3.4)
+HTTP2_SETTINGS = 0x4  # the SETTINGS frame's type
+HTTP2_EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # length 0, SETTINGS, no flags, stream 0
 SHOWN_EVERY_S = 10.0  # a running shard's progress line, at most this often
 
 
@@ -93,6 +98,29 @@ def parse_ray_task(text: str | None) -> RayTask:
     return task
 
 
+def _speaks_grpc(host: str, port: int) -> bool:
+    """Whether what listens at HOST:PORT answers as a gRPC server does, as a Ray cluster's GCS does: its first
+    frame after a client's HTTP/2 preface is SETTINGS (RFC 9113 section 3.4), within PROBE_TIMEOUT_S. A listener
+    that never answers, or answers in another protocol (the dashboard's HTTP, a database), is not one; Ray itself
+    would retry it for minutes, flooding the terminal. With Ray's TLS on (RAY_USE_TLS), plain HTTP/2 cannot be
+    spoken to it, and the probe leaves the question to Ray. Raises OSError when nothing listens."""
+    with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S) as conn:
+        if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+            return True
+        conn.settimeout(PROBE_TIMEOUT_S)
+        conn.sendall(HTTP2_PREFACE + HTTP2_EMPTY_SETTINGS)
+        head = b""
+        try:
+            while len(head) < 9:
+                chunk = conn.recv(9 - len(head))
+                if not chunk:
+                    return False
+                head += chunk
+        except (socket.timeout, ConnectionError):
+            return False
+        return head[3] == HTTP2_SETTINGS
+
+
 def _connected(address: str):
     """Ray, connected to the cluster at ADDRESS (`auto`: the one this machine runs)."""
     try:
@@ -105,9 +133,12 @@ def _connected(address: str):
             raise ParamsError(f"--ray {address[:80]!r}: expected HOST:PORT (the head node's GCS address, `ray start "
                               "--head` prints it) or auto")
         try:  # a cluster that is not there: said at once (Ray itself waits minutes, printing its retries)
-            socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+            speaks = _speaks_grpc(host.strip("[]"), int(port))
         except (OSError, ValueError) as exc:
             raise ParamsError(f"--ray {address}: no Ray cluster answers there ({exc.strerror or exc})") from None
+        if not speaks:
+            raise ParamsError(f"--ray {address}: what answers there is not a Ray cluster's GCS (no gRPC answer "
+                              f"within {PROBE_TIMEOUT_S:g} s; `ray start --head` prints the address)")
     try:
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True,
                  include_dashboard=False)
@@ -135,8 +166,6 @@ class _Progress:
 def _shard_task(job: Callable, bench: str, shard: Shard, progress, folder: str):
     """What a task runs on its node: job(bench, shard), in the driver's working folder (the command's relative paths,
     the build's among them, mean there what they mean to the driver), its progress reported to the driver's actor."""
-    import os
-
     import ray
 
     from core.progress import reported_to
@@ -171,8 +200,6 @@ def run_on_ray(run: RayRun, benches: list[str], job: Callable, keep: Callable, e
     the workers finish together however unequal the shards, and the driver gets each as it finishes. The shard
     count. `echo` hears each task start (and start again when it was lost), its progress now and then, and its end;
     `what` names the run in those lines. The first failure cancels the other tasks and is raised (`_result`)."""
-    import os
-
     ray, task, count = _connected(run.address), run.task, run.shards
     try:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

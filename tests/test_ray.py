@@ -199,6 +199,57 @@ def test_ray_options_that_cannot_run_are_one_line(args, words, built, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+class _Listener:
+    """A loopback listener that takes connections and answers each in its own way (never, or as HTTP/1.1 does),
+    for the --ray probe; stopped by its fixture."""
+
+    def __init__(self, answer: bytes | None):
+        import socket
+        import threading
+
+        self.answer, self.server = answer, socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.2)
+        self.port, self.stopped, self.held = self.server.getsockname()[1], threading.Event(), []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            self.held.append(conn)
+            if self.answer is not None:
+                conn.recv(4096)
+                conn.sendall(self.answer)
+
+    def close(self):
+        self.stopped.set()
+        self.thread.join(timeout=5)
+        for conn in self.held:
+            conn.close()
+        self.server.close()
+
+
+@pytest.fixture(params=[None, b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"], ids=["deaf", "http"])
+def not_a_gcs(request, socket_enabled):
+    listener = _Listener(request.param)
+    yield listener
+    listener.close()
+
+
+def test_an_address_that_answers_but_is_no_ray_cluster_is_one_line_at_once(not_a_gcs, built, tmp_path):
+    """Ray's own client retries such an address for minutes, printing warnings, and never raises (measured: still
+    waiting after 150 s at a listener that does not answer). The probe speaks HTTP/2's preface to it (RFC 9113
+    section 3.4), as a GCS answers it; the real cluster's GCS passing the probe is every other test of this file."""
+    done = subprocess.run([sys.executable, "-m", "pipelines.cli", "predict", "gqa-ood", "--data", str(built("gqa-ood")),
+                           "--model", "baseline:random", "--out", str(tmp_path / "p.json"), "--ray",
+                           f"127.0.0.1:{not_a_gcs.port}"], capture_output=True, text=True, timeout=60)
+    assert_one_error_line(done.returncode, done.stderr, [f"127.0.0.1:{not_a_gcs.port}", "not a Ray cluster's GCS"])
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_scale_guide_s_ray_commands_run_as_written(ray_cluster, cli, built, tmp_path, monkeypatch):
     """The guide's `vlbench` lines (its `ray start` is this fixture's cluster, whose address replaces the guide's),
     in a folder laid out as after `make demo` (two of its builds): both succeed, and the predictions are one
