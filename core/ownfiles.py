@@ -16,6 +16,24 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, 
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
+def kind_of_mode(mode: int) -> str:
+    """A file mode's kind in words (`a folder`, `a FIFO`, ...; `a regular file`)."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def kind_of(path: Path) -> str:
+    """What is at PATH, in words, for a refusal that must say what it found: `no such file`, `a folder`, `a FIFO`,
+    `a character device`, ..., `a regular file` (a link is followed: what it points to)."""
+    try:
+        return kind_of_mode(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return f"not readable ({exc.strerror})"
+
+
 class OwnFileError(VlbenchError):
     """A file of vlbench's own folder that is not what vlbench writes there (one line, naming it)."""
 
@@ -35,8 +53,7 @@ def read_own_file(path: Path, limit: int) -> bytes | None:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
-            raise OwnFileError(f"{path}: is {kind}, not the file vlbench wrote; refused unread")
+            raise OwnFileError(f"{path}: is {kind_of_mode(info.st_mode)}, not the file vlbench wrote; refused unread")
         if info.st_size > limit:
             raise OwnFileError(f"{path}: is {info.st_size:,} bytes, more than the {limit:,} vlbench writes there; "
                                "refused unread")

@@ -110,10 +110,11 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     if log_samples:
         lines = [dumps({"id": list(i) if isinstance(i, tuple) else i, **s}) for i, s in zip(task.ids(table),
                                                                                           adapter.samples)]
-        samples = ("\n".join(lines) + "\n").encode()
+        samples = "".join(line + "\n" for line in lines).encode()  # no line at all for an empty shard
     try:
         write_run(task, table, out, predictions, meta, samples, adapter.rotations,
-                  {state_path(out): shard_state(predictions, adapter.rotations, adapter.judge)} if shard else {})
+                  (lambda written: shard_state(task, table, predictions, adapter.rotations, adapter.judge, written,
+                                               samples)) if shard else None)
     except ValueError:
         raise ModelError(f"{model}: the model produced NaN or infinite values; no prediction file was written") \
             from None

@@ -31,7 +31,8 @@ from core.errors import ParamsError, SubmissionError
 
 SHARD_RULE = ("sha256('vlbench-shard:' + the smallest JSON id of the row's cluster (the row's own where the benchmark "
               "has no clusters)), its first 8 bytes as a big-endian integer, modulo the shard count")
-SHARD_FORMAT = "vlbench-shard-1"
+SHARD_FORMAT = "vlbench-shard-2"  # -1 (before the state bound its rows and files) is refused: rerun the shard
+SHARD_FILE_LIMIT = 1 << 34  # bytes: a shard's state, prediction or samples file larger than this is refused unread
 
 
 @dataclass(frozen=True)
@@ -109,11 +110,29 @@ def state_path(shard_out: Path) -> Path:
     return Path(shard_out).with_suffix(".shard.json")
 
 
-def shard_state(predictions: list, rotations: list | None, judge) -> bytes:
-    """The shard's state file: its raw predictions in row order, rotations, and the judge's agreement sample."""
+def rows_digest(task, table) -> str:
+    """SHA-256 over the JSON ids of a table's rows, in order: which rows a shard holds, and in which order."""
+    ids = [list(i) if isinstance(i, tuple) else i for i in task.ids(table)]
+    return hashlib.sha256(json.dumps(ids, separators=(",", ":")).encode()).hexdigest()
+
+
+def predictions_bytes(task, table: pa.Table, predictions: list) -> bytes:
+    """The prediction file's bytes for a table's rows (the task's format, one process's layout); a NaN or an
+    infinite prediction is a ValueError."""
+    return (json.dumps(task.predictions_file(table, predictions), indent=1, allow_nan=False) + "\n").encode()
+
+
+def shard_state(task, table: pa.Table, predictions: list, rotations: list | None, judge, written: bytes,
+                samples: bytes | None) -> bytes:
+    """The shard's state file: its raw predictions in row order, rotations and the judge's agreement sample, bound
+    to what they belong to: the number and digest of its rows (rows_digest) and the SHA-256 of the shard's
+    prediction file (`written`) and samples (None when not logged), which `merge` checks."""
     from core.jsonout import dumps
 
-    return (dumps({"format": SHARD_FORMAT, "predictions": predictions, "rotations": rotations,
+    return (dumps({"format": SHARD_FORMAT, "rows": table.num_rows, "rows_sha256": rows_digest(task, table),
+                   "predictions_sha256": hashlib.sha256(written).hexdigest(),
+                   "samples_sha256": None if samples is None else hashlib.sha256(samples).hexdigest(),
+                   "predictions": predictions, "rotations": rotations,
                    "judge_sample": None if judge is None else judge.candidates}) + "\n").encode()
 
 
@@ -122,38 +141,69 @@ class _Read:
     path: Path
     record: dict
     state: dict
+    written: bytes  # the shard's prediction file
     bytes_: bytes
 
 
+def _shard_file(path: Path, what: str) -> bytes:
+    """A file of a shard, read without following a link or waiting on a FIFO (core/ownfiles.py): a missing one, a
+    FIFO, a folder or a device is one line saying which."""
+    from core.ownfiles import OwnFileError, read_own_file
+
+    try:
+        data = read_own_file(path, SHARD_FILE_LIMIT)
+    except OwnFileError as exc:
+        raise SubmissionError(str(exc)) from None
+    except OSError as exc:
+        raise SubmissionError(f"{path}: cannot read the shard's {what} ({exc.strerror or exc}); rerun the "
+                              "shard") from None
+    if data is None:
+        raise SubmissionError(f"{path}: no such file (the shard's {what}); rerun the shard")
+    return data
+
+
+def _is_count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _read_shard(path: Path) -> _Read:
-    from evaluator.models.prediction_record import read_record
+    from evaluator.models.prediction_record import ROW_COUNTS, metadata_path, read_record
     from evaluator.submission import parse_json
 
     path = Path(path)
-    if not path.is_file():
-        raise SubmissionError(f"{path}: no such shard prediction file")
+    written = _shard_file(path, "prediction file")
     record = read_record(path)
     if record is None or not isinstance(record.get("shard"), dict):
         raise SubmissionError(f"{path}: not a shard of a run (its record, {path.with_suffix('.meta.json').name}, "
                               "names no `shard`; it was written without --shard)")
     where = state_path(path)
+    raw = _shard_file(where, "state")
     try:
-        raw = where.read_bytes()
         state = parse_json(raw, "")
-    except OSError as exc:
-        raise SubmissionError(f"{where}: cannot read the shard's state ({exc.strerror or exc}); rerun the "
-                              "shard") from None
     except SubmissionError as exc:
         raise SubmissionError(f"{where}: not a shard state file ({exc}); rerun the shard") from None
     if not isinstance(state, dict) or state.get("format") != SHARD_FORMAT or not isinstance(
-            state.get("predictions"), list):
-        raise SubmissionError(f"{where}: not a shard state file (format {SHARD_FORMAT} expected); rerun the shard")
+            state.get("predictions"), list) or not _is_count(state.get("rows")) or not all(
+            isinstance(state.get(k), str) for k in ("rows_sha256", "predictions_sha256")) or not isinstance(
+            state.get("samples_sha256"), (str, type(None))):
+        raise SubmissionError(f"{where}: not a shard state file of this version (format {SHARD_FORMAT}, its rows and "
+                              "files named); rerun the shard")
     shard = record["shard"]
     if not all(isinstance(shard.get(k), int) and not isinstance(shard.get(k), bool) for k in ("index", "count")) \
             or not 0 <= shard["index"] < shard["count"]:
         raise SubmissionError(f"{path}: its record's `shard` entry is not an index below a count")
-    files = [path, path.with_suffix(".meta.json"), where]
-    return _Read(path, record, state, b"\0".join(p.read_bytes() for p in files))
+    bad = next((k for k in sorted(ROW_COUNTS) if _pick(record, k) is not None and not _is_count(_pick(record, k))),
+               None)
+    if bad is not None:
+        raise SubmissionError(f"{metadata_path(path)}: its count {bad} is {_shown(_pick(record, bad))}, not a "
+                              "count of rows (an integer, 0 or more); rerun the shard")
+    if record.get("rows") != state["rows"]:
+        raise SubmissionError(f"{metadata_path(path)}: its rows ({_shown(record.get('rows'))}) are not the "
+                              f"{state['rows']:,} its state holds; rerun the shard")
+    if hashlib.sha256(written).hexdigest() != state["predictions_sha256"]:
+        raise SubmissionError(f"{path}: not the prediction file its state was written with (its SHA-256 differs: "
+                              "edited or replaced); rerun the shard")
+    return _Read(path, record, state, written, b"\0".join((written, _shard_file(metadata_path(path), "record"), raw)))
 
 
 def _differing(a, b, path: str = "") -> str | None:
@@ -188,9 +238,14 @@ def merge(paths: list[Path], out: Path, data: str | None = None) -> tuple[int, i
     from evaluator.splits import open_split
     from evaluator.tasks import get_task
 
-    for path, option in ((out, "--out"), (metadata_path(out), "--out"), (samples_path(out), "--out"),
-                         (rotations_path(out), "--out")):
-        check_output_file(path, option)
+    outputs = (out, metadata_path(out), samples_path(out), rotations_path(out))
+    for path in outputs:
+        check_output_file(path, "--out")
+    inputs = {p.resolve() for shard in paths for p in (Path(shard), metadata_path(shard), samples_path(shard),
+                                                        rotations_path(shard), state_path(shard))}
+    clash = next((p for p in outputs if Path(p).resolve() in inputs), None)
+    if clash is not None:
+        raise ParamsError(f"--out {out}: would write {clash}, a file of a shard being merged; name another file")
     shards: dict[int, _Read] = {}
     first = None
     for path in paths:
@@ -228,22 +283,27 @@ def merge(paths: list[Path], out: Path, data: str | None = None) -> tuple[int, i
     assignment = row_shards(task, table, count)
     predictions: list = [None] * table.num_rows
     rotations: list | None = [None] * table.num_rows if first.state.get("rotations") is not None else None
-    logged = samples_path(first.path).is_file()
+    logged = first.state["samples_sha256"] is not None
     samples: list = [None] * table.num_rows if logged else []
     candidates: list = []
     for index, read in sorted(shards.items()):
         rows = np.flatnonzero(assignment == index)
         state = read.state
-        if len(state["predictions"]) != len(rows) or (rotations is not None and len(state.get("rotations") or [])
-                                                      != len(rows)):
+        if len(state["predictions"]) != len(rows) or state["rows"] != len(rows) or (
+                rotations is not None and len(state.get("rotations") or []) != len(rows)):
             raise SubmissionError(f"{read.path}: holds {len(state['predictions']):,} rows where shard {index} of "
                                   f"{count} of {record.get('benchmark')}/{split} has {len(rows):,}")
+        _check_bound(task, table.take(pa.array(rows)), read)
         for k, row in enumerate(rows.tolist()):
             predictions[row] = state["predictions"][k]
             if rotations is not None:
                 rotations[row] = state["rotations"][k]
+        if (state["samples_sha256"] is not None) != logged:
+            raise SubmissionError(f"{state_path(read.path)}: its shard was run {'without' if logged else 'with'} "
+                                  f"--log-samples, {first.path.name}'s {'with' if logged else 'without'}; rerun it "
+                                  "as the others")
         if logged:
-            lines = _sample_lines(samples_path(read.path), len(rows))
+            lines = _sample_lines(samples_path(read.path), len(rows), state["samples_sha256"])
             for k, row in enumerate(rows.tolist()):
                 samples[row] = lines[k]
         candidates.extend(state.get("judge_sample") or [])
@@ -254,31 +314,48 @@ def merge(paths: list[Path], out: Path, data: str | None = None) -> tuple[int, i
     if isinstance(judge, dict) and first.state.get("judge_sample") is not None:
         judge["agreement"] = agreement(candidates, judge["agreement"]["what"])
     try:
-        write_run(task, table, out, predictions, merged, b"".join(samples) if logged else None, rotations, {})
+        write_run(task, table, out, predictions, merged, b"".join(samples) if logged else None, rotations)
     except ValueError:
         raise SubmissionError(f"{first.path}: the shards hold NaN or infinite predictions") from None
     return len(shards), table.num_rows
 
 
+def _check_bound(task, rows: pa.Table, read: _Read) -> None:
+    """A shard's state belongs to the rows the rule gives its index, in their order, and its predictions are the
+    ones its prediction file holds (rendered again, byte for byte): a state edited, reordered or of other rows is
+    refused, never merged onto other rows."""
+    if rows_digest(task, rows) != read.state["rows_sha256"]:
+        raise SubmissionError(f"{state_path(read.path)}: its rows are not the ones the shard rule gives shard "
+                              f"{read.record['shard']['index']} (another build or order); rerun the shard")
+    try:
+        rendered = predictions_bytes(task, rows, read.state["predictions"])
+    except (ValueError, TypeError, KeyError, IndexError):
+        rendered = None
+    if rendered != read.written:
+        raise SubmissionError(f"{state_path(read.path)}: its predictions are not the ones {read.path.name} holds "
+                              "(edited or reordered); rerun the shard")
+
+
 def write_run(task, table: pa.Table, out: Path, predictions: list, meta: dict, samples: bytes | None, rotations,
-              extra: dict[Path, bytes]) -> None:
+              state=None) -> None:
     """The files of one run (`predict`, or `merge` of its shards), written together, never new predictions beside
     an old record or the reverse: the prediction file in the task's format, its record, the samples (their lines,
-    when logged), the rotations (--circular) and `extra` (a shard's state). A NaN or infinite prediction is a
-    ValueError, before any file is written."""
+    when logged), the rotations (--circular) and, for a shard, its state (`state(written)`: its bytes, given the
+    prediction file's). A NaN or infinite prediction is a ValueError, before any file is written."""
     from core.errors import write_error
     from core.jsonout import dumps
     from core.outdir import write_together
     from evaluator.models.prediction_record import metadata_path, rotations_path, samples_path
     from evaluator.stats.circular import rotations_file
 
-    text = json.dumps(task.predictions_file(table, predictions), indent=1, allow_nan=False) + "\n"
+    written = predictions_bytes(task, table, predictions)
     files = {} if samples is None else {samples_path(out): samples}
     if rotations is not None:
         files[rotations_path(out)] = (dumps(rotations_file(task.ids(table), rotations)) + "\n").encode()
     files[metadata_path(out)] = (dumps(meta, indent=2) + "\n").encode()
-    files |= extra
-    files[Path(out)] = text.encode()
+    if state is not None:
+        files[state_path(out)] = state(written)
+    files[Path(out)] = written
     try:
         write_together(files)
     except OSError as exc:
@@ -306,12 +383,13 @@ def _summed(record: dict, records: list[dict], counts: frozenset[str]) -> dict:
     return merged
 
 
-def _sample_lines(path: Path, rows: int) -> list[bytes]:
-    """A shard's samples file as its lines (one per row, in row order)."""
-    try:
-        lines = path.read_bytes().splitlines(keepends=True)
-    except OSError as exc:
-        raise SubmissionError(f"{path}: cannot read the shard's samples ({exc.strerror or exc})") from None
+def _sample_lines(path: Path, rows: int, sha256: str) -> list[bytes]:
+    """A shard's samples file as its lines (one per row, in row order), the file its state names (`sha256`)."""
+    data = _shard_file(path, "samples (it was run with --log-samples)")
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise SubmissionError(f"{path}: not the samples file its shard's state was written with (its SHA-256 "
+                              "differs: edited or replaced); rerun the shard")
+    lines = data.splitlines(keepends=True)
     if len(lines) != rows:
         raise SubmissionError(f"{path}: holds {len(lines):,} samples where its shard has {rows:,} rows; rerun the "
                               "shard")

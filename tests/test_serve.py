@@ -7,6 +7,7 @@ nothing, limits are exact, uploads are bounded and stored content-addressed, a t
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import signal
@@ -212,6 +213,11 @@ def _get(service, token: str | None, route: str):
     (lambda c: c["phases"][0].update(private=0.5, ends="2027-01-01", ladder={"step": 1}, limits={"concurrent": 1}),
      ["phases[0].private", "not both"]),
     (lambda c: c["phases"][0].update(min_subset=-1), ["phases[0].min_subset", "integer from 0"]),
+    # a storage folder inside the public half would be published with it (the database and every submission)
+    (lambda c: c.update(storage=c["phases"][0]["data"] + "/serve-data"), ["storage", "inside phases[0].data"]),
+    (lambda c: c.update(trusted_proxies="127.0.0.1"), ["trusted_proxies", "a list"]),
+    (lambda c: c.update(trusted_proxies=["*"]), ["trusted_proxies[0]", "never '*'"]),
+    (lambda c: c.update(trusted_proxies=["proxy.example.org"]), ["trusted_proxies[0]", "an IP address"]),
 ])
 def test_a_bad_config_is_one_line_naming_the_key(sealed_phases, cli, tmp_path, edit, needles):
     path = _write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]})
@@ -220,6 +226,33 @@ def test_a_bad_config_is_one_line_naming_the_key(sealed_phases, cli, tmp_path, e
     path.write_text(yaml.safe_dump(config))
     code, _, err = cli("serve", "team", "add", "x", "--config", path)
     assert_one_error_line(code, err, [str(path), *needles])
+
+
+def test_answers_that_would_be_published_or_belong_to_another_build_are_refused_at_once(sealed_phases, cli,
+                                                                                          tmp_path):
+    """Each was accepted before: answers inside the public half or inside the folder the service publishes
+    (`STORAGE/site`), and a phase naming another seal's answers (which then refused every good submission)."""
+    import shutil
+
+    path = _write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]})
+    _, public, answers, _ = sealed_phases["vqa-cp"]
+    config = yaml.safe_load(path.read_text())
+    site = Path(config["storage"]) / "site" / "vqa-cp"
+    site.mkdir(parents=True)
+    inside_public = tmp_path / "public-copy"
+    shutil.copytree(public, inside_public)
+    shutil.copyfile(answers, inside_public / "answers.zip")
+    shutil.copyfile(answers, site / "answers.zip")
+    for phase, needles in (({"answers": str(site / "answers.zip")}, ["phases[0].answers", "the service publishes"]),
+                           ({"data": str(inside_public), "answers": str(inside_public / "answers.zip")},
+                            ["phases[0].answers", "inside phases[0].data"]),
+                           ({"answers": str(sealed_phases["gqa-ood"][2])}, ["phases[0].answers", "commitment",
+                                                                             "another seal's answers"])):
+        config["phases"][0].update(phase)
+        path.write_text(yaml.safe_dump(config))
+        code, _, err = cli("serve", "team", "add", "x", "--config", path)
+        assert_one_error_line(code, err, [str(path), *needles])
+        config["phases"][0].update(data=str(public), answers=str(answers))
 
 
 def test_a_hidden_phase_needs_a_sealed_build(sealed_phases, built, cli, tmp_path):
@@ -375,8 +408,9 @@ def test_a_private_part_is_scored_apart_and_shown_once_the_phase_has_ended(seale
     from pipelines.serve.board import board_rows
     from pipelines.serve.config import load_config
     from pipelines.serve.store import now_utc
+    from pipelines.serve.stored import stored_path
     from pipelines.serve.views import private_mask
-    from pipelines.serve.worker import score_one, stored_path
+    from pipelines.serve.worker import score_one
 
     _, public, answers, predictions = sealed_phases["vqa-cp"]
     config_path = _write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]})
@@ -387,10 +421,11 @@ def test_a_private_part_is_scored_apart_and_shown_once_the_phase_has_ended(seale
     phase, store = config.phases[0], config.store()
     store.add_team("Team A")
     team = store.teams()[0]
-    target = stored_path(config.storage, "a" * 64, "p.json")
+    sha256 = hashlib.sha256(predictions.read_bytes()).hexdigest()
+    target = stored_path(config.storage, sha256, "p.json")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(predictions.read_bytes())
-    store.submit(team, phase, "a" * 64, "p.json", target.stat().st_size, now_utc())
+    store.submit(team, phase, sha256, "p.json", target.stat().st_size, now_utc())
     assert score_one(config, store, "w", 60)
     row = store.submissions()[0]
     task = get_task("vqa-cp")
@@ -888,3 +923,122 @@ def test_several_workers_on_one_postgresql_never_score_a_submission_twice(postgr
         others.wait(30)
         running.stop()
 
+
+
+# -- trust: forwarding headers, revoked tokens, stored files, names ---------------------------------------------
+def test_forwarding_headers_are_believed_from_the_trusted_proxies_only(sealed_phases, tmp_path):
+    """5 requests a minute per caller. Without `trusted_proxies`, a fresh X-Forwarded-For on every request from one
+    machine still meets its one bucket (before the fix uvicorn believed any loopback peer's header: 8 x 200); with
+    the proxy named, each forwarded client has its own bucket, and one client is limited whatever it connects
+    through."""
+    seen = {}
+    for trusted in (False, True):
+        folder = tmp_path / f"trusted-{trusted}"
+        folder.mkdir()
+        config = _write_config(folder, {"vqa-cp": sealed_phases["vqa-cp"]}, requests_per_minute=5,
+                               **({"trusted_proxies": ["127.0.0.1"]} if trusted else {}))
+        running = Running(config, workers=0)
+        try:
+            def status(client: str) -> int:
+                return httpx.get(f"{running.url}/api/v1/status", headers={"X-Forwarded-For": client},
+                                 timeout=30).status_code
+
+            seen[trusted] = ([status(f"203.0.113.{k}") for k in range(8)], [status("198.51.100.7") for _ in range(8)])
+        finally:
+            running.stop()
+    assert 429 in seen[False][0] and 429 in seen[False][1]
+    assert seen[True][0] == [200] * 8 and seen[True][1][:5] == [200] * 5 and 429 in seen[True][1]
+
+
+def test_a_revoked_or_rotated_token_ends_with_every_session_it_opened(service, cli):
+    """Before: `serve team` had only `add`, and a token's row deleted by hand left its page session working."""
+    config = service["config"]
+    token = _add_team(config, "team leaked")
+    first = _signed_in(service, token)
+    second = None
+    try:
+        assert first.get("/team").status_code == 200
+        assert _get(service, token, "/api/v1/submissions").status_code == 200
+        done = subprocess.run([*VLBENCH, "serve", "team", "rotate", "team leaked", "--config", str(config)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+        new = done.stdout.strip()
+        assert done.returncode == 0 and new.startswith("vlb_") and new != token and token not in done.stderr
+        assert _get(service, token, "/api/v1/submissions").status_code == 401
+        assert first.get("/team").status_code == 303  # back to the sign-in page: the session ended with its token
+        assert _get(service, new, "/api/v1/submissions").status_code == 200
+        second = _signed_in(service, new)
+        with sqlite3.connect(service["folder"] / "store" / "serve.sqlite3") as db:  # the token's row removed by hand
+            db.execute("DELETE FROM tokens WHERE team = (SELECT id FROM teams WHERE name = 'team leaked')")
+        assert second.get("/team").status_code == 303
+        host = _add_team(config, "second host", host=True)  # a host's token alike
+        assert _get(service, host, "/api/v1/submissions").status_code == 200
+        code, out, err = cli("serve", "team", "revoke", "second host", "--config", config)
+        assert code == 0 and out == "" and "ended" in err
+        assert _get(service, host, "/api/v1/submissions").status_code == 401
+        code, _, err = cli("serve", "team", "revoke", "no such team", "--config", config)
+        assert_one_error_line(code, err, ["'no such team'", "no such team (the challenge has"])
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+def test_a_link_or_changed_bytes_at_a_content_address_are_never_scored_nor_revealed(sealed_phases, tmp_path):
+    """A link planted at the address of a submission's bytes made the service discard the upload and score the
+    link's file; a stored file whose bytes changed was scored and revealed. Now the upload replaces the link, and
+    changed bytes are refused as the service's fault (costing the team nothing) and stop the reveal."""
+    from core.errors import ParamsError
+    from pipelines.serve.config import load_config
+    from pipelines.serve.reveal import reveal
+    from pipelines.serve.store import now_utc
+    from pipelines.serve.stored import stored_path
+    from pipelines.serve.uploads import Upload, accept
+    from pipelines.serve.worker import score_one
+
+    predictions = sealed_phases["vqa-cp"][3]
+    config = load_config(_write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]}))
+    phase, store = config.phases[0], config.store()
+    store.add_team("Team A")
+    team = store.teams()[0]
+    data = predictions.read_bytes()
+    sha256 = hashlib.sha256(data).hexdigest()
+    target = stored_path(config.storage, sha256, "p.json")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    planted = tmp_path / "planted.json"
+    planted.write_text("[]")
+    target.symlink_to(planted)
+    (config.storage / "incoming").mkdir(exist_ok=True)
+    upload = Upload(config.storage / "incoming", config.max_upload_bytes)
+    upload.write(data)
+    accept(config, store, team, phase, upload, "p.json")
+    assert not target.is_symlink() and target.read_bytes() == data and planted.read_text() == "[]"
+    assert score_one(config, store, "w", 60)
+    scored = store.submissions()[0]
+    assert scored["status"] == "scored", scored["error"]
+    target.write_bytes(data[:-1] + b" ")  # the stored bytes changed behind the service's back
+    store.submit(team, phase, sha256, "p.json", len(data), now_utc())
+    assert score_one(config, store, "w", 60)
+    refused = store.submissions()[0]
+    assert refused["status"] == "refused" and "inside the service" in refused["error"]
+    assert "no longer match the SHA-256" in refused["log"]
+    with pytest.raises(ParamsError, match=f"submission {scored['id']}: .* no longer match.* nothing was revealed"):
+        reveal(config, tmp_path / "revealed", before_end=True)
+    assert not (tmp_path / "revealed").exists()
+
+
+def test_a_non_ascii_file_name_is_kept_as_the_team_sent_it(service, sealed_phases, tmp_path):
+    """`vlbench submit` sends the name as an RFC 8187 ext-value and the service decodes it (before: a traceback in
+    the client; a raw UTF-8 header was shown as mojibake, `rÃ©sultats`)."""
+    import shutil
+
+    token = _add_team(service["config"], "team unicode")
+    path = tmp_path / "résultats été.json"
+    shutil.copyfile(sealed_phases["vqa-cp"][3], path)
+    done = _submit(service, token, "vqa-cp", path, wait=0)
+    assert done.returncode == 0, done.stderr
+    assert _get(service, token, "/api/v1/submissions").json()["submissions"][0]["filename"] == "résultats été.json"
+    raw = httpx.post(f"{service['url']}/api/v1/phases/vqa-cp/submissions", content=path.read_bytes(),
+                     headers={"Authorization": f"Bearer {token}", "X-Vlbench-Filename": "résumé.json".encode()},
+                     timeout=30)  # a client sending the name's UTF-8 bytes raw
+    assert raw.status_code == 202, raw.text  # the phase takes 2 at once
+    assert _get(service, token, f"/api/v1/submissions/{raw.json()['id']}").json()["filename"] == "résumé.json"

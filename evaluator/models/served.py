@@ -31,6 +31,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from core.errors import ModelError
+from core.http_exchange import Answer, bounded_exchange, checked_url, shown_url
 from core.sanitise import mask_secrets, sanitise
 from evaluator.models.backend import VLMBackend
 from evaluator.models.options import ModelOptions
@@ -51,26 +52,10 @@ _MAGIC = ((b"\xff\xd8\xff", "image/jpeg"), (b"\x89PNG\r\n\x1a\n", "image/png"), 
 def check_endpoint(base_url: str | None, spec: str) -> str:
     """The endpoint's base URL without a trailing slash; a missing or malformed one is a ModelError. An
     error line shows the URL without credentials, query or fragment (where a secret may sit)."""
-    import httpx
-
     if not base_url:
         raise ModelError(f"--model {spec}: a served model needs --base-url (e.g. http://localhost:8000/v1)")
-    shown = shown_url(base_url)
-    try:
-        parts = urlsplit(base_url)
-        port = parts.port
-        httpx.URL(base_url)
-    except (ValueError, httpx.InvalidURL) as exc:
-        raise ModelError(f"--base-url {shown}: not a URL ({sanitise(exc, (base_url,), 120)})") from None
-    if parts.username or parts.password:
-        raise ModelError("--base-url: credentials in the URL are refused; put the key in the environment "
-                         "variable --api-key-env names")
-    if parts.query or parts.fragment:
-        raise ModelError(f"--base-url {shown}: a query or fragment (not shown) is refused; put a key in the "
-                         "environment variable --api-key-env names")
-    if parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
-        raise ModelError(f"--base-url {shown}: expected http(s)://HOST[:PORT][/PATH], e.g. http://localhost:8000/v1")
-    return base_url.rstrip("/")
+    return checked_url(base_url, "--base-url", ModelError, "put the key in the environment variable --api-key-env "
+                       "names", "http://localhost:8000/v1")
 
 
 def parse_base_urls(values) -> str | tuple[str, ...] | None:
@@ -87,18 +72,6 @@ def check_endpoints(base_url, spec: str) -> tuple[str, ...]:
     """Every endpoint of `--base-url` (one URL, or several: parse_base_urls), checked (check_endpoint)."""
     urls = base_url if isinstance(base_url, (tuple, list)) else (base_url,)
     return tuple(check_endpoint(url, spec) for url in urls)
-
-
-def shown_url(url: str) -> str:
-    """A URL as an error line may show it: scheme, host, port and path only, control characters removed,
-    bounded."""
-    try:
-        parts = urlsplit(url)
-        host = parts.netloc.rpartition("@")[2]
-        text = f"{parts.scheme}://{host}{parts.path}" if parts.scheme or host else parts.path
-    except ValueError:
-        text = url.partition("?")[0].partition("#")[0].rpartition("@")[2]
-    return sanitise(text, (), 120)
 
 
 def check_served_options(options: ModelOptions, spec: str) -> None:
@@ -445,39 +418,10 @@ class ServedVLM(VLMBackend):
         raise AssertionError("unreachable")
 
     def _fetch(self, method: str, url: str, seconds: float, cap: int, **kwargs) -> Answer:
-        """One HTTP exchange with a total deadline and a size cap: `seconds` for the whole answer, headers
-        and body (httpx's timeouts bound each read, so a server trickling its headers or body, or never
-        ending it, would hold a run for ever), and at most `cap` bytes of body once decoded (a gzip bomb).
-        The exchange runs on a daemon thread that is abandoned at the deadline (a stuck connection ends
-        with the process). Past the deadline: httpx.TimeoutException; past the cap: a ModelError."""
-        import httpx
-
-        def exchange() -> Answer:
-            with self.client.stream(method, url, timeout=seconds, **kwargs) as response:
-                chunks, size = [], 0
-                for chunk in response.iter_bytes():
-                    size += len(chunk)
-                    if size > cap:
-                        raise ModelError(f"{shown_url(url)}: the answer is larger than {cap // 2 ** 20} MiB; not read")
-                    chunks.append(chunk)
-                return Answer(response.status_code, response.headers, b"".join(chunks))
-
-        box: queue.Queue = queue.Queue(maxsize=1)
-
-        def run() -> None:
-            try:
-                box.put((exchange(), None))
-            except BaseException as exc:  # noqa: BLE001 -- handed to the waiting thread, which raises it
-                box.put((None, exc))
-
-        threading.Thread(target=run, name="vlbench-exchange", daemon=True).start()
-        try:
-            answer, exc = box.get(timeout=seconds)
-        except queue.Empty:
-            raise httpx.ReadTimeout(f"no whole answer within {seconds:g} s") from None
-        if exc is not None:
-            raise exc
-        return answer
+        """One HTTP exchange within `seconds` for the whole answer and `cap` bytes of body
+        (core.http_exchange.bounded_exchange): past the deadline httpx.TimeoutException, past the cap a ModelError."""
+        return bounded_exchange(self.client, method, url, seconds, cap, lambda: ModelError(
+            f"{shown_url(url)}: the answer is larger than {cap // 2 ** 20} MiB; not read"), **kwargs)
 
     def _refusal(self, response) -> str:
         """What a non-retried error status means, in one line."""
@@ -589,20 +533,6 @@ class ServedVLM(VLMBackend):
                 "cache": self.cache_stats().get("cache"), "reasoning": self.describe_reasoning(),
                 **({"system_prompt": self.options.system_prompt} if self.options.system_prompt else {}),
                 "versions": {"httpx": httpx.__version__}}
-
-
-class Answer:
-    """A whole HTTP answer read within its deadline and cap: status, headers, body."""
-
-    def __init__(self, status_code: int, headers, content: bytes):
-        self.status_code, self.headers, self.content = status_code, headers, content
-
-    def json(self):
-        """The body as JSON; a ValueError for anything else (nested too deep for the parser included)."""
-        try:
-            return json.loads(self.content)
-        except RecursionError:
-            raise ValueError("nested too deep") from None
 
 
 def _common_prefix(a: list, b: list) -> int:

@@ -25,7 +25,8 @@ class _ServeGroup(TyperGroup):
 serve_app = typer.Typer(cls=_ServeGroup, no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                         help="Run a challenge: `vlbench serve CONFIG [--host H] [--port P] [--workers N]` serves the "
                              "submission API and scores submissions against sealed answers; `vlbench serve team add "
-                             "NAME --config CONFIG` adds a team (docs: Host a challenge).")
+                             "NAME --config CONFIG` adds a team, `team revoke` / `team rotate` end its token "
+                             "(docs: Host a challenge).")
 team_app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                        help="The challenge's teams and hosts.")
 serve_app.add_typer(team_app, name="team")
@@ -76,6 +77,34 @@ def team_add(
     typer.echo(token)  # stdout, unmasked: the one place a token is ever shown
 
 
+@team_app.command("revoke")
+def team_revoke(
+    name: str = typer.Argument(..., metavar="NAME", help="The team's (or host's) name."),
+    config: Path = CONFIG_OPTION,
+):
+    """End a team's (or host's) token and every page session it opened, at once (a leaked token); its submissions
+    stay. `rotate` gives it a new token."""
+    from pipelines.serve.config import load_config
+
+    load_config(config).store().revoke(name)
+    echo_err(f"{name!r}: its token and every session it opened are ended; `vlbench serve team rotate` gives it a new "
+             "one")
+
+
+@team_app.command("rotate")
+def team_rotate(
+    name: str = typer.Argument(..., metavar="NAME", help="The team's (or host's) name."),
+    config: Path = CONFIG_OPTION,
+):
+    """Replace a team's (or host's) token: the old one and its sessions end at once; the new one is printed, once."""
+    from pipelines.serve.config import load_config
+
+    token = load_config(config).store().revoke(name, rotate=True)
+    echo_err(f"{name!r}: its old token and every session it opened are ended; its new token follows, shown this "
+             "once:")
+    typer.echo(token)  # stdout, unmasked: as `team add`, the one place a token is shown
+
+
 @serve_app.command("teams")
 def teams_list(config: Path = CONFIG_OPTION):
     """List the teams and hosts (never their tokens)."""
@@ -113,16 +142,16 @@ def submit_command(
     phase: str = typer.Option(..., "--phase", metavar="PHASE", help="The phase to submit to."),
     wait: float = typer.Option(0.0, "--wait", metavar="SECONDS", min=0.0,
                                help="Wait up to this long for the score (0: return once it is queued)."),
+    timeout: float = typer.Option(600.0, "--timeout", metavar="SECONDS", min=1.0, max=86_400.0,
+                                  help="The longest one request may take, the upload and the whole answer."),
 ):
     """Submit a prediction file to a challenge; the team's token is read from VLBENCH_TOKEN."""
-    import json
-
     from core.errors import SubmissionError
-    from pipelines.serve.client import submit
+    from core.sanitise import sanitise
+    from pipelines.serve.client import record_lines, submit
 
-    record = submit(server, phase, file, wait)
-    typer.echo(f"submission {record.get('id')}: {record.get('status')}")
-    if record.get("status") == "refused":
-        raise SubmissionError(f"submission {record.get('id')} refused: {record.get('error')}")
-    if record.get("shown") is not None:
-        typer.echo(json.dumps(record["shown"], indent=1, sort_keys=True))
+    record = submit(server, phase, file, wait, seconds=timeout)
+    for line in record_lines(record):
+        typer.echo(line)
+    if record["status"] == "refused":
+        raise SubmissionError(f"submission {record['id']} refused: {sanitise(record.get('error'), (), 500)}")

@@ -35,7 +35,7 @@ from pipelines.serve.board import write_board
 from pipelines.serve.config import Config
 from pipelines.serve.pages import COOKIE, SecurityHeaders, page_routes
 from pipelines.serve.store import LimitReached, Team, now_utc
-from pipelines.serve.uploads import BadForm, TooLarge, Upload, accept, clean_incoming, display_name
+from pipelines.serve.uploads import BadForm, TooLarge, Upload, accept, clean_incoming, display_name, sent_name
 from pipelines.serve.views import private_if_shown
 
 FILENAME_HEADER = "x-vlbench-filename"
@@ -85,6 +85,18 @@ class RateLimit:
         return 0.0
 
 
+def proxied(config: Config) -> list:
+    """The middleware that believes X-Forwarded-For and X-Forwarded-Proto from the config's `trusted_proxies` only
+    (uvicorn's own ProxyHeadersMiddleware, given that list); none when the list is empty: every caller is then known
+    by the address it connects from, whatever headers it sends (uvicorn's default, believing any loopback peer, is
+    switched off in pipelines/serve/run.py)."""
+    if not config.trusted_proxies:
+        return []
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    return [Middleware(ProxyHeadersMiddleware, trusted_hosts=list(config.trusted_proxies))]
+
+
 def create_app(config: Config, wake=None) -> Starlette:
     """The application (the JSON API and the pages, pipelines/serve/pages.py, behind the security headers); `wake`
     (an event the workers started beside it wait on) is set on each submission."""
@@ -119,7 +131,7 @@ def create_app(config: Config, wake=None) -> Starlette:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > config.max_upload_bytes:
             return _error(413, f"the file is over the upload limit of {config.max_upload_bytes >> 20} MB")
-        filename = display_name(request.headers.get(FILENAME_HEADER))
+        filename = display_name(sent_name(request.headers.get(FILENAME_HEADER)))
         upload = Upload(incoming, config.max_upload_bytes)
         try:
             async for chunk in request.stream():
@@ -180,7 +192,7 @@ def create_app(config: Config, wake=None) -> Starlette:
 
     for phase in config.phases:  # the leaderboards exist before the first score
         write_board(config, store, phase)
-    return Starlette(middleware=[Middleware(SecurityHeaders)], routes=[
+    return Starlette(middleware=[*proxied(config), Middleware(SecurityHeaders)], routes=[
         Route("/api/v1/status", limited(status), methods=["GET"]),
         Route("/api/v1/phases/{phase}/submissions", limited(submit), methods=["POST"]),
         Route("/api/v1/submissions", limited(submissions), methods=["GET"]),

@@ -15,10 +15,9 @@ import datetime
 import json
 from pathlib import Path
 
-from pipelines.serve.config import Config, Phase
+from pipelines.serve.config import SITE, Config, Phase
 from pipelines.serve.views import as_text, headline_scores
 
-SITE = "site"
 LOCK = ".board.lock"
 
 

@@ -14,6 +14,7 @@ NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")  # a phase's name: it reaches URL
 NAME_RULE = "lower-case letters, digits, '-' and '_', starting with a letter or digit, at most 63 characters"
 MAX_UPLOAD_MB = 512
 MIN_SUBSET = 100  # rows: a hidden phase's default minimum subset size
+SITE = "site"  # `<storage>/site/`: the leaderboards the service publishes (pipelines/serve/board.py)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class Config:
     lease_seconds: int  # how long a worker's claim lasts unrenewed: a dead worker's submission waits this long
     requests_per_minute: int  # per token (per client address without one), in each web process
     phases: tuple[Phase, ...] = field(default_factory=tuple)
+    # the reverse proxies (addresses or networks) whose X-Forwarded-For and X-Forwarded-Proto are believed; from any
+    # other peer those headers are ignored, and the rate limit keys a caller by the address it connects from
+    trusted_proxies: tuple[str, ...] = ()
 
     def store(self):
         """The challenge's records (pipelines/serve/store.py): SQLite in `storage`, or the PostgreSQL `database`."""
@@ -132,6 +136,39 @@ def _path(path: Path, key, value, must_exist=True) -> Path:
     return found
 
 
+def _inside(inner: Path, outer: Path) -> bool:
+    """INNER is OUTER or lies inside it, links resolved."""
+    inner, outer = inner.resolve(), outer.resolve()
+    return inner == outer or outer in inner.parents
+
+
+def _check_answers(path: Path, key: str, data: Path, sealed: dict, answers: Path) -> None:
+    """The answer file is the one the phase's public half commits to (evaluator.sealed.check_pair): another build's
+    answers would refuse every good submission once the service runs."""
+    from evaluator.sealed import check_pair, read_answers
+
+    try:
+        check_pair(data, sealed, read_answers(answers))
+    except ParamsError as exc:
+        _fail(path, key, str(exc).removeprefix(f"--answers {answers}: "))
+
+
+def _proxies(path: Path, value) -> tuple[str, ...]:
+    """`trusted_proxies`: a list of addresses or networks (`127.0.0.1`, `10.0.0.0/8`, `::1`)."""
+    import ipaddress
+
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        _fail(path, "trusted_proxies", "a list of the reverse proxies' addresses or networks (e.g. [127.0.0.1])")
+    for k, entry in enumerate(value):
+        try:
+            ipaddress.ip_network(entry if isinstance(entry, str) else "", strict=False)
+        except ValueError:
+            _fail(path, f"trusted_proxies[{k}]", "an IP address or network (127.0.0.1, 10.0.0.0/8, ::1); never '*'")
+    return tuple(value)
+
+
 def _ladder(path: Path, key: str, value) -> tuple[str | None, float | None]:
     """`ladder`: left out or false (none), `parameter-free` (Algorithm 2), or `{step: ETA}` (Algorithm 1)."""
     if value is None or value is False:
@@ -173,6 +210,14 @@ def _phase(path: Path, key: str, raw) -> Phase:
         _fail(path, f"{key}.answers", "the phase's data is the public half of a sealed build: name its answer file")
     if visibility == "hidden" and sealed is None:
         _fail(path, f"{key}.data", "a hidden phase scores the public half of a sealed build (`vlbench seal`)")
+    if answers is not None:
+        if _inside(answers, data):
+            _fail(path, f"{key}.answers", f"lies inside {key}.data, the public half that is published; keep the "
+                                          "sealed answers apart from it")
+        if sealed is None:
+            _fail(path, f"{key}.answers", f"{key}.data is not the public half of a sealed build, so it has no "
+                                          "answers to name")
+        _check_answers(path, f"{key}.answers", data, sealed, answers)
     split = raw.get("split")
     if split is not None:
         from core.names import check_split_name
@@ -231,7 +276,7 @@ def load_config(path: Path) -> Config:
     if not isinstance(raw, dict):
         raise ParamsError(f"{path}: a mapping with challenge, storage and phases")
     _known(path, "", raw, {"challenge", "storage", "database", "max_upload_mb", "lease_seconds", "requests_per_minute",
-                           "phases"})
+                           "phases", "trusted_proxies"})
     challenge = _text(path, "challenge", raw.get("challenge"))
     storage = _path(path, "storage", raw.get("storage", "serve-data"), must_exist=False)
     database = raw.get("database")
@@ -246,7 +291,14 @@ def load_config(path: Path) -> Config:
     names = [p.name for p in found]
     if len(set(names)) != len(names):
         _fail(path, "phases", f"two phases are named {next(n for n in names if names.count(n) > 1)}")
+    for k, phase in enumerate(found):
+        if _inside(storage, phase.data):
+            _fail(path, "storage", f"lies inside phases[{k}].data, the public half that is published (the database "
+                                   "and every submission would be published with it)")
+        if phase.answers is not None and _inside(phase.answers, storage / SITE):
+            _fail(path, f"phases[{k}].answers", f"lies inside {storage / SITE}, the folder the service publishes")
     return Config(path=path, challenge=challenge, storage=storage, database=database, max_upload_bytes=mb << 20,
                   lease_seconds=_count(path, "lease_seconds", raw.get("lease_seconds", 60), 2, 3600),
                   requests_per_minute=_count(path, "requests_per_minute", raw.get("requests_per_minute", 120), 1,
-                                             100_000), phases=found)
+                                             100_000), phases=found,
+                  trusted_proxies=_proxies(path, raw.get("trusted_proxies")))

@@ -14,7 +14,7 @@ from pathlib import Path
 from core.errors import ParamsError
 from pipelines.serve.config import Config
 from pipelines.serve.store import now_utc
-from pipelines.serve.worker import stored_path
+from pipelines.serve.stored import StoredFileChanged, copy_checked, stored_path
 
 PRIVATE_RULE = ("a cluster of rows (the task's bootstrap clusters of the public half, numbered as its `clusters` "
                 "numbers them) is private when the first 8 bytes of HMAC-SHA-256 keyed by the answer file's salt over "
@@ -54,7 +54,11 @@ def reveal(config: Config, out: Path, before_end: bool = False, overwrite: bool 
                     continue
                 source = stored_path(config.storage, row["sha256"], row["filename"])
                 name = f"{row['id']}{source.suffix}"
-                shutil.copyfile(source, folder / "submissions" / name)
+                try:  # only the bytes that were scored: never a link's target, never changed bytes
+                    copy_checked(source, row["sha256"], folder / "submissions" / name)
+                except StoredFileChanged as exc:
+                    raise ParamsError(f"phase {phase.name}: submission {row['id']}: {exc}; nothing was revealed "
+                                      "(restore the file from a backup, or find what changed the storage)") from None
                 listed.append({"id": row["id"], "team": row["team_name"], "file": f"submissions/{name}",
                                "sha256": row["sha256"], "submitted": row["submitted"],
                                "metrics": json.loads(row["metrics"]),

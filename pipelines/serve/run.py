@@ -61,6 +61,7 @@ def serve(config_path: Path, host: str, port: int, workers: int) -> None:
     app = create_app(config, wake)
     processes = _start_workers(config.path, workers, wake)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+        # forwarding headers are the app's to believe, from the config's trusted_proxies only (app.proxied)
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, proxy_headers=False)
     finally:
         _stop_workers(processes)

@@ -11,10 +11,11 @@ import os
 import secrets
 import time
 from pathlib import Path
+from urllib.parse import unquote
 
 from core.errors import ParamsError
 from pipelines.serve.store import now_utc
-from pipelines.serve.worker import stored_path
+from pipelines.serve.stored import store_upload, stored_path
 
 STALE_UPLOAD_SECONDS = 3600
 FIELD_BYTES = 4096  # a form field other than the file (the CSRF token, the phase's name)
@@ -27,6 +28,20 @@ class TooLarge(ParamsError):
 
 class BadForm(ParamsError):
     """A form body that is not the page's upload form (HTTP 400)."""
+
+
+def sent_name(raw: str | None) -> str | None:
+    """The X-Vlbench-Filename header's name: an RFC 8187 ext-value (`UTF-8''` then percent-encoded UTF-8, what
+    `vlbench submit` sends) decoded; a bare value is the header's bytes read as UTF-8 (HTTP gives them as Latin-1),
+    or as they came when they are not UTF-8."""
+    if raw is None:
+        return None
+    if raw[:7].lower() == "utf-8''":
+        return unquote(raw[7:], errors="replace")
+    try:
+        return raw.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return raw
 
 
 def display_name(raw: str | None) -> str:
@@ -82,11 +97,8 @@ def accept(config, store, team, phase, upload: Upload, filename: str, wake=None)
     """Store a finished upload content-addressed and record it as queued (`store.submit`: LimitReached over a limit
     of the phase, the stored bytes kept for a later identical upload); wake the workers. The submission's id."""
     sha256 = upload.finish()
-    target = stored_path(config.storage, sha256, filename)
-    if target.exists():
-        upload.discard()
-    else:
-        os.replace(upload.path, target)
+    store_upload(upload.path, stored_path(config.storage, sha256, filename), sha256)
+    upload.discard()
     submission = store.submit(team, phase, sha256, filename, upload.size, now_utc())
     if wake is not None:
         wake.set()

@@ -13,24 +13,18 @@ import socket
 import threading
 import time
 import traceback
+from contextlib import ExitStack
 from pathlib import Path
 
 from core.errors import VlbenchError
 from evaluator.stats.bootstrap import value_at
 from pipelines.serve.config import Config, Phase
 from pipelines.serve.store import Store
+from pipelines.serve.stored import checked_copy, clean_copies, stored_path
 from pipelines.serve.views import private_view, shown, split_parts
 
 POLL_SECONDS = 0.5
 LOG_CHARS = 20_000  # of a refusal's or a fault's log, kept for the hosts
-SUFFIXES = (".json", ".jsonl", ".eval", ".xlsx", ".tsv", ".csv")  # the formats `evaluate` reads, by suffix
-
-
-def stored_path(storage: Path, sha256: str, filename: str) -> Path:
-    """Where a submission's bytes lie: content-addressed by SHA-256, with the suffix `evaluate` reads its format by
-    (.json when the upload's name has none of them)."""
-    suffix = Path(filename).suffix.lower()
-    return Path(storage) / "submissions" / f"{sha256}{suffix if suffix in SUFFIXES else '.json'}"
 
 
 def score(config: Config, phase: Phase, path: Path,
@@ -136,14 +130,17 @@ def score_one(config: Config, store: Store, name: str, lease: float) -> bool:
     started = time.perf_counter()
     path = stored_path(config.storage, row["sha256"], row["filename"])
     try:
-        phase = config.phase(row["phase"])
-        best = None
-        if phase.ladder is not None:
-            state = store.ladder_state(row["team"], phase.name, before=row["id"])
-            if state is not None and state.get("best_of") is not None:
-                best_row = store.submission(state["best_of"])
-                best = (state, stored_path(config.storage, best_row["sha256"], best_row["filename"]))
-        metrics, view, ladder, private = score(config, phase, path, best)
+        with ExitStack() as copies:  # the stored bytes, checked against their SHA-256, are what is scored
+            phase = config.phase(row["phase"])
+            best = None
+            if phase.ladder is not None:
+                state = store.ladder_state(row["team"], phase.name, before=row["id"])
+                if state is not None and state.get("best_of") is not None:
+                    best_row = store.submission(state["best_of"])
+                    best = (state, copies.enter_context(checked_copy(config.storage, best_row["sha256"],
+                                                                     best_row["filename"])))
+            path = copies.enter_context(checked_copy(config.storage, row["sha256"], row["filename"]))
+            metrics, view, ladder, private = score(config, phase, path, best)
         if ladder is not None and view["ladder"]["improved"]:
             ladder["best_of"] = row["id"]
         if store.finish(row["id"], name, metrics=metrics, shown=view, ladder=ladder, private=private,
@@ -180,6 +177,7 @@ def run_worker(config: Config, stop: threading.Event | None = None, wake=None) -
     another machine's web process, the database is asked every POLL_SECONDS."""
     store, name = config.store(), worker_name()
     stop = stop or threading.Event()
+    clean_copies(config.storage)
     _warm(config)
     while not stop.is_set():
         if wake is not None:
