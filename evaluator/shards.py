@@ -12,7 +12,9 @@ needs to write one process's bytes: the raw predictions in row order, the rotati
 sample (its smallest keys, evaluator/models/judge.py). The record names the shard (`shard`: index, count, rule and
 the SHA-256 of the split's files). `merge` checks that every shard is one of the same run (the same split, model,
 revision, seed and settings: every field of the record but the counts over rows), that each index is there once,
-and that each holds the rows the rule gives it; then it writes the prediction file, record, samples and rotations
+and that each holds the rows the rule gives it, its state bound to them (the count and SHA-256 of its rows' ids, in
+order, and the SHA-256 of its prediction file and samples, which the state's predictions must render again byte for
+byte); then it writes the prediction file, record, samples and rotations
 one process would have, with the counts over rows summed (prediction_record.ROW_COUNTS)."""
 
 from __future__ import annotations
@@ -231,7 +233,9 @@ def merge(paths: list[Path], out: Path, data: str | None = None) -> tuple[int, i
     """Write OUT, its record, samples and rotations from every shard of one run: the bytes one process writes.
     (shards, rows). Refused in one line naming the file: a file that is not a shard, shards of another run (any
     field of the record but the counts over rows: the build, model, revision, seed, settings), a missing index, one
-    index given twice with other bytes, a shard whose rows are not the ones the rule gives it."""
+    index given twice with other bytes, a shard whose rows are not the ones the rule gives it, a state that is not
+    bound to its shard's rows and prediction file (edited, reordered, another shard's), a count over rows that is
+    not a count, a samples file missing or changed, an OUT that would write over a shard's own files."""
     from evaluator.models.judge import agreement
     from evaluator.models.prediction_record import ROW_COUNTS, metadata_path, rotations_path, samples_path
     from evaluator.publish.report import check_output_file
@@ -239,13 +243,13 @@ def merge(paths: list[Path], out: Path, data: str | None = None) -> tuple[int, i
     from evaluator.tasks import get_task
 
     outputs = (out, metadata_path(out), samples_path(out), rotations_path(out))
-    for path in outputs:
-        check_output_file(path, "--out")
     inputs = {p.resolve() for shard in paths for p in (Path(shard), metadata_path(shard), samples_path(shard),
                                                         rotations_path(shard), state_path(shard))}
     clash = next((p for p in outputs if Path(p).resolve() in inputs), None)
     if clash is not None:
         raise ParamsError(f"--out {out}: would write {clash}, a file of a shard being merged; name another file")
+    for path in outputs:
+        check_output_file(path, "--out")
     shards: dict[int, _Read] = {}
     first = None
     for path in paths:

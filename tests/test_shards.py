@@ -412,3 +412,80 @@ def test_a_suite_in_shards_resumes_shard_by_shard_and_merges_into_one_process_s_
     whole, sharded = (json.loads((o / "card.json").read_text())["benchmarks"] for o in (tmp_path / "whole", out))
     assert {b: {k: v for k, v in r.items() if k != "folder"} for b, r in sharded.items()} == \
         {b: {k: v for k, v in r.items() if k != "folder"} for b, r in whole.items()}
+
+
+def test_merge_checks_what_binds_each_shard_and_never_writes_over_one(cli, three_shards, tmp_path):
+    """Before: an edited, negative, string or bool row count was summed into the merged record (1800 rows for an
+    800-row split); a state whose predictions were reordered or edited merged with exit 0 (predictions landing on
+    other rows); `--out` naming an input shard replaced its files; a shard's missing samples file gave a merged run
+    without samples."""
+    import hashlib
+
+    data, shards, _ = three_shards
+    meta, state = (shards[1].with_name(f"p.shard-1-of-3{s}") for s in (".meta.json", ".shard.json"))
+    kept = {p: p.read_bytes() for p in (meta, state, shards[1])}
+    merged = tmp_path / "m" / "p.json"
+
+    def refused(needles, out=merged):
+        before = {p: p.read_bytes() for p in shards[0].parent.iterdir() if p.is_file()}
+        code, _, err = cli("merge", *shards, "--out", out)
+        assert_one_error_line(code, err, needles)
+        assert not merged.parent.exists()
+        assert {p: p.read_bytes() for p in shards[0].parent.iterdir() if p.is_file()} == before  # nothing written
+        for path, data in kept.items():
+            path.write_bytes(data)
+
+    record, saved = json.loads(kept[meta]), json.loads(kept[state])
+    for rows in (record["rows"] + 1000, -5, str(record["rows"]), True):
+        meta.write_text(json.dumps({**record, "rows": rows}))
+        refused(["p.shard-1-of-3.meta.json", "rows"])
+    meta.write_text(json.dumps({**record, "asked": {**record.get("asked", {}), "unparsed_outputs": -3}}))
+    refused(["p.shard-1-of-3.meta.json", "asked.unparsed_outputs", "not a count"])
+    reordered = saved["predictions"][1:] + saved["predictions"][:1]
+    edited = ["a tampered answer", *saved["predictions"][1:]]
+    assert reordered != saved["predictions"]
+    for predictions in (reordered, edited):
+        state.write_text(json.dumps({**saved, "predictions": predictions}))
+        refused(["p.shard-1-of-3.shard.json", "its predictions are not the ones p.shard-1-of-3.json holds"])
+    state.write_text(json.dumps({**saved, "rows_sha256": hashlib.sha256(b"other rows").hexdigest()}))
+    refused(["p.shard-1-of-3.shard.json", "its rows are not the ones the shard rule gives shard 1"])
+    shards[1].write_bytes(kept[shards[1]].replace(b"[", b"[ ", 1))
+    refused(["p.shard-1-of-3.json", "not the prediction file its state was written with"])
+    state.write_text(json.dumps({**saved, "format": "vlbench-shard-1"}))  # a state of the version before
+    refused(["p.shard-1-of-3.shard.json", "not a shard state file of this version"])
+    # --out naming a shard's own file: refused, the shard untouched
+    refused(["--out", "a file of a shard being merged"], out=shards[1])
+    refused(["--out", "a file of a shard being merged"], out=shards[0].with_name("p.shard-0-of-3.shard.json"))
+    # samples: each state names its samples' SHA-256 (written here for a baseline, which logs none, one line a row)
+    for shard in shards:
+        where = shard.with_name(shard.name.replace(".json", ".shard.json"))
+        content = json.loads(where.read_text())
+        lines = b"".join(b'{"row": %d}\n' % k for k in range(content["rows"]))
+        shard.with_name(shard.name.replace(".json", ".samples.jsonl")).write_bytes(lines)
+        where.write_text(json.dumps({**content, "samples_sha256": hashlib.sha256(lines).hexdigest()}))
+    kept[state] = state.read_bytes()
+    samples = shards[1].with_name("p.shard-1-of-3.samples.jsonl")
+    samples.unlink()
+    refused(["p.shard-1-of-3.samples.jsonl", "no such file", "--log-samples"])
+    samples.write_bytes(b'{"row": 0}\n')
+    refused(["p.shard-1-of-3.samples.jsonl", "not the samples file"])
+    os.mkfifo(samples.with_name("fifo"))
+    samples.unlink()
+    samples.with_name("fifo").rename(samples)
+    refused(["p.shard-1-of-3.samples.jsonl", "is a FIFO"])
+
+
+def test_an_empty_shard_merges(tiny, cli, cosim, tmp_path):
+    """More shards than the split has clusters: a shard with no row writes no sample line (it wrote one, an empty
+    line, and merge refused its own shards: "holds 1 samples where its shard has 0 rows")."""
+    from evaluator.shards import row_shards
+
+    _, _, table = cosim
+    task = get_task("cosim-q")
+    count = next(n for n in range(2, 64) if len(set(row_shards(task, table, n).tolist())) < n)
+    args = [*_cosim_args(cosim, f"hf:{tiny['llava']}"), "--choice-mode", "letter", "--max-new-tokens", 1,
+            "--log-samples"]
+    golden = sharded_equals_whole(cli, tmp_path, args, counts=(count,))
+    empty = next(i for i in range(count) if i not in set(row_shards(task, table, count).tolist()))
+    assert (tmp_path / f"n{count}" / f"preds.shard-{empty}-of-{count}.samples.jsonl").read_bytes() == b""
+    assert golden[".samples.jsonl"]
