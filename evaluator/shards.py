@@ -34,6 +34,7 @@ from core.errors import ParamsError, SubmissionError
 SHARD_RULE = ("sha256('vlbench-shard:' + the smallest JSON id of the row's cluster (the row's own where the benchmark "
               "has no clusters)), its first 8 bytes as a big-endian integer, modulo the shard count")
 SHARD_FORMAT = "vlbench-shard-2"  # -1 (before the state bound its rows and files) is refused: rerun the shard
+JUDGE_AGREEMENT = "asked.judge.agreement"  # a count over rows that is a record (its sample), merged by the judge
 SHARD_FILE_LIMIT = 1 << 34  # bytes: a shard's state, prediction or samples file larger than this is refused unread
 
 
@@ -194,8 +195,8 @@ def _read_shard(path: Path) -> _Read:
     if not all(isinstance(shard.get(k), int) and not isinstance(shard.get(k), bool) for k in ("index", "count")) \
             or not 0 <= shard["index"] < shard["count"]:
         raise SubmissionError(f"{path}: its record's `shard` entry is not an index below a count")
-    bad = next((k for k in sorted(ROW_COUNTS) if _pick(record, k) is not None and not _is_count(_pick(record, k))),
-               None)
+    bad = next((k for k in sorted(ROW_COUNTS - {JUDGE_AGREEMENT}) if _pick(record, k) is not None
+                and not _is_count(_pick(record, k))), None)
     if bad is not None:
         raise SubmissionError(f"{metadata_path(path)}: its count {bad} is {_shown(_pick(record, bad))}, not a "
                               "count of rows (an integer, 0 or more); rerun the shard")
