@@ -145,3 +145,24 @@ def test_a_reasoning_models_log_scores_as_its_answers(gqa, gqa_rows, cli, tmp_pa
     plan = [_lmms_sample(n, {**doc, "id": q}, f"[plan]I look.[/plan]{a}") for n, (q, a) in enumerate(gqa_rows)]
     path.write_text("".join(json.dumps(s) + "\n" for s in plan))
     assert _score(cli, tmp_path, gqa, path, "--reasoning-tags", "[plan],[/plan]")["acc_all"] == golden["acc_all"]
+
+
+def test_an_eval_log_of_many_large_members_is_refused_past_the_total(monkeypatch, tmp_path):
+    """An Inspect `.eval` log is a zip: 6 deflated members of 256 MB each at the member limit made a 1.49 MB upload
+    take a scoring worker to 2.16 GB. The members read are bounded in all (here both limits made small: 4 members of
+    1 MiB of JSON whitespace against a 3 MiB total; 3 of them pass)."""
+    import zipfile
+
+    from core.errors import SubmissionError
+    from evaluator.harness import logs
+
+    monkeypatch.setattr(logs, "MEMBER_LIMIT", 1 << 20)
+    monkeypatch.setattr(logs, "TOTAL_LIMIT", 3 << 20)
+    path = tmp_path / "bomb.eval"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for k in range(4):
+            archive.writestr(f"samples/{k}.json", b"{}" + b" " * ((1 << 20) - 2))
+    assert path.stat().st_size < 50_000
+    with pytest.raises(SubmissionError, match=r"samples/3.json is 1,048,576 bytes .*the members read 3 MiB in all"):
+        logs.eval_members(path, "samples/")
+    assert len(logs.eval_members(path, "samples/0")) == 1

@@ -892,7 +892,8 @@ def test_several_workers_on_one_postgresql_never_score_a_submission_twice(postgr
     machine), all against one PostgreSQL: 18 submissions from three teams sent at once are each claimed once
     (one attempt each), scored once, and the workers shared them."""
     phases = {"disco": sealed_phases["disco"]}
-    config = _write_config(tmp_path, phases, database=postgres())
+    # 18 uploads at once from one address: as many in progress as that
+    config = _write_config(tmp_path, phases, database=postgres(), uploads_per_token=6, uploads_per_address=18)
     raw = yaml.safe_load(config.read_text())
     raw["phases"][0]["limits"] = {"per_day": 6, "concurrent": 6}
     config.write_text(yaml.safe_dump(raw))
@@ -1042,3 +1043,238 @@ def test_a_non_ascii_file_name_is_kept_as_the_team_sent_it(service, sealed_phase
                      timeout=30)  # a client sending the name's UTF-8 bytes raw
     assert raw.status_code == 202, raw.text  # the phase takes 2 at once
     assert _get(service, token, f"/api/v1/submissions/{raw.json()['id']}").json()["filename"] == "résumé.json"
+
+
+def _incoming(folder: Path) -> list[Path]:
+    return sorted((folder / "store" / "incoming").glob(".upload-*"))
+
+
+def _until(check, seconds: float = 30.0):
+    """Wait (bounded) for `check()` to hold; its last value."""
+    deadline = time.monotonic() + seconds
+    while not (found := check()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found
+
+
+def test_slow_clients_are_cut_off_and_uploads_in_progress_are_bounded(sealed_phases, tmp_path):
+    """Before: a request head or an upload trickled a byte every 5 s was held open for ever (a staging file and two
+    descriptors each; about 10,000 of them exhausted the process), and a token or an address could hold any number
+    at once. Now: the head is cut at `header_seconds`, a body at `upload_idle_seconds` without a byte (408) or at
+    `upload_seconds` in all, and a third upload of one token (a fourth from one address) is 429 while two (three)
+    are in progress; every staging file is removed."""
+    config = _write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]}, header_seconds=3, upload_idle_seconds=3,
+                           upload_seconds=10, uploads_per_token=2, uploads_per_address=3)
+    tokens = [_add_team(config, name) for name in ("team slow", "team other")]
+    running = Running(config, workers=0)
+    address = ("127.0.0.1", int(running.url.rsplit(":", 1)[1]))
+    opened: list[socket.socket] = []
+
+    def upload(token: str) -> socket.socket:
+        held = socket.create_connection(address, timeout=30)
+        opened.append(held)
+        held.sendall(f"POST /api/v1/phases/vqa-cp/submissions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}"
+                     f"\r\nContent-Length: 100000\r\n\r\n[".encode())
+        return held
+
+    def answer(held: socket.socket) -> bytes:
+        data = b""
+        while chunk := held.recv(65536):
+            data += chunk
+        return data
+
+    try:
+        with socket.create_connection(address, timeout=30) as slow:  # a head, a byte a second
+            slow.sendall(b"POST /api/v1/phases/vqa-cp/submissions HTTP/1.1\r\n")
+            started, cut = time.monotonic(), False
+            for _ in range(60):
+                try:
+                    slow.sendall(b"X")
+                except OSError:
+                    cut = True
+                    break
+                slow.settimeout(1.0)
+                try:
+                    if slow.recv(1024) == b"":
+                        cut = True
+                        break
+                except TimeoutError:
+                    pass
+                except ConnectionError:  # closed while bytes were on their way: reset
+                    cut = True
+                    break
+            assert cut and time.monotonic() - started < 30
+        first, second = upload(tokens[0]), upload(tokens[0])
+        assert len(_until(lambda: len(_incoming(tmp_path)) == 2 and _incoming(tmp_path))) == 2
+        third = httpx.post(f"{running.url}/api/v1/phases/vqa-cp/submissions", content=b"[]", timeout=30,
+                           headers={"Authorization": f"Bearer {tokens[0]}"})
+        assert third.status_code == 429 and "this team's token" in third.json()["error"], third.text
+        other = upload(tokens[1])
+        assert len(_until(lambda: len(_incoming(tmp_path)) == 3 and _incoming(tmp_path))) == 3
+        fourth = httpx.post(f"{running.url}/api/v1/phases/vqa-cp/submissions", content=b"[]", timeout=30,
+                            headers={"Authorization": f"Bearer {tokens[1]}"})
+        assert fourth.status_code == 429 and "this address" in fourth.json()["error"], fourth.text
+        started = time.monotonic()
+        for held in (first, other):  # they stop: cut after 3 s without a byte
+            assert answer(held).startswith(b"HTTP/1.1 408"), "no 408"
+        for _ in range(30):  # the second trickles a byte a second: cut at 10 s in all
+            try:
+                second.sendall(b" ")
+            except OSError:
+                break
+            second.settimeout(1.0)
+            try:
+                if second.recv(65536).startswith(b"HTTP/1.1 408"):
+                    break
+            except TimeoutError:
+                pass
+        else:
+            pytest.fail("a body trickled for 30 s was not cut at upload_seconds")
+        assert time.monotonic() - started < 30
+        assert _until(lambda: not _incoming(tmp_path))  # every staging file removed
+    finally:
+        for held in opened:
+            held.close()
+        running.stop()
+
+
+# -- the workers' supervisor -------------------------------------------------------------------------------------
+class _Stand:
+    """A real process (`sleep`) standing in for a scoring worker, with the methods of multiprocessing.Process."""
+
+    def __init__(self, seconds: float):
+        self.popen = subprocess.Popen(["sleep", str(seconds)])
+        self.pid, self.exitcode = self.popen.pid, None
+        if seconds == 0:
+            self.popen.wait(30)
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        self.popen.kill()
+
+    def terminate(self) -> None:
+        self.popen.terminate()
+
+    def join(self, timeout=None) -> None:
+        try:
+            self.exitcode = self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def test_a_score_past_its_time_or_memory_bound_replaces_the_worker_and_is_refused(sealed_phases, tmp_path):
+    """The supervisor (pipelines/serve/supervisor.py) against real processes and a real SQLite store: a worker
+    holding a submission longer than `score_seconds`, or past `score_memory_mb` resident, is killed, a new one
+    takes its place, and the submission is refused in the line that names the bound (before: no bound at all; a
+    1.49 MB .eval took a worker to 2.16 GB)."""
+    from pipelines.serve.config import load_config
+    from pipelines.serve.store import now_utc
+    from pipelines.serve.supervisor import Supervisor
+
+    config = load_config(_write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]}))
+    store = config.store()
+    store.add_team("Team A")
+    team, phase = store.teams()[0], config.phases[0]
+    started: list[_Stand] = []
+
+    def start(index: int):
+        started.append(_Stand(60))
+        return started[-1], f"stand-{len(started)}"
+
+    for bound, needle in ((dict(score_seconds=1), "took longer than the limit of 1 s"),
+                          (dict(score_memory_mb=0), "took more memory than the limit of 0 MB")):
+        supervisor = Supervisor(dataclasses.replace(config, **bound), store, 1, start)
+        try:
+            name = supervisor.slots[0].name
+            store.submit(team, phase, "b" * 64, "p.json", 2, now_utc())
+            assert store.claim(name, 60)["worker"] == name
+            if "score_seconds" in bound:  # claimed 10 s ago
+                with sqlite3.connect(config.storage / "serve.sqlite3") as db:
+                    db.execute("UPDATE submissions SET started = ? WHERE worker = ?",
+                               ((now_utc() - __import__("datetime").timedelta(seconds=10)).isoformat(), name))
+            supervisor.check()
+            row = store.submissions()[0]
+            assert row["status"] == "refused" and needle in row["error"] and "does not count" in row["error"]
+            assert not started[-2].is_alive() and started[-1].is_alive() and supervisor.slots[0].name != name
+        finally:
+            supervisor.stop()
+
+
+def test_a_worker_that_keeps_dying_is_started_again_then_given_up(sealed_phases, tmp_path, monkeypatch):
+    """Before: `serve worker` exited 0 when one of its workers died and took the others down with it. Now a dead
+    worker is started again, at most MAX_RESTARTS times in RESTART_WINDOW_SECONDS; then `serve worker` fails in one
+    line (its other workers stopped)."""
+    from pipelines.serve import supervisor as supervising
+    from pipelines.serve.config import load_config
+
+    monkeypatch.setattr(supervising, "CHECK_SECONDS", 0.01)
+    config = load_config(_write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]}))
+    kinds = iter(["live", *["dead"] * 100])
+    processes: list[_Stand] = []
+
+    def start(index: int):
+        processes.append(_Stand(60 if index == 0 else 0))  # worker 1 dies at once, every time
+        next(kinds)
+        return processes[-1], f"w{index}-{len(processes)}"
+
+    supervisor = supervising.Supervisor(config, config.store(), 2, start)
+    with pytest.raises(supervising.WorkersFailed, match="worker 1 died 6 times"):
+        supervisor.run(fail_when_down=True)
+    assert len(processes) == 2 + supervising.MAX_RESTARTS and processes[0].is_alive()
+    supervisor.stop()
+    assert not processes[0].is_alive()
+
+
+def _workers_of(process: subprocess.Popen) -> list[int]:
+    """The scoring worker processes a `vlbench serve` / `serve worker` started (its spawned children, not
+    multiprocessing's resource tracker)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) != \
+                    process.pid:
+                continue
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"multiprocessing" in command and b"resource_tracker" not in command:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("command", ["serve", "serve worker"])
+def test_a_killed_worker_is_replaced_and_shown_on_the_status(command, sealed_phases, tmp_path):
+    """SIGKILL to the only scoring worker (what an OOM kill does): before, `serve` went on taking submissions that
+    waited for ever and its status said nothing of workers; `serve worker` exited 0. Now a new worker takes its
+    place and scores the next submission; /api/v1/status counts the workers alive."""
+    config = _write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]})
+    token = _add_team(config, "team a")
+    database = tmp_path / "store" / "serve.sqlite3"
+
+    def names() -> set[str]:
+        with sqlite3.connect(database) as db:
+            return {r[0] for r in db.execute("SELECT name FROM workers")}
+
+    web = Running(config, workers=1 if command == "serve" else 0)
+    worker = None
+    try:
+        if command == "serve worker":
+            worker = subprocess.Popen([*VLBENCH, "serve", "worker", str(config), "--workers", "1"], cwd=ROOT,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        parent = web.process if worker is None else worker
+        first = _until(lambda: names())
+        pids = _until(lambda: _workers_of(parent))
+        assert len(first) == 1 and len(pids) == 1, (first, pids)
+        os.kill(pids[0], signal.SIGKILL)
+        assert _until(lambda: len(names() - first) == 1, 120), "no worker took the killed one's place"
+        assert parent.poll() is None  # still running
+        assert _get({"url": web.url}, None, "/api/v1/status").json()["workers"]["alive"] >= 1
+        done = _submit({"url": web.url}, token, "vqa-cp", sealed_phases["vqa-cp"][3], wait=120)
+        assert done.returncode == 0 and "scored" in done.stdout, done.stdout + done.stderr
+    finally:
+        if worker is not None:
+            os.killpg(worker.pid, signal.SIGTERM)
+            worker.wait(30)
+        web.stop()

@@ -82,22 +82,24 @@ def read_exported_log(task, path: Path, records: list, build: tuple, reasoning_t
 
 
 MEMBER_LIMIT = 256 * 1024 * 1024  # bytes a member of an .eval log may decompress to
+TOTAL_LIMIT = 1024 * 1024 * 1024  # bytes all the members read of one .eval log may decompress to (a zip of many
+# members at the member limit is a small file that fills the memory)
 _ZSTD = 93  # the zip compression method number of zstd
 
 
-def _member(path: Path, archive, info) -> bytes:
-    """One member of a zip file, decompressed (zstd, deflate or stored), at most MEMBER_LIMIT bytes."""
+def _member(path: Path, archive, info, limit: int = MEMBER_LIMIT) -> bytes:
+    """One member of a zip file, decompressed (zstd, deflate or stored), at most `limit` bytes (MEMBER_LIMIT)."""
     import io
     import struct
     import zlib
 
-    if info.file_size > MEMBER_LIMIT:
+    if info.file_size > limit:
         raise SubmissionError(f"{path}: member {info.filename[:60]} is {info.file_size:,} bytes (more than "
-                              f"{MEMBER_LIMIT:,})")
+                              f"{limit:,}: {_limits()})")
     if info.compress_type != _ZSTD:
         try:
             with archive.open(info) as member:
-                data = member.read(MEMBER_LIMIT + 1)
+                data = member.read(limit + 1)
         except (NotImplementedError, zlib.error, OSError, EOFError) as exc:
             raise SubmissionError(f"{path}: member {info.filename[:60]} cannot be read ({exc})") from None
     else:
@@ -112,12 +114,17 @@ def _member(path: Path, archive, info) -> bytes:
             fh.seek(info.header_offset + 30 + name_length + extra_length)
             raw = fh.read(info.compress_size)
         try:
-            data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read(MEMBER_LIMIT + 1)
+            data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)).read(limit + 1)
         except zstandard.ZstdError as exc:
             raise SubmissionError(f"{path}: member {info.filename[:60]} is not valid zstd ({exc})") from None
-    if len(data) > MEMBER_LIMIT:
-        raise SubmissionError(f"{path}: member {info.filename[:60]} decompresses to more than {MEMBER_LIMIT:,} bytes")
+    if len(data) > limit:
+        raise SubmissionError(f"{path}: member {info.filename[:60]} decompresses to more than {limit:,} bytes "
+                              f"({_limits()})")
     return data
+
+
+def _limits() -> str:
+    return f"a member may hold {MEMBER_LIMIT >> 20} MiB, the members read {TOTAL_LIMIT >> 20} MiB in all"
 
 
 def eval_members(path: Path, prefix: str) -> list:
@@ -131,9 +138,14 @@ def eval_members(path: Path, prefix: str) -> list:
         archive = zipfile.ZipFile(path)
     except (OSError, zipfile.BadZipFile) as exc:
         raise SubmissionError(f"{path}: not an Inspect .eval log (a zip file): {exc}") from None
+    found, left = [], TOTAL_LIMIT
     with archive:
-        return [parse_json(_member(path, archive, info), f"{path}: {info.filename[:60]}")
-                for info in archive.infolist() if info.filename.startswith(prefix) and info.filename.endswith(".json")]
+        for info in archive.infolist():
+            if info.filename.startswith(prefix) and info.filename.endswith(".json"):
+                data = _member(path, archive, info, min(MEMBER_LIMIT, left))
+                left -= len(data)
+                found.append(parse_json(data, f"{path}: {info.filename[:60]}"))
+    return found
 
 
 def inspect_records(path: Path) -> list:

@@ -35,8 +35,21 @@ from pipelines.serve.board import write_board
 from pipelines.serve.config import Config
 from pipelines.serve.pages import COOKIE, SecurityHeaders, page_routes
 from pipelines.serve.store import LimitReached, Team, now_utc
-from pipelines.serve.uploads import BadForm, TooLarge, Upload, accept, clean_incoming, display_name, sent_name
-from pipelines.serve.views import private_if_shown
+from pipelines.serve.uploads import (
+    BadForm,
+    InFlight,
+    SlowUpload,
+    TooLarge,
+    TooManyUploads,
+    Upload,
+    accept,
+    address,
+    bounded_body,
+    clean_incoming,
+    display_name,
+    sent_name,
+)
+from pipelines.serve.views import private_if_shown, workers_seen
 
 FILENAME_HEADER = "x-vlbench-filename"
 MAX_WAIT_SECONDS = 60.0  # the longest a `?wait=` request is held
@@ -99,9 +112,10 @@ def proxied(config: Config) -> list:
 
 def create_app(config: Config, wake=None) -> Starlette:
     """The application (the JSON API and the pages, pipelines/serve/pages.py, behind the security headers); `wake`
-    (an event the workers started beside it wait on) is set on each submission."""
+    (the workers started beside it: pipelines/serve/wake.py's Wakers) is set on each submission."""
     store = config.store()
     limiter = RateLimit(config.requests_per_minute)
+    uploads = InFlight(config.uploads_per_token, config.uploads_per_address)
     incoming = config.storage / "incoming"
     clean_incoming(incoming)
     (config.storage / "submissions").mkdir(parents=True, exist_ok=True)
@@ -113,7 +127,7 @@ def create_app(config: Config, wake=None) -> Starlette:
     async def status(request: Request):
         now = now_utc()
         return JSONResponse({
-            "challenge": config.challenge, "queue": store.counts(),
+            "challenge": config.challenge, "queue": store.counts(), "workers": workers_seen(store.workers()),
             "phases": [{"name": p.name, "benchmark": p.benchmark, "visibility": "hidden" if p.hidden else "public",
                         "open": p.open_at(now), "starts": p.starts.isoformat() if p.starts else None,
                         "ends": p.ends.isoformat() if p.ends else None} for p in config.phases]})
@@ -132,19 +146,25 @@ def create_app(config: Config, wake=None) -> Starlette:
         if declared is not None and declared.isdigit() and int(declared) > config.max_upload_bytes:
             return _error(413, f"the file is over the upload limit of {config.max_upload_bytes >> 20} MB")
         filename = display_name(sent_name(request.headers.get(FILENAME_HEADER)))
-        upload = Upload(incoming, config.max_upload_bytes)
         try:
-            async for chunk in request.stream():
-                upload.write(chunk)
-            submission = accept(config, store, team, phase, upload, filename, wake)
+            with uploads.held(team, address(request)):
+                upload = Upload(incoming, config.max_upload_bytes)
+                try:
+                    async for chunk in bounded_body(request, config.upload_idle_seconds, config.upload_seconds):
+                        upload.write(chunk)
+                    submission = accept(config, store, team, phase, upload, filename, wake)
+                finally:
+                    upload.discard()
         except TooLarge as exc:
             return _error(413, str(exc))
         except BadForm as exc:
             return _error(400, str(exc))
-        except LimitReached as exc:
+        except (LimitReached, TooManyUploads) as exc:
             return _error(429, str(exc))
-        finally:
-            upload.discard()
+        except SlowUpload as exc:
+            response = _error(408, str(exc))
+            response.headers["Connection"] = "close"
+            return response
         return JSONResponse({"id": submission, "status": "queued", "sha256": upload.sha256, "bytes": upload.size},
                             status_code=202)
 
@@ -180,7 +200,7 @@ def create_app(config: Config, wake=None) -> Starlette:
             if team is None:
                 found = store.session(request.cookies.get(COOKIE))
                 team = None if found is None else found[0]
-            key = f"team:{team.id}" if team is not None else f"address:{getattr(request.client, 'host', '')}"
+            key = f"team:{team.id}" if team is not None else f"address:{address(request)}"
             wait = limiter.wait(key)
             if wait > 0:
                 response = _error(429, f"too many requests: at most {config.requests_per_minute} a minute; retry in "
@@ -197,5 +217,5 @@ def create_app(config: Config, wake=None) -> Starlette:
         Route("/api/v1/phases/{phase}/submissions", limited(submit), methods=["POST"]),
         Route("/api/v1/submissions", limited(submissions), methods=["GET"]),
         Route("/api/v1/submissions/{id}", limited(submission), methods=["GET"]),
-        *page_routes(config, store, wake, limited),
+        *page_routes(config, store, wake, limited, uploads),
     ])

@@ -14,6 +14,11 @@ NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")  # a phase's name: it reaches URL
 NAME_RULE = "lower-case letters, digits, '-' and '_', starting with a letter or digit, at most 63 characters"
 MAX_UPLOAD_MB = 512
 MIN_SUBSET = 100  # rows: a hidden phase's default minimum subset size
+# the slow-client and scoring bounds (Config): key -> (default, least, most)
+SERVICE_BOUNDS = {"header_seconds": (20, 1, 600), "upload_idle_seconds": (30, 1, 3600),
+                      "upload_seconds": (3600, 10, 86_400), "uploads_per_token": (2, 1, 100),
+                      "uploads_per_address": (8, 1, 10_000), "score_seconds": (3600, 1, 86_400),
+                      "score_memory_mb": (4096, 1, 1_000_000)}
 SITE = "site"  # `<storage>/site/`: the leaderboards the service publishes (pipelines/serve/board.py)
 
 
@@ -69,6 +74,18 @@ class Config:
     # the reverse proxies (addresses or networks) whose X-Forwarded-For and X-Forwarded-Proto are believed; from any
     # other peer those headers are ignored, and the rate limit keys a caller by the address it connects from
     trusted_proxies: tuple[str, ...] = ()
+    # a slow client's bounds: a request's head within `header_seconds` of the connection (or of the last answer);
+    # an upload's body with no pause over `upload_idle_seconds` and whole within `upload_seconds`; at most
+    # `uploads_per_token` / `uploads_per_address` uploads in progress at once
+    header_seconds: int = 20
+    upload_idle_seconds: int = 30
+    upload_seconds: int = 3600
+    uploads_per_token: int = 2
+    uploads_per_address: int = 8
+    # a score's bounds: a worker scoring one submission longer than `score_seconds`, or past `score_memory_mb` of
+    # memory, is replaced and the submission refused in a line (pipelines/serve/run.py's supervisor)
+    score_seconds: int = 3600
+    score_memory_mb: int = 4096
 
     def store(self):
         """The challenge's records (pipelines/serve/store.py): SQLite in `storage`, or the PostgreSQL `database`."""
@@ -276,7 +293,7 @@ def load_config(path: Path) -> Config:
     if not isinstance(raw, dict):
         raise ParamsError(f"{path}: a mapping with challenge, storage and phases")
     _known(path, "", raw, {"challenge", "storage", "database", "max_upload_mb", "lease_seconds", "requests_per_minute",
-                           "phases", "trusted_proxies"})
+                           "phases", "trusted_proxies", *SERVICE_BOUNDS})
     challenge = _text(path, "challenge", raw.get("challenge"))
     storage = _path(path, "storage", raw.get("storage", "serve-data"), must_exist=False)
     database = raw.get("database")
@@ -301,4 +318,6 @@ def load_config(path: Path) -> Config:
                   lease_seconds=_count(path, "lease_seconds", raw.get("lease_seconds", 60), 2, 3600),
                   requests_per_minute=_count(path, "requests_per_minute", raw.get("requests_per_minute", 120), 1,
                                              100_000), phases=found,
-                  trusted_proxies=_proxies(path, raw.get("trusted_proxies")))
+                  trusted_proxies=_proxies(path, raw.get("trusted_proxies")),
+                  **{key: _count(path, key, raw.get(key, default), low, high)
+                     for key, (default, low, high) in SERVICE_BOUNDS.items()})

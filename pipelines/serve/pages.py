@@ -30,8 +30,20 @@ from core.errors import ParamsError
 from evaluator.publish.site import ASSETS, CSP, TEMPLATES, page
 from pipelines.serve.config import Config
 from pipelines.serve.store import SESSION_SECONDS, STATUSES, LimitReached, Team, now_utc
-from pipelines.serve.uploads import FIELD_BYTES, BadForm, TooLarge, accept, display_name, read_form
-from pipelines.serve.views import as_text, private_if_shown
+from pipelines.serve.uploads import (
+    FIELD_BYTES,
+    BadForm,
+    InFlight,
+    SlowUpload,
+    TooLarge,
+    TooManyUploads,
+    accept,
+    address,
+    bounded_body,
+    display_name,
+    read_form,
+)
+from pipelines.serve.views import as_text, private_if_shown, workers_seen
 
 PAGE_TEMPLATES = Path(__file__).resolve().parent / "templates"
 COOKIE = "vlbench_session"
@@ -76,13 +88,15 @@ def _limits(phase) -> str:
     return ", ".join(parts) or "no limit"
 
 
-def page_routes(config: Config, store, wake=None, limited=lambda handler: handler) -> list:
-    """The pages' routes (`limited`: the JSON API's per-caller rate limit, around each)."""
+def page_routes(config: Config, store, wake=None, limited=lambda handler: handler, uploads=None) -> list:
+    """The pages' routes (`limited`: the JSON API's per-caller rate limit, around each; `uploads`: the uploads in
+    progress, pipelines/serve/uploads.py's InFlight, shared with the API)."""
     from evaluator.tasks import get_task
     from pipelines.serve.views import headline_scores
 
     incoming = config.storage / "incoming"
     phases = {p.name: p for p in config.phases}
+    uploads = uploads or InFlight(config.uploads_per_token, config.uploads_per_address)
 
     def viewer(request: Request) -> dict | None:
         found = store.session(request.cookies.get(COOKIE))
@@ -128,9 +142,9 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
         return [as_text(x, phase.rounding) for x in listed]
 
     async def small_form(request: Request) -> dict[str, str]:
-        """An url-encoded form of at most FIELD_BYTES (sign in, sign out)."""
+        """An url-encoded form of at most FIELD_BYTES (sign in, sign out), whole within `upload_idle_seconds`."""
         body = b""
-        async for chunk in request.stream():
+        async for chunk in bounded_body(request, config.upload_idle_seconds, config.upload_idle_seconds):
             body += chunk
             if len(body) > FIELD_BYTES:
                 raise BadForm(f"the form is over {FIELD_BYTES} bytes")
@@ -144,7 +158,7 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
                    "starts": _time(p.starts.isoformat()) if p.starts else None,
                    "ends": _time(p.ends.isoformat()) if p.ends else None} for p in config.phases]
         return render("status.html", request, config.challenge, challenge=config.challenge, listed=listed,
-                      queue=store.counts())
+                      queue=store.counts(), workers=workers_seen(store.workers()))
 
     async def login(request: Request):
         if request.method == "GET":
@@ -154,7 +168,7 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
                           problem="the form was not sent from this site's page")
         try:
             fields = await small_form(request)
-        except BadForm as exc:
+        except (BadForm, SlowUpload) as exc:
             return render("login.html", request, "Sign in", 400, hours=SESSION_SECONDS // 3600, problem=str(exc))
         team = store.team_of(fields.get("token", "").strip())
         if team is None:
@@ -170,7 +184,7 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
         seen = viewer(request)
         try:
             fields = await small_form(request)
-        except BadForm:
+        except (BadForm, SlowUpload):
             fields = {}
         if not csrf_ok(request, seen, fields):
             return Response("refused: the form did not come from this site's page", status_code=403)
@@ -209,7 +223,13 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
             return team_page(request, seen, 413, f"the file is over the upload limit of "
                                                  f"{config.max_upload_bytes >> 20} MB")
         try:
-            fields, filename, upload = await read_form(request, incoming, config.max_upload_bytes)
+            with uploads.held(Team(seen["id"], seen["name"], seen["host"]), address(request)):
+                fields, filename, upload = await read_form(request, incoming, config.max_upload_bytes, bounded_body(
+                    request, config.upload_idle_seconds, config.upload_seconds))
+        except TooManyUploads as exc:
+            return team_page(request, seen, 429, str(exc))
+        except SlowUpload as exc:
+            return team_page(request, seen, 408, str(exc))
         except TooLarge as exc:
             return team_page(request, seen, 413, str(exc))
         except BadForm as exc:
@@ -280,6 +300,8 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
                    "error": r["error"], "log": r["log"], "scores": scores_of(r, True)} for r in rows]
         return render("host.html", request, f"Host view: {config.challenge}", viewer=seen, challenge=config.challenge,
                       statuses=STATUSES, per_phase=list(per_phase.items()), rows=listed,
+                      workers=[{**w, "seen": _time(w["seen"]), "started": _time(w["started"])}
+                               for w in store.workers()],
                       refresh=REFRESH_SECONDS * 5)
 
     async def asset(request: Request):

@@ -38,6 +38,8 @@ CREATE TABLE IF NOT EXISTS submissions (
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY, team BIGINT NOT NULL REFERENCES teams(id), csrf TEXT NOT NULL, expires {real} NOT NULL,
     token TEXT);
+CREATE TABLE IF NOT EXISTS workers (
+    name TEXT PRIMARY KEY, started TEXT NOT NULL, seen {real} NOT NULL, submission BIGINT);
 CREATE INDEX IF NOT EXISTS submissions_by_status ON submissions (status, id);
 CREATE INDEX IF NOT EXISTS submissions_by_team ON submissions (team, phase, status);
 """
@@ -48,6 +50,8 @@ DIALECTS = {"sqlite": {"key": "INTEGER PRIMARY KEY", "real": "REAL"},
 STATUSES = ("queued", "scoring", "scored", "refused")
 TEAM_NAME_MAX = 80
 SESSION_SECONDS = 12 * 3600  # a page session's life: signed in with the token, then a cookie
+MAX_ATTEMPTS = 3  # a submission whose worker died while scoring it this many times is refused, not tried again
+WORKER_STALE_SECONDS = 15.0  # a worker unheard of for this long is not counted alive (it beats every 2 s)
 
 
 class LimitReached(ParamsError):
@@ -279,6 +283,13 @@ class Store:
         lease lapsed (killed mid-score). Teams take turns: the oldest of the team with the fewest in scoring."""
         moment = time.time()
         with self._write() as db:
+            # one that stopped its worker every time it was tried (killed for its memory, its time, or a crash) is
+            # refused, never handed to the next worker to stop it too
+            db.execute("UPDATE submissions SET status = 'refused', finished = ?, lease = NULL, error = ?, log = ? "
+                       "WHERE status = 'scoring' AND lease < ? AND attempts >= ?",
+                       (now_utc().isoformat(), f"scoring this submission stopped its worker {MAX_ATTEMPTS} times (it "
+                        "was killed, e.g. out of memory); refused, and it does not count against any limit",
+                        "the worker holding it stopped without a result on every attempt", moment, MAX_ATTEMPTS))
             row = db.execute(
                 "SELECT s.id FROM submissions s WHERE s.status = 'queued' OR (s.status = 'scoring' AND s.lease < ?) "
                 "ORDER BY (SELECT COUNT(*) FROM submissions o WHERE o.team = s.team AND o.status = 'scoring' "
@@ -341,6 +352,33 @@ class Store:
             "SELECT ladder FROM submissions WHERE team = ? AND phase = ? AND status = 'scored' AND id < ? "
             "AND ladder IS NOT NULL ORDER BY id DESC LIMIT 1", (team, phase, before)).fetchone()
         return None if row is None else json.loads(row["ladder"])
+
+    # -- workers ---------------------------------------------------------------------------------------------
+    def beat(self, worker: str, started: str, submission: int | None) -> None:
+        """A worker's heartbeat: it is alive now, scoring `submission` (None: waiting)."""
+        with self._write() as db:
+            db.execute("INSERT INTO workers (name, started, seen, submission) VALUES (?, ?, ?, ?) ON CONFLICT (name) "
+                       "DO UPDATE SET seen = excluded.seen, submission = excluded.submission",
+                       (worker, started, time.time(), submission))
+
+    def forget_worker(self, worker: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM workers WHERE name = ?", (worker,))
+
+    def workers(self) -> list[dict]:
+        """The workers heard of in the last day, latest first: name, started, seen (UTC ISO), alive (heard of within
+        WORKER_STALE_SECONDS), the submission it scores."""
+        moment = time.time()
+        rows = self._connection().execute("SELECT * FROM workers WHERE seen > ? ORDER BY seen DESC LIMIT 200",
+                                          (moment - 86_400,)).fetchall()
+        return [{"name": r["name"], "started": r["started"], "seen": datetime.datetime.fromtimestamp(
+                    r["seen"], datetime.timezone.utc).isoformat(timespec="seconds"),
+                 "alive": moment - r["seen"] <= WORKER_STALE_SECONDS, "submission": r["submission"]} for r in rows]
+
+    def held_by(self, worker: str) -> dict | None:
+        """The submission `worker` holds for scoring (its id and when it was claimed), or None."""
+        return self._connection().execute("SELECT id, started FROM submissions WHERE worker = ? AND status = "
+                                          "'scoring'", (worker,)).fetchone()
 
     def counts(self) -> dict[str, int]:
         found = {row["status"]: row["n"] for row in self._connection().execute(

@@ -10,6 +10,7 @@ import hashlib
 import os
 import secrets
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -28,6 +29,67 @@ class TooLarge(ParamsError):
 
 class BadForm(ParamsError):
     """A form body that is not the page's upload form (HTTP 400)."""
+
+
+class SlowUpload(ParamsError):
+    """A body that stopped coming (no byte for `upload_idle_seconds`) or did not end within `upload_seconds` (HTTP
+    408): a client trickling it would hold a staging file and two descriptors for ever."""
+
+
+class TooManyUploads(ParamsError):
+    """More uploads in progress from one token or one address than the config allows (HTTP 429)."""
+
+
+def address(request) -> str:
+    """The caller's address: the peer's, or the one a trusted proxy forwarded (pipelines/serve/app.py, proxied)."""
+    return getattr(request.client, "host", "") or ""
+
+
+class InFlight:
+    """The uploads in progress in this web process, counted per key (a team's token, the caller's address): one
+    over a key's bound is refused before its body is read."""
+
+    def __init__(self, per_token: int, per_address: int):
+        self.bounds = {"team": per_token, "address": per_address}
+        self.counts: dict[tuple[str, str], int] = {}
+
+    @contextmanager
+    def held(self, team, address: str):
+        keys = [("address", address), *((("team", str(team.id)),) if team is not None else ())]
+        full = next((k for k in keys if self.counts.get(k, 0) >= self.bounds[k[0]]), None)
+        if full is not None:
+            what = "this team's token" if full[0] == "team" else "this address"
+            raise TooManyUploads(f"{self.bounds[full[0]]} upload(s) from {what} are in progress already; send one "
+                                 "once they are done")
+        for key in keys:
+            self.counts[key] = self.counts.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            for key in keys:
+                self.counts[key] -= 1
+                if not self.counts[key]:
+                    del self.counts[key]
+
+
+async def bounded_body(request, idle_seconds: float, total_seconds: float):
+    """The request's body, chunk by chunk, each within `idle_seconds` of the last and the whole within
+    `total_seconds` (SlowUpload past either)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + total_seconds
+    chunks = request.stream().__aiter__()
+    while True:
+        left = deadline - loop.time()
+        try:
+            chunk = await asyncio.wait_for(chunks.__anext__(), max(0.0, min(idle_seconds, left)))
+        except StopAsyncIteration:
+            return
+        except asyncio.TimeoutError:
+            raise SlowUpload(f"the upload was too slow: no byte for {idle_seconds:g} s, or not whole within "
+                             f"{total_seconds:g} s; send it again") from None
+        yield chunk
 
 
 def sent_name(raw: str | None) -> str | None:
@@ -105,10 +167,10 @@ def accept(config, store, team, phase, upload: Upload, filename: str, wake=None)
     return submission
 
 
-async def read_form(request, incoming: Path, limit: int) -> tuple[dict[str, str], str | None, Upload | None]:
+async def read_form(request, incoming: Path, limit: int, body) -> tuple[dict[str, str], str | None, Upload | None]:
     """(fields, the file's name, its upload) of the upload form's multipart body, read as a stream: one file part,
-    named `file`; at most FORM_FIELDS other fields of at most FIELD_BYTES each. The upload is discarded on any
-    problem (BadForm, TooLarge)."""
+    named `file`; at most FORM_FIELDS other fields of at most FIELD_BYTES each; `body`: the request's chunks
+    (bounded_body). The upload is discarded on any problem (BadForm, TooLarge, SlowUpload)."""
     from python_multipart.multipart import MultipartParser, parse_options_header
 
     kind, options = parse_options_header(request.headers.get("content-type", ""))
@@ -161,7 +223,7 @@ async def read_form(request, incoming: Path, limit: int) -> tuple[dict[str, str]
                  "on_headers_finished": on_headers_finished, "on_part_data": on_part_data, "on_part_end": on_part_end}
     parser = MultipartParser(options[b"boundary"], callbacks)
     try:
-        async for chunk in request.stream():
+        async for chunk in body:
             parser.write(chunk)
         parser.finalize()
     except ParamsError:

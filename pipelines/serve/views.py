@@ -112,3 +112,9 @@ def private_if_shown(phase: Phase | None, row, host: bool, now) -> dict | None:
     if row["private_view"] is None or phase is None or not (host or phase.ended_at(now)):
         return None
     return json.loads(row["private_view"])
+
+
+def workers_seen(workers: list[dict]) -> dict:
+    """What anyone is shown of the scoring workers (store.workers(): latest first): how many are alive and when
+    one was last heard of (never their names, which name the machines)."""
+    return {"alive": sum(1 for w in workers if w["alive"]), "last_seen": workers[0]["seen"] if workers else None}

@@ -19,11 +19,12 @@ from pathlib import Path
 from core.errors import VlbenchError
 from evaluator.stats.bootstrap import value_at
 from pipelines.serve.config import Config, Phase
-from pipelines.serve.store import Store
+from pipelines.serve.store import Store, now_utc
 from pipelines.serve.stored import checked_copy, clean_copies, stored_path
 from pipelines.serve.views import private_view, shown, split_parts
 
 POLL_SECONDS = 0.5
+BEAT_SECONDS = 2.0  # a worker's heartbeat (store.WORKER_STALE_SECONDS: how long before it is not counted alive)
 LOG_CHARS = 20_000  # of a refusal's or a fault's log, kept for the hosts
 
 
@@ -113,11 +114,14 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
-def score_one(config: Config, store: Store, name: str, lease: float) -> bool:
-    """Claim and score one submission; False when none is waiting."""
+def score_one(config: Config, store: Store, name: str, lease: float, beat: Heartbeat | None = None) -> bool:
+    """Claim and score one submission; False when none is waiting. `beat`: the worker's heartbeat, told what it
+    scores."""
     row = store.claim(name, lease)
     if row is None:
         return False
+    if beat is not None:
+        beat.submission = row["id"]
     done = threading.Event()
 
     def renew():  # the lease outlives a long score, never a dead worker
@@ -157,6 +161,8 @@ def score_one(config: Config, store: Store, name: str, lease: float) -> bool:
     finally:
         done.set()
         keeper.join()
+        if beat is not None:
+            beat.submission = None
     return True
 
 
@@ -170,20 +176,51 @@ def _warm(config: Config) -> None:
         get_task(phase.benchmark)
 
 
-def run_worker(config: Config, stop: threading.Event | None = None, wake=None) -> None:
+class Heartbeat:
+    """A worker's beat in the database (Store.beat) every BEAT_SECONDS from a thread of its own, naming the
+    submission it scores: the status and host pages show the workers alive and when each was last heard of, and
+    the supervisor (pipelines/serve/run.py) reads what it scores to hold it to the scoring limits."""
+
+    def __init__(self, store: Store, name: str):
+        self.store, self.name, self.submission = store, name, None
+        self.started = now_utc().isoformat(timespec="seconds")
+        self.stop = threading.Event()
+        self.store.beat(self.name, self.started, None)
+        self.thread = threading.Thread(target=self._run, name="vlbench-heartbeat", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.wait(BEAT_SECONDS):
+            try:
+                self.store.beat(self.name, self.started, self.submission)
+            except Exception:  # the database away for a moment: the next beat tries again
+                logging.getLogger("vlbench.serve").exception("worker %s: heartbeat failed", self.name)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.store.forget_worker(self.name)
+
+
+def run_worker(config: Config, stop: threading.Event | None = None, wake=None, name: str | None = None) -> None:
     """Score submissions until `stop` is set (for ever, in a worker process), each claimed for the config's
-    `lease_seconds` and renewed while it is scored. `wake`: an event the web process sets when it records a
-    submission (workers started beside it), so one is claimed at once; without it, or for one recorded by
-    another machine's web process, the database is asked every POLL_SECONDS."""
-    store, name = config.store(), worker_name()
+    `lease_seconds` and renewed while it is scored, beating (Heartbeat) under `name` (worker_name() by default).
+    `wake`: the worker's end of its wake pipe (pipelines/serve/wake.py), which the web process writes to when it
+    records a submission (workers started beside it), so one is claimed at once; without it, or for one recorded
+    by another machine's web process, the database is asked every POLL_SECONDS."""
+    store, name = config.store(), name or worker_name()
     stop = stop or threading.Event()
     clean_copies(config.storage)
     _warm(config)
-    while not stop.is_set():
-        if wake is not None:
-            wake.clear()  # before looking: a submission recorded after this sets it again, none is missed
-        if not score_one(config, store, name, config.lease_seconds):
+    beat = Heartbeat(store, name)
+    try:
+        while not stop.is_set():
             if wake is not None:
-                wake.wait(POLL_SECONDS)
-            else:
-                stop.wait(POLL_SECONDS)
+                wake.clear()  # before looking: a submission recorded after this sets it again, none is missed
+            if not score_one(config, store, name, config.lease_seconds, beat):
+                if wake is not None:
+                    wake.wait(POLL_SECONDS)
+                else:
+                    stop.wait(POLL_SECONDS)
+    finally:
+        beat.close()
