@@ -1278,3 +1278,155 @@ def test_a_killed_worker_is_replaced_and_shown_on_the_status(command, sealed_pha
             os.killpg(worker.pid, signal.SIGTERM)
             worker.wait(30)
         web.stop()
+
+
+# -- the records under faults: locked, gone, full, read-only ------------------------------------------------------
+@pytest.fixture
+def small_disk(tmp_path):
+    """A file system of its own, 16 MiB of tmpfs mounted here (root only: the test runs as root in `make test`), so
+    that it can be filled and made read-only; unmounted at the end."""
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)], capture_output=True,
+                          text=True, timeout=30)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()[:80]}): `make test` runs as root")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True, timeout=30)
+
+
+def _fault_service(folder: Path, phases: dict, **top) -> tuple[Path, str]:
+    config = _write_config(folder, phases, **top)
+    raw = yaml.safe_load(config.read_text())
+    raw["phases"][0]["limits"] = {"per_day": 50, "concurrent": 50}
+    config.write_text(yaml.safe_dump(raw))
+    return config, _add_team(config, "team a")
+
+
+def _upload(url: str, token: str, body: bytes) -> httpx.Response:
+    return httpx.post(f"{url}/api/v1/phases/vqa-cp/submissions", content=body, timeout=120,
+                      headers={"Authorization": f"Bearer {token}", "X-Vlbench-Filename": "p.json"})
+
+
+def test_a_full_or_read_only_disk_and_a_deleted_database_are_refused_in_a_line(sealed_phases, small_disk,
+                                                                               tmp_path):
+    """SQLite on a file system of its own. Before: a full disk answered 500 "Internal Server Error"; the database
+    file deleted while running still took uploads (202), scored into the deleted file, and a restart began empty
+    with no error ever shown. Now: 507 (full) or 503 (read-only, gone) with a line, nothing accepted, uploads
+    taken again once the disk is back; a restart over a storage with submissions but no database is refused."""
+    phases = {"vqa-cp": sealed_phases["vqa-cp"]}
+    config, token = _fault_service(tmp_path, phases, storage=str(small_disk / "store"))
+    body = sealed_phases["vqa-cp"][3].read_bytes()
+    running = Running(config, workers=0)
+    try:
+        assert _upload(running.url, token, body).status_code == 202
+        filler = small_disk / "filler"
+        with open(filler, "wb") as out:  # the disk filled by something else
+            try:
+                while True:
+                    out.write(b"\0" * (1 << 20))
+                    out.flush()
+            except OSError:
+                pass
+        full = _upload(running.url, token, body + b" ")
+        assert full.status_code == 507 and "the disk is full" in full.json()["error"], full.text
+        filler.unlink()
+        assert _upload(running.url, token, body + b"  ").status_code == 202
+        # read-only from here on: a read-only bind mount over the folder (a remount would be refused while the
+        # service holds its database open for writing)
+        subprocess.run(["mount", "--bind", str(small_disk), str(small_disk)], check=True, timeout=30)
+        try:
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(small_disk)], check=True, timeout=30)
+            read_only = _upload(running.url, token, body + b"   ")
+        finally:
+            subprocess.run(["umount", str(small_disk)], check=True, timeout=30)
+        assert read_only.status_code == 503 and "read-only" in read_only.json()["error"], read_only.text
+        assert _upload(running.url, token, body + b"    ").status_code == 202
+        for name in ("serve.sqlite3", "serve.sqlite3-wal", "serve.sqlite3-shm"):  # deleted while it runs
+            (small_disk / "store" / name).unlink(missing_ok=True)
+        gone = _upload(running.url, token, body + b"     ")
+        assert gone.status_code == 503 and "database file is gone" in gone.json()["error"], gone.text
+        status = _get({"url": running.url}, None, "/api/v1/status")
+        assert status.status_code == 503 and status.headers["retry-after"] == "30"
+    finally:
+        running.stop()
+    again = subprocess.run([*VLBENCH, "serve", str(config), "--workers", "0"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)
+    assert_one_error_line(again.returncode, again.stderr, ["serve.sqlite3: missing", "holds submissions",
+                                                          "restore the file"])
+
+
+def test_a_database_locked_by_another_process_is_503_in_a_line_and_stalls_no_route(sealed_phases, tmp_path):
+    """Another process holds the SQLite database's write lock for 15 s. Before: the upload answered 500 after 30 s,
+    and every route, the status included, waited with it (the database was called on the event loop). Now the
+    upload is 503 in a line after WEB_BUSY_SECONDS, and the status answers meanwhile."""
+    import concurrent.futures
+
+    from pipelines.serve.store import WEB_BUSY_SECONDS
+
+    config, token = _fault_service(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]})
+    body = sealed_phases["vqa-cp"][3].read_bytes()
+    running = Running(config, workers=0)
+    holder = sqlite3.connect(tmp_path / "store" / "serve.sqlite3", isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            started = time.monotonic()
+            waiting = pool.submit(_upload, running.url, token, body)
+            time.sleep(1.0)  # the upload is waiting on the lock by now (or already answered: then nothing waits)
+            asked = time.monotonic()
+            status = _get({"url": running.url}, None, "/api/v1/status")
+            answered = time.monotonic() - asked
+            busy = waiting.result(timeout=120)
+        took = time.monotonic() - started
+        assert status.status_code == 200 and answered < WEB_BUSY_SECONDS, answered
+        assert busy.status_code == 503 and "the database is busy" in busy.json()["error"], busy.text
+        assert WEB_BUSY_SECONDS <= took < 30, took
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    try:
+        assert _upload(running.url, token, body).status_code == 202  # the lock gone, taken at once
+    finally:
+        running.stop()
+
+
+def test_postgresql_locked_gone_or_read_only_is_refused_in_a_line(postgres, sealed_phases, tmp_path):
+    """The same faults on the real PostgreSQL: the team's row locked by another session past lock_timeout (503
+    busy), the database made read-only (503), the service's connections ended by the server (503, then taken
+    again on a new connection)."""
+    import psycopg
+
+    url = postgres()
+    config, token = _fault_service(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]}, database=url)
+    body = sealed_phases["vqa-cp"][3].read_bytes()
+    running = Running(config, workers=0)
+    try:
+        assert _upload(running.url, token, body).status_code == 202
+        with psycopg.connect(url) as holder:  # a transaction holding the team's row
+            holder.execute("SELECT id FROM teams FOR UPDATE")
+            busy = _upload(running.url, token, body + b" ")
+        assert busy.status_code == 503 and "the database is busy" in busy.json()["error"], busy.text
+        answers = []
+
+        def refused_read_only() -> bool:
+            answers.append(_upload(running.url, token, body + b"  "))
+            return answers[-1].status_code == 503 and "read-only" in answers[-1].json()["error"]
+
+        with psycopg.connect(url, autocommit=True) as admin:
+            name = url.rsplit("/", 1)[1]
+            admin.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = on")
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> "
+                          "pg_backend_pid()", (name,))
+            assert _until(refused_read_only, 30), answers[-1].text
+            admin.execute(f"ALTER DATABASE {name} SET default_transaction_read_only = off")
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> "
+                          "pg_backend_pid()", (name,))
+        # meanwhile every answer was a line: a connection ended under it, or the database read-only; none accepted
+        assert all(a.status_code == 503 and ("read-only" in a.json()["error"] or "cannot be read or written" in
+                                             a.json()["error"]) for a in answers), [a.text for a in answers]
+        assert _until(lambda: _upload(running.url, token, body + b"    ").status_code == 202, 30)
+    finally:
+        running.stop()

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import time
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool as threaded
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -34,7 +36,7 @@ from core.errors import ParamsError
 from pipelines.serve.board import write_board
 from pipelines.serve.config import Config
 from pipelines.serve.pages import COOKIE, SecurityHeaders, page_routes
-from pipelines.serve.store import LimitReached, Team, now_utc
+from pipelines.serve.store import WEB_BUSY_SECONDS, LimitReached, StoreUnavailable, Team, now_utc
 from pipelines.serve.uploads import (
     BadForm,
     InFlight,
@@ -98,6 +100,19 @@ class RateLimit:
         return 0.0
 
 
+def unavailable(request: Request, exc: StoreUnavailable):
+    """The one line of a request the records cannot serve now (store.StoreUnavailable): 503 (507 for a full disk)
+    with Retry-After, as JSON on the API and as text on the pages; nothing was accepted."""
+    from starlette.responses import PlainTextResponse
+
+    logging.getLogger("vlbench.serve").error("%s %s: %s", request.method, request.url.path, exc)
+    message = f"the service cannot keep records now: {exc}"
+    response = _error(exc.status, message) if request.url.path.startswith("/api/") else \
+        PlainTextResponse(message, status_code=exc.status)
+    response.headers["Retry-After"] = "30"
+    return response
+
+
 def proxied(config: Config) -> list:
     """The middleware that believes X-Forwarded-For and X-Forwarded-Proto from the config's `trusted_proxies` only
     (uvicorn's own ProxyHeadersMiddleware, given that list); none when the list is empty: every caller is then known
@@ -113,7 +128,7 @@ def proxied(config: Config) -> list:
 def create_app(config: Config, wake=None) -> Starlette:
     """The application (the JSON API and the pages, pipelines/serve/pages.py, behind the security headers); `wake`
     (the workers started beside it: pipelines/serve/wake.py's Wakers) is set on each submission."""
-    store = config.store()
+    store = config.store(busy_seconds=WEB_BUSY_SECONDS)
     limiter = RateLimit(config.requests_per_minute)
     uploads = InFlight(config.uploads_per_token, config.uploads_per_address)
     incoming = config.storage / "incoming"
@@ -124,7 +139,7 @@ def create_app(config: Config, wake=None) -> Starlette:
         header = request.headers.get("authorization", "")
         return store.team_of(header[7:].strip() if header[:7].lower() == "bearer " else None)
 
-    async def status(request: Request):
+    def status(request: Request):
         now = now_utc()
         return JSONResponse({
             "challenge": config.challenge, "queue": store.counts(), "workers": workers_seen(store.workers()),
@@ -133,7 +148,7 @@ def create_app(config: Config, wake=None) -> Starlette:
                         "ends": p.ends.isoformat() if p.ends else None} for p in config.phases]})
 
     async def submit(request: Request):
-        team = team_of(request)
+        team = await threaded(team_of, request)
         if team is None:
             return _error(401, "a team's token is needed (Authorization: Bearer <token>)")
         try:
@@ -152,7 +167,7 @@ def create_app(config: Config, wake=None) -> Starlette:
                 try:
                     async for chunk in bounded_body(request, config.upload_idle_seconds, config.upload_seconds):
                         upload.write(chunk)
-                    submission = accept(config, store, team, phase, upload, filename, wake)
+                    submission = await threaded(accept, config, store, team, phase, upload, filename, wake)
                 finally:
                     upload.discard()
         except TooLarge as exc:
@@ -168,7 +183,7 @@ def create_app(config: Config, wake=None) -> Starlette:
         return JSONResponse({"id": submission, "status": "queued", "sha256": upload.sha256, "bytes": upload.size},
                             status_code=202)
 
-    async def submissions(request: Request):
+    def submissions(request: Request):
         team = team_of(request)
         if team is None:
             return _error(401, "a team's token is needed (Authorization: Bearer <token>)")
@@ -176,11 +191,11 @@ def create_app(config: Config, wake=None) -> Starlette:
         return JSONResponse({"submissions": [_record(r, team.host, config) for r in rows]})
 
     async def submission(request: Request):
-        team = team_of(request)
+        team = await threaded(team_of, request)
         if team is None:
             return _error(401, "a team's token is needed (Authorization: Bearer <token>)")
         raw = request.path_params["id"]
-        row = store.submission(int(raw)) if raw.isdigit() and len(raw) < 19 else None
+        row = await threaded(store.submission, int(raw)) if raw.isdigit() and len(raw) < 19 else None
         if row is None or (not team.host and row["team"] != team.id):
             return _error(404, f"no submission {raw[:20]} of team {team.name!r}")
         try:  # ?wait=SECONDS: answer once it is scored or refused, or after that long (at most MAX_WAIT_SECONDS)
@@ -190,29 +205,36 @@ def create_app(config: Config, wake=None) -> Starlette:
         deadline = time.monotonic() + wait
         while row["status"] in ("queued", "scoring") and time.monotonic() < deadline:
             await asyncio.sleep(WAIT_POLL_SECONDS)
-            row = store.submission(row["id"])
+            row = await threaded(store.submission, row["id"])
         return JSONResponse(_record(row, team.host, config))
 
+    def caller(request: Request) -> str:
+        """The rate limit's key: a valid token's team, a signed-in page's; any other caller by its address."""
+        team = team_of(request)
+        if team is None:
+            found = store.session(request.cookies.get(COOKIE))
+            team = None if found is None else found[0]
+        return f"team:{team.id}" if team is not None else f"address:{address(request)}"
+
     def limited(handler):
-        """The handler behind the rate limit: 429 with Retry-After when the caller's bucket is empty."""
+        """The handler behind the rate limit: 429 with Retry-After when the caller's bucket is empty. A handler that
+        is a plain function (it streams no body) runs on a worker thread, as its database calls must."""
+        streams = asyncio.iscoroutinefunction(handler)
+
         async def run(request: Request):
-            team = team_of(request)  # a valid token's team, a signed-in page's; any other caller by its address
-            if team is None:
-                found = store.session(request.cookies.get(COOKIE))
-                team = None if found is None else found[0]
-            key = f"team:{team.id}" if team is not None else f"address:{address(request)}"
-            wait = limiter.wait(key)
+            wait = limiter.wait(await threaded(caller, request))
             if wait > 0:
                 response = _error(429, f"too many requests: at most {config.requests_per_minute} a minute; retry in "
                                        f"{math.ceil(wait)} s")
                 response.headers["Retry-After"] = str(math.ceil(wait))
                 return response
-            return await handler(request)
+            return await handler(request) if streams else await threaded(handler, request)
         return run
 
     for phase in config.phases:  # the leaderboards exist before the first score
         write_board(config, store, phase)
-    return Starlette(middleware=[*proxied(config), Middleware(SecurityHeaders)], routes=[
+    return Starlette(middleware=[*proxied(config), Middleware(SecurityHeaders)],
+                     exception_handlers={StoreUnavailable: unavailable}, routes=[
         Route("/api/v1/status", limited(status), methods=["GET"]),
         Route("/api/v1/phases/{phase}/submissions", limited(submit), methods=["POST"]),
         Route("/api/v1/submissions", limited(submissions), methods=["GET"]),

@@ -87,11 +87,12 @@ class Config:
     score_seconds: int = 3600
     score_memory_mb: int = 4096
 
-    def store(self):
-        """The challenge's records (pipelines/serve/store.py): SQLite in `storage`, or the PostgreSQL `database`."""
+    def store(self, busy_seconds: float = 30.0):
+        """The challenge's records (pipelines/serve/store.py): SQLite in `storage`, or the PostgreSQL `database`; a
+        call waits at most `busy_seconds` on a lock another process holds."""
         from pipelines.serve.store import Store
 
-        return Store(self.storage, self.database)
+        return Store(self.storage, self.database, busy_seconds)
 
     def phase(self, name: str) -> Phase:
         for phase in self.phases:

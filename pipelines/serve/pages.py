@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from starlette.concurrency import run_in_threadpool as threaded
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -90,7 +91,10 @@ def _limits(phase) -> str:
 
 def page_routes(config: Config, store, wake=None, limited=lambda handler: handler, uploads=None) -> list:
     """The pages' routes (`limited`: the JSON API's per-caller rate limit, around each; `uploads`: the uploads in
-    progress, pipelines/serve/uploads.py's InFlight, shared with the API)."""
+    progress, pipelines/serve/uploads.py's InFlight, shared with the API). Every database call runs on a worker
+    thread, never on the event loop (a write waiting on a lock would stall every route): a handler without a body
+    to stream is a plain function, which Starlette runs on its thread pool; one that streams a body (sign in, sign
+    out, upload) reads it on the loop and hands the rest to `threaded`."""
     from evaluator.tasks import get_task
     from pipelines.serve.views import headline_scores
 
@@ -150,7 +154,7 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
                 raise BadForm(f"the form is over {FIELD_BYTES} bytes")
         return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), max_num_fields=8).items()}
 
-    async def status(request: Request):
+    def status(request: Request):
         now = now_utc()
         listed = [{"name": p.name, "benchmark": p.benchmark, "open": p.open_at(now), "limits": _limits(p),
                    "shown": ("hidden: headline scores, rounded" + (", under the Ladder" if p.ladder else ""))
@@ -162,14 +166,19 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
 
     async def login(request: Request):
         if request.method == "GET":
-            return render("login.html", request, "Sign in", hours=SESSION_SECONDS // 3600, problem=None)
+            return await threaded(render, "login.html", request, "Sign in", hours=SESSION_SECONDS // 3600,
+                                  problem=None)
         if not same_site(request):
-            return render("login.html", request, "Sign in", 403, hours=SESSION_SECONDS // 3600,
-                          problem="the form was not sent from this site's page")
+            return await threaded(render, "login.html", request, "Sign in", 403, hours=SESSION_SECONDS // 3600,
+                                  problem="the form was not sent from this site's page")
         try:
             fields = await small_form(request)
         except (BadForm, SlowUpload) as exc:
-            return render("login.html", request, "Sign in", 400, hours=SESSION_SECONDS // 3600, problem=str(exc))
+            return await threaded(render, "login.html", request, "Sign in", 400, hours=SESSION_SECONDS // 3600,
+                                  problem=str(exc))
+        return await threaded(sign_in, request, fields)
+
+    def sign_in(request: Request, fields: dict):
         team = store.team_of(fields.get("token", "").strip())
         if team is None:
             return render("login.html", request, "Sign in", 401, hours=SESSION_SECONDS // 3600,
@@ -181,14 +190,14 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
         return response
 
     async def logout(request: Request):
-        seen = viewer(request)
+        seen = await threaded(viewer, request)
         try:
             fields = await small_form(request)
         except (BadForm, SlowUpload):
             fields = {}
         if not csrf_ok(request, seen, fields):
             return Response("refused: the form did not come from this site's page", status_code=403)
-        store.close_session(request.cookies[COOKIE])
+        await threaded(store.close_session, request.cookies[COOKIE])
         response = RedirectResponse("/", status_code=303)
         response.delete_cookie(COOKIE, path="/")
         return response
@@ -208,32 +217,31 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
                       received=received if received.isdigit() and len(received) < 19 else None,
                       refresh=REFRESH_SECONDS if waiting and problem is None else None)
 
-    async def team(request: Request):
+    def team(request: Request):
         seen = viewer(request)
         if seen is None:
             return RedirectResponse("/login", status_code=303)
         return team_page(request, seen)
 
     async def submit(request: Request):
-        seen = viewer(request)
+        seen = await threaded(viewer, request)
         if seen is None:
             return RedirectResponse("/login", status_code=303)
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > config.max_upload_bytes + (1 << 20):
-            return team_page(request, seen, 413, f"the file is over the upload limit of "
-                                                 f"{config.max_upload_bytes >> 20} MB")
+            return await threaded(team_page, request, seen, 413, f"the file is over the upload limit of "
+                                                                 f"{config.max_upload_bytes >> 20} MB")
         try:
             with uploads.held(Team(seen["id"], seen["name"], seen["host"]), address(request)):
                 fields, filename, upload = await read_form(request, incoming, config.max_upload_bytes, bounded_body(
                     request, config.upload_idle_seconds, config.upload_seconds))
-        except TooManyUploads as exc:
-            return team_page(request, seen, 429, str(exc))
-        except SlowUpload as exc:
-            return team_page(request, seen, 408, str(exc))
-        except TooLarge as exc:
-            return team_page(request, seen, 413, str(exc))
-        except BadForm as exc:
-            return team_page(request, seen, 400, str(exc))
+        except (TooManyUploads, SlowUpload, TooLarge, BadForm) as exc:
+            status = {TooManyUploads: 429, SlowUpload: 408, TooLarge: 413, BadForm: 400}[type(exc)]
+            return await threaded(team_page, request, seen, status, str(exc))
+        return await threaded(received, request, seen, fields, filename, upload)
+
+    def received(request: Request, seen: dict, fields: dict, filename: str | None, upload):
+        """The upload form's file read: checked (the session's CSRF token, the phase), stored and recorded."""
         try:
             if not csrf_ok(request, seen, fields):
                 return team_page(request, seen, 403, "the form did not come from this site's page (sign in again)")
@@ -257,7 +265,7 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
                 upload.discard()
         return RedirectResponse(f"/team?received={submission}", status_code=303)
 
-    async def one(request: Request):
+    def one(request: Request):
         seen = viewer(request)
         if seen is None:
             return RedirectResponse("/login", status_code=303)
@@ -282,7 +290,7 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
         return render("submission.html", request, f"Submission {row['id']}", row=record, values=values, note=note,
                       values_title=title, refresh=REFRESH_SECONDS if row["status"] in ("queued", "scoring") else None)
 
-    async def host(request: Request):
+    def host(request: Request):
         seen = viewer(request)
         if seen is None:
             return RedirectResponse("/login", status_code=303)
@@ -304,7 +312,7 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
                                for w in store.workers()],
                       refresh=REFRESH_SECONDS * 5)
 
-    async def asset(request: Request):
+    def asset(request: Request):
         name = request.path_params["name"]
         if name not in ASSETS:
             return Response("not found", status_code=404, media_type="text/plain")
@@ -312,13 +320,13 @@ def page_routes(config: Config, store, wake=None, limited=lambda handler: handle
 
     from pipelines.serve.board import SITE, is_final, write_board
 
-    async def leaderboard(request: Request):
+    def leaderboard(request: Request):
         """A phase's leaderboard files (index.html, board.json) as board.py wrote them, or the site's assets; a
         phase with a private part that has ended since its page was written is written again first (its final
         standing)."""
         phase, name = request.path_params.get("phase"), request.path_params.get("name") or "index.html"
         if phase is None:  # /leaderboard/site.css: the site's assets, as /assets/ serves them
-            return await asset(request)
+            return asset(request)
         if phase not in phases or name not in ("index.html", "board.json"):
             return Response("not found", status_code=404, media_type="text/plain")
         folder = config.storage / SITE / phase

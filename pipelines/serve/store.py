@@ -15,6 +15,7 @@ import datetime
 import hashlib
 import hmac
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -51,11 +52,45 @@ STATUSES = ("queued", "scoring", "scored", "refused")
 TEAM_NAME_MAX = 80
 SESSION_SECONDS = 12 * 3600  # a page session's life: signed in with the token, then a cookie
 MAX_ATTEMPTS = 3  # a submission whose worker died while scoring it this many times is refused, not tried again
+WEB_BUSY_SECONDS = 5.0  # the web process's wait on a lock another process holds: then 503, never a stalled route
 WORKER_STALE_SECONDS = 15.0  # a worker unheard of for this long is not counted alive (it beats every 2 s)
 
 
 class LimitReached(ParamsError):
     """A submission over one of the phase's limits (HTTP 429)."""
+
+
+class StoreUnavailable(ParamsError):
+    """The records cannot be read or kept now: the database busy past the wait allowed, gone (deleted or replaced
+    while the service ran), read-only, or its disk full. `status`: the HTTP status that says so (503; 507 for a full
+    disk). Nothing is accepted that could not be kept."""
+
+    def __init__(self, message: str, status: int = 503):
+        super().__init__(message)
+        self.status = status
+
+
+def unavailable_from(exc: BaseException, where: str, busy_seconds: float) -> StoreUnavailable | None:
+    """The StoreUnavailable a database error means, or None for any other error (a fault, raised as it is)."""
+    import errno
+
+    text = str(exc).lower()
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StoreUnavailable(f"{where}: the disk is full; nothing more can be kept until space is freed", 507)
+    if isinstance(exc, OSError) and exc.errno == errno.EROFS:
+        return StoreUnavailable(f"{where}: the file system is read-only; nothing can be kept")
+    if "locked" in text or "busy" in text or "lock timeout" in text or "canceling statement" in text:
+        return StoreUnavailable(f"{where}: the database is busy (held by another process for more than "
+                                f"{busy_seconds:g} s); retry shortly")
+    if "disk is full" in text or "no space" in text or "disk full" in text:
+        return StoreUnavailable(f"{where}: the disk is full; nothing more can be kept until space is freed", 507)
+    if "readonly" in text or "read-only" in text:
+        return StoreUnavailable(f"{where}: the database is read-only; nothing can be kept")
+    if "disk i/o error" in text or "unable to open" in text or "no such table" in text or \
+            "connection" in text or "server closed" in text or "terminating" in text:
+        return StoreUnavailable(f"{where}: the database cannot be read or written "
+                                f"({' '.join(str(exc).split())[:120]})")
+    return None
 
 
 @dataclass(frozen=True)
@@ -84,31 +119,47 @@ def check_team_name(name: str) -> str:
 
 class _Connection:
     """One connection of either dialect, as the store uses it: `execute(sql, args)` with `?` placeholders
-    (PostgreSQL's `%s` written for it), rows readable by column name, autocommit outside `transaction()`."""
+    (PostgreSQL's `%s` written for it), rows readable by column name, autocommit outside `transaction()`. An error
+    that means the database cannot be used now is StoreUnavailable (unavailable_from)."""
 
-    def __init__(self, dialect: str, raw):
-        self.dialect, self.raw = dialect, raw
+    def __init__(self, dialect: str, raw, where: str, busy_seconds: float):
+        self.dialect, self.raw, self.where, self.busy_seconds = dialect, raw, where, busy_seconds
 
     def execute(self, sql: str, args=()):
-        if self.dialect == "postgresql":
-            return self.raw.execute(sql.replace("?", "%s"), args)
-        return self.raw.execute(sql, args)
+        try:
+            if self.dialect == "postgresql":
+                return self.raw.execute(sql.replace("?", "%s"), args)
+            return self.raw.execute(sql, args)
+        except Exception as exc:
+            found = unavailable_from(exc, self.where, self.busy_seconds)
+            if found is None:
+                raise
+            raise found from None
 
 
 class Store:
     """The records of one challenge: `<storage>/serve.sqlite3`, or the PostgreSQL database at `database`. One
     connection per thread."""
 
-    def __init__(self, storage: Path, database: str | None = None):
+    def __init__(self, storage: Path, database: str | None = None, busy_seconds: float = 30.0):
         self.storage = Path(storage)
         self.path = self.storage / "serve.sqlite3"
         self.database = database
         self.dialect = "postgresql" if database else "sqlite"
+        self.busy_seconds = busy_seconds  # the longest a call waits on a lock another process holds
         self._local = threading.local()
+        self._file: tuple[int, int] | None = None  # SQLite: the database file's (device, inode), checked on each use
         self.storage.mkdir(parents=True, exist_ok=True)
+        stored = self.storage / "submissions"
+        if self.dialect == "sqlite" and not self.path.exists() and stored.is_dir() and any(stored.iterdir()):
+            raise StoreUnavailable(f"{self.path}: missing, while {stored} holds submissions: the records of this "
+                                   "challenge were deleted or moved; restore the file (a new empty one would lose "
+                                   "every team, token and score)")
         schema = SCHEMA.format(**DIALECTS[self.dialect])
         db = self._connection()
         if self.dialect == "sqlite":
+            info = os.stat(self.path)
+            self._file = (info.st_dev, info.st_ino)
             db.raw.executescript(schema)
             with self._write() as transaction:
                 for table, column, kind in ADDED_COLUMNS:
@@ -128,8 +179,24 @@ class Store:
                                            (table, column)).fetchone() is None:
                         transaction.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
+    def _check_file(self) -> None:
+        """SQLite: the database file is still the one opened (a file deleted or replaced under a running service
+        would take every write into the void, and a restart would start empty)."""
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            raise StoreUnavailable(f"{self.path}: the database file is gone (deleted or moved while the service ran); "
+                                   "nothing is accepted: restore it and restart the service") from None
+        if (info.st_dev, info.st_ino) != self._file:
+            raise StoreUnavailable(f"{self.path}: the database file was replaced while the service ran; nothing is "
+                                   "accepted: restart the service")
+
     def _connection(self) -> _Connection:
+        if self._file is not None:
+            self._check_file()
         db = getattr(self._local, "db", None)
+        if db is not None and self.dialect == "postgresql" and (db.raw.closed or db.raw.broken):
+            db = None  # ended by the server (a restart, an administrator): the next call connects again
         if db is None:
             if self.dialect == "postgresql":
                 try:
@@ -139,17 +206,25 @@ class Store:
                     raise ParamsError("database: a PostgreSQL URL needs psycopg (pip install 'vlbench[postgres]')") \
                         from None
                 try:
-                    raw = psycopg.connect(self.database, autocommit=True, row_factory=dict_row, connect_timeout=30)
+                    raw = psycopg.connect(self.database, autocommit=True, row_factory=dict_row, connect_timeout=30,
+                                          options=f"-c lock_timeout={int(self.busy_seconds * 1000)}")
                 except psycopg.Error as exc:
                     raise ParamsError(f"database: cannot connect ({type(exc).__name__}: "
                                       f"{str(exc).splitlines()[0][:200]})") from None
             else:
-                raw = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=True)
+                try:
+                    raw = sqlite3.connect(self.path, timeout=self.busy_seconds, isolation_level=None,
+                                          check_same_thread=True)
+                except sqlite3.Error as exc:
+                    raise unavailable_from(exc, str(self.path), self.busy_seconds) or exc from None
                 raw.row_factory = sqlite3.Row
-                raw.execute("PRAGMA journal_mode=WAL")
-                raw.execute("PRAGMA synchronous=FULL")  # a submission acknowledged is on disk
-                raw.execute("PRAGMA foreign_keys=ON")
-            db = self._local.db = _Connection(self.dialect, raw)
+            db = _Connection(self.dialect, raw, str(self.path) if self.dialect == "sqlite" else "database",
+                             self.busy_seconds)
+            if self.dialect == "sqlite":
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=FULL")  # a submission acknowledged is on disk
+                db.execute("PRAGMA foreign_keys=ON")
+            self._local.db = db
         return db
 
     def _write(self):
@@ -164,7 +239,13 @@ class Store:
                 return self.db
 
             def __exit__(self, kind, value, trace):
-                self.db.execute("COMMIT" if kind is None else "ROLLBACK")
+                if kind is None:
+                    self.db.execute("COMMIT")
+                    return False
+                try:
+                    self.db.execute("ROLLBACK")
+                except StoreUnavailable:  # the database went away mid-transaction: the first error says so
+                    pass
                 return False
 
         return Transaction()

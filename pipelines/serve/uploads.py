@@ -122,14 +122,32 @@ def clean_incoming(incoming: Path) -> None:
             left.unlink(missing_ok=True)
 
 
+@contextmanager
+def _kept(where: Path):
+    """A write of the storage folder: a full disk or a read-only file system is StoreUnavailable (507, 503)."""
+    from pipelines.serve.store import unavailable_from
+
+    try:
+        yield
+    except OSError as exc:
+        found = unavailable_from(exc, str(where), 0)
+        if found is None:
+            raise
+        raise found from None
+
+
 class Upload:
-    """One upload in progress: a staging file created exclusively (never through a link) under a random name."""
+    """One upload in progress: a staging file created exclusively (never through a link) under a random name. A
+    full disk or a read-only file system is StoreUnavailable."""
 
     def __init__(self, incoming: Path, limit: int):
         self.path, self.limit, self.size = incoming / f".upload-{secrets.token_hex(16)}", limit, 0
         self.sha256: str | None = None
         self._digest = hashlib.sha256()
-        descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        self._handle = None
+        with _kept(incoming):
+            descriptor = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                                 0o600)
         self._handle = os.fdopen(descriptor, "wb")
 
     def write(self, chunk: bytes) -> None:
@@ -137,29 +155,38 @@ class Upload:
         if self.size > self.limit:
             raise TooLarge(f"the file is over the upload limit of {self.limit >> 20} MB")
         self._digest.update(chunk)
-        self._handle.write(chunk)
+        with _kept(self.path.parent):
+            self._handle.write(chunk)
 
     def finish(self) -> str:
         """The file on disk (flushed, synced); its SHA-256."""
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-        self._handle.close()
+        with _kept(self.path.parent):
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+            self._handle.close()
         if self.size == 0:
             raise BadForm("the file is empty: send the predictions")
         self.sha256 = self._digest.hexdigest()
         return self.sha256
 
     def discard(self) -> None:
-        if not self._handle.closed:
-            self._handle.close()
-        self.path.unlink(missing_ok=True)
+        if self._handle is not None and not self._handle.closed:
+            try:
+                self._handle.close()
+            except OSError:  # a full disk refuses the buffered rest: the file is removed anyway
+                pass
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError:  # a read-only file system: clean_incoming removes it once it can
+            pass
 
 
 def accept(config, store, team, phase, upload: Upload, filename: str, wake=None) -> int:
     """Store a finished upload content-addressed and record it as queued (`store.submit`: LimitReached over a limit
     of the phase, the stored bytes kept for a later identical upload); wake the workers. The submission's id."""
     sha256 = upload.finish()
-    store_upload(upload.path, stored_path(config.storage, sha256, filename), sha256)
+    with _kept(config.storage / "submissions"):
+        store_upload(upload.path, stored_path(config.storage, sha256, filename), sha256)
     upload.discard()
     submission = store.submit(team, phase, sha256, filename, upload.size, now_utc())
     if wake is not None:

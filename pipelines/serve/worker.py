@@ -19,11 +19,12 @@ from pathlib import Path
 from core.errors import VlbenchError
 from evaluator.stats.bootstrap import value_at
 from pipelines.serve.config import Config, Phase
-from pipelines.serve.store import Store, now_utc
+from pipelines.serve.store import Store, StoreUnavailable, now_utc
 from pipelines.serve.stored import checked_copy, clean_copies, stored_path
 from pipelines.serve.views import private_view, shown, split_parts
 
 POLL_SECONDS = 0.5
+UNAVAILABLE_WAIT_SECONDS = 5.0  # a worker whose records cannot be used waits this long before it asks again
 BEAT_SECONDS = 2.0  # a worker's heartbeat (store.WORKER_STALE_SECONDS: how long before it is not counted alive)
 LOG_CHARS = 20_000  # of a refusal's or a fault's log, kept for the hosts
 
@@ -217,7 +218,13 @@ def run_worker(config: Config, stop: threading.Event | None = None, wake=None, n
         while not stop.is_set():
             if wake is not None:
                 wake.clear()  # before looking: a submission recorded after this sets it again, none is missed
-            if not score_one(config, store, name, config.lease_seconds, beat):
+            try:
+                found = score_one(config, store, name, config.lease_seconds, beat)
+            except StoreUnavailable as exc:  # the records away for now (busy, gone, full): asked again later
+                logging.getLogger("vlbench.serve").error("worker %s: %s", name, exc)
+                stop.wait(UNAVAILABLE_WAIT_SECONDS)
+                continue
+            if not found:
                 if wake is not None:
                     wake.wait(POLL_SECONDS)
                 else:
