@@ -500,6 +500,23 @@ def test_a_refused_submission_costs_nothing_and_limits_are_exact(service, sealed
     assert len({s["sha256"] for s in mine}) == 2 and {f"{s['sha256']}.json" for s in mine} <= stored
 
 
+def test_a_bad_file_followed_at_once_by_good_ones_costs_nothing(service, sealed_phases, tmp_path):
+    """per_day 3, concurrent 2: three bad files and a good one sent at once, none waiting for its score. Before, a
+    refused submission counted while it was still queued, so the third or the fourth got 429 (the guide says a
+    refused one costs nothing); now an upload over a limit only because some counted ones are still being scored
+    waits for them, and the good one is taken and scored."""
+    token = _add_team(service["config"], "team hasty")
+    bodies = [b"[]" + b" " * k for k in range(3)] + [sealed_phases["vqa-v2"][3].read_bytes()]  # 3 different bad files
+    sent = [httpx.post(f"{service['url']}/api/v1/phases/vqa-v2/submissions", content=body, timeout=120,
+                       headers={"Authorization": f"Bearer {token}", "X-Vlbench-Filename": "p.json"})
+            for body in bodies]  # one after the other, at once
+    assert [r.status_code for r in sent] == [202] * 4, [r.text for r in sent]
+    good = _get(service, token, f"/api/v1/submissions/{sent[-1].json()['id']}?wait=60").json()
+    assert good["status"] == "scored", good
+    mine = _get(service, token, "/api/v1/submissions?phase=vqa-v2").json()["submissions"]
+    assert [s["status"] for s in mine] == ["scored"] + ["refused"] * 3
+
+
 @pytest.mark.slow
 def test_a_team_sees_its_own_and_a_host_sees_every_submission(service, sealed_phases):
     host, a, b = (service["tokens"][k] for k in ("hosts", "Team <A>", "team b"))

@@ -57,7 +57,12 @@ WORKER_STALE_SECONDS = 15.0  # a worker unheard of for this long is not counted 
 
 
 class LimitReached(ParamsError):
-    """A submission over one of the phase's limits (HTTP 429)."""
+    """A submission over one of the phase's limits (HTTP 429). `pending`: how many of the submissions it counted
+    are still queued or being scored (any of them may yet be refused, and then it would not count)."""
+
+    def __init__(self, message: str, pending: int = 0):
+        super().__init__(message)
+        self.pending = pending
 
 
 class StoreUnavailable(ParamsError):
@@ -343,17 +348,25 @@ class Store:
             if self.dialect == "postgresql":  # one team's submissions recorded one at a time, by any process
                 db.execute("SELECT id FROM teams WHERE id = ? FOR UPDATE", (team.id,))
 
-            def count(where: str, *args) -> int:
-                return db.execute(f"SELECT COUNT(*) AS n FROM submissions WHERE team = ? AND phase = ? AND {where}",
-                                  (team.id, phase.name, *args)).fetchone()["n"]
+            def count(where: str, *args) -> tuple[int, int]:
+                """(submissions counted, those of them still queued or scoring)"""
+                row = db.execute("SELECT COUNT(*) AS n, COALESCE(SUM(CASE WHEN status IN ('queued', 'scoring') "
+                                 f"THEN 1 ELSE 0 END), 0) AS pending FROM submissions WHERE team = ? AND phase = ? "
+                                 f"AND {where}", (team.id, phase.name, *args)).fetchone()
+                return row["n"], row["pending"]
 
             for limit, used, what in (
                     (limits.concurrent, lambda: count("status IN ('queued', 'scoring')"), "at once"),
                     (limits.per_day, lambda: count("status != 'refused' AND day = ?", day), f"on {day} (UTC)"),
                     (limits.total, lambda: count("status != 'refused'"), "in all")):
-                if limit is not None and not team.host and used() >= limit:
-                    raise LimitReached(f"phase {phase.name}: team {team.name!r} has made the {limit} submission(s) "
-                                       f"allowed {what}; a refused submission does not count")
+                if limit is not None and not team.host:
+                    found, pending = used()
+                    if found >= limit:
+                        raise LimitReached(
+                            f"phase {phase.name}: team {team.name!r} has made the {limit} submission(s) allowed "
+                            f"{what}" + (f", {pending} of them still being scored; a refused one will not count: "
+                                         "retry once they are finished" if pending else
+                                         "; a refused submission does not count"), pending)
             return db.execute(
                 "INSERT INTO submissions (team, phase, sha256, filename, bytes, status, submitted, day) "
                 "VALUES (?, ?, ?, ?, ?, 'queued', ?, ?) RETURNING id",

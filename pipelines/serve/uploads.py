@@ -15,10 +15,12 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from core.errors import ParamsError
-from pipelines.serve.store import now_utc
+from pipelines.serve.store import LimitReached, now_utc, unavailable_from
 from pipelines.serve.stored import store_upload, stored_path
 
 STALE_UPLOAD_SECONDS = 3600
+LIMIT_WAIT_SECONDS = 60.0  # how long an upload over a limit waits for the counted submissions still being scored
+LIMIT_POLL_SECONDS = 0.5
 FIELD_BYTES = 4096  # a form field other than the file (the CSRF token, the phase's name)
 FORM_FIELDS = 8
 
@@ -125,7 +127,6 @@ def clean_incoming(incoming: Path) -> None:
 @contextmanager
 def _kept(where: Path):
     """A write of the storage folder: a full disk or a read-only file system is StoreUnavailable (507, 503)."""
-    from pipelines.serve.store import unavailable_from
 
     try:
         yield
@@ -183,12 +184,25 @@ class Upload:
 
 def accept(config, store, team, phase, upload: Upload, filename: str, wake=None) -> int:
     """Store a finished upload content-addressed and record it as queued (`store.submit`: LimitReached over a limit
-    of the phase, the stored bytes kept for a later identical upload); wake the workers. The submission's id."""
+    of the phase, the stored bytes kept for a later identical upload); wake the workers. The submission's id. Over a
+    limit only because some of the submissions it counts are still queued or scoring (any may yet be refused, and a
+    refused one costs nothing), it waits for them, up to LIMIT_WAIT_SECONDS, and counts again: a bad file followed
+    at once by a good one is not 429. Runs on a worker thread (its waits never hold the event loop)."""
     sha256 = upload.finish()
     with _kept(config.storage / "submissions"):
         store_upload(upload.path, stored_path(config.storage, sha256, filename), sha256)
     upload.discard()
-    submission = store.submit(team, phase, sha256, filename, upload.size, now_utc())
+    deadline = time.monotonic() + LIMIT_WAIT_SECONDS
+    while True:
+        try:
+            submission = store.submit(team, phase, sha256, filename, upload.size, now_utc())
+            break
+        except LimitReached as exc:
+            if not exc.pending or time.monotonic() > deadline:
+                raise
+            if wake is not None:
+                wake.set()
+            time.sleep(LIMIT_POLL_SECONDS)
     if wake is not None:
         wake.set()
     return submission
