@@ -39,6 +39,7 @@ NAME = "vlbench_public_id"  # a sealed table's column: the id the public half gi
 ALGORITHM = "SHA-256 of the `salt` member (64 hex digits) followed by the `sha256sum` listing of the other members, " \
     "sorted by name"
 MAX_MEMBERS = 64  # seal.json, the salt and a table per split
+MAX_ANSWER_FILE_BYTES = 4 << 30  # an answer file larger than this is refused unread (VQA-CP's test split: ~10 MB)
 ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 
@@ -146,13 +147,34 @@ def answer_file(record: dict, tables: dict[str, pa.Table], others: dict[str, dic
 def read_answers(path: Path) -> Answers:
     """A sealed answer file, checked: a ZIP of stored members (nothing to inflate), the members the format names,
     a well-formed record, a table per split it lists. Anything else is one line naming the file."""
+    import os
+    import stat
+
+    from core.ownfiles import kind_of, kind_of_mode
+
     path = Path(path)
-    if not path.is_file():
-        raise ParamsError(f"--answers {path}: no such file (the sealed answer file `vlbench seal` wrote)")
-    try:
-        data = path.read_bytes()
+    try:  # never waiting on a FIFO, never reading a device or a file larger than any answer file
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise ParamsError(f"--answers {path}: cannot be read ({exc.strerror})") from None
+        found = kind_of(path)
+        raise ParamsError(f"--answers {path}: " + ("no such file (the sealed answer file `vlbench seal` wrote)"
+                                                   if found == "no such file" else
+                                                   f"cannot be read ({exc.strerror})")) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise ParamsError(f"--answers {path}: is {kind_of_mode(info.st_mode)}, not the sealed answer file "
+                          "`vlbench seal` wrote")
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > MAX_ANSWER_FILE_BYTES:
+            raise ParamsError(f"--answers {path}: is {info.st_size:,} bytes, more than any sealed answer file "
+                              f"({MAX_ANSWER_FILE_BYTES >> 30} GiB); refused unread")
+        try:
+            data = handle.read(MAX_ANSWER_FILE_BYTES + 1)
+        except OSError as exc:
+            raise ParamsError(f"--answers {path}: cannot be read ({exc.strerror})") from None
+    if len(data) > MAX_ANSWER_FILE_BYTES:
+        raise ParamsError(f"--answers {path}: grew past {MAX_ANSWER_FILE_BYTES >> 30} GiB while being read")
     return read_answers_bytes(data, path)
 
 
@@ -169,6 +191,9 @@ def read_answers_bytes(data: bytes, path: Path) -> Answers:
         infos = archive.infolist()
         if len(infos) > MAX_MEMBERS or any(i.compress_type != zipfile.ZIP_STORED for i in infos):
             raise ParamsError(f"{where}: not a sealed answer file (its members are compressed or too many)")
+        if sum(i.file_size for i in infos) > len(data):  # stored members cannot hold more than the file does
+            raise ParamsError(f"{where}: not a sealed answer file (its members overlap: they name more bytes than "
+                              "the file holds)")
         names = [i.filename for i in infos]
         if len(set(names)) != len(names) or not {SALT, RECORD} <= set(names):
             raise ParamsError(f"{where}: not a sealed answer file (it needs one '{SALT}' and one '{RECORD}' member)")
@@ -179,7 +204,7 @@ def read_answers_bytes(data: bytes, path: Path) -> Answers:
     try:
         salt = bytes.fromhex(members[SALT].decode("ascii"))
         record = json.loads(members[RECORD])
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise ParamsError(f"{where}: its salt or {RECORD} is not readable") from None
     if len(salt) != 32:
         raise ParamsError(f"{where}: its salt is not 32 bytes")

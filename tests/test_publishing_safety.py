@@ -371,6 +371,20 @@ def test_a_report_removes_only_the_files_its_predecessor_wrote(tmp_path):
     assert (tmp_path / "outside.txt").read_text() == "keep" and (folder / "notes.txt").read_text() == "mine"
 
 
+def test_a_fifo_planted_as_a_report_s_record_is_never_waited_on(tmp_path):
+    """A FIFO in place of the report's record made `evaluate --report` hang for ever (read to find the files of the
+    report before); now it is taken as no record, and the report is written beside it (the FIFO replaced)."""
+    import os
+
+    from evaluator.publish.report import RECORD, write_report
+
+    folder = tmp_path / "r"
+    folder.mkdir()
+    os.mkfifo(folder / RECORD)
+    write_report(folder, {"a": 1}, "# A\n", [])
+    assert json.loads((folder / RECORD).read_text())["files"].keys() == {"metrics.json", "report.md"}
+
+
 def test_text_from_data_reaches_a_figure_as_one_plain_line(monkeypatch):
     """A card's model name, a folder's name or a category with ESC, BEL, newlines, a bidi override or a `$`:
     every text matplotlib draws is one line without control characters, the override shown escaped, the `$`

@@ -256,6 +256,57 @@ def test_an_answer_file_that_is_not_one_is_one_line(sealable, cli, tmp_path):
         assert_one_error_line(code, err, needles)
 
 
+def _overlapping(content: dict, path: Path) -> Path:
+    """A ZIP whose central directory names its largest stored member's bytes 50 more times (each new entry's local
+    header at the same offset): a small file whose members add up to far more than it holds."""
+    import struct
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for member, data in content.items():
+            archive.writestr(member, data)
+    raw = path.read_bytes()
+    end = raw.rindex(b"PK\x05\x06")  # the end of central directory record
+    count, size, offset = struct.unpack("<HII", raw[end + 10:end + 20])
+    directory = raw[offset:offset + size]
+    entries, at = [], 0
+    while at < len(directory):  # the central directory's entries: 46 bytes, then the name, extra and comment
+        name_length, extra_length, comment_length = struct.unpack("<HHH", directory[at + 28:at + 34])
+        entries.append(directory[at:at + 46 + name_length + extra_length + comment_length])
+        at += len(entries[-1])
+    largest = max(entries, key=lambda e: struct.unpack("<I", e[24:28])[0])
+    name_length = struct.unpack("<H", largest[28:30])[0]
+    copies = b"".join(largest[:46] + str(k).zfill(name_length).encode() + largest[46 + name_length:]
+                      for k in range(50))  # 50 more names for its bytes: still fewer members than MAX_MEMBERS
+    tail = raw[end:end + 8] + struct.pack("<HHII", count + 50, count + 50, size + len(copies), offset) + \
+        raw[end + 20:]
+    path.write_bytes(raw[:offset] + directory + copies + tail)
+    return path
+
+
+def test_an_answer_file_that_is_a_trap_is_refused_unread(sealable, cli, tmp_path):
+    """Before: a FIFO hung the command, /dev/zero was a MemoryError, a folder or a device was "no such file", a
+    deeply nested seal.json a RecursionError, and a ZIP of overlapping stored members made a small answer file read
+    many times its size (52 MB read as 3.3 GB). Now each is one line saying what it is, read no further."""
+    import os
+
+    public, answers = tmp_path / "public", tmp_path / "answers.zip"
+    assert cli("seal", sealable("vqa-v2"), "--public", public, "--answers", answers)[0] == 0
+    with zipfile.ZipFile(answers) as archive:
+        content = {n: archive.read(n) for n in archive.namelist()}
+    fifo = tmp_path / "answers.fifo"
+    os.mkfifo(fifo)
+    nested = tmp_path / "nested.zip"
+    with zipfile.ZipFile(nested, "w", zipfile.ZIP_STORED) as archive:
+        for member, data in {**content, "seal.json": b"[" * 100_000 + b"]" * 100_000}.items():
+            archive.writestr(member, data)
+    for path, needles in ((fifo, ("answers.fifo", "is a FIFO")), (tmp_path, ("is a folder",)),
+                          (Path("/dev/zero"), ("/dev/zero", "is a character device")),
+                          (nested, ("nested.zip", "seal.json is not readable")),
+                          (_overlapping(content, tmp_path / "overlap.zip"), ("overlap.zip", "members overlap"))):
+        code, _, err = cli("verify", public, "--answers", path)
+        assert_one_error_line(code, err, needles)
+
+
 @pytest.mark.slow
 def test_a_vlm_on_vcr_s_public_half_scores_as_on_the_build(sealable, cli, tmp_path):
     """VCR's public half has no labels, so a generative VLM is asked the rationales given each answer (the VCR

@@ -154,6 +154,7 @@ def check_report_folder(folder: Path, inputs: dict | None = None, option: str = 
 
 
 RECORD = ".vlbench-report.json"  # the files of the report in its folder and their SHA-256, written last
+RECORD_LIMIT = 1 << 20  # bytes: a report's record is a few hundred
 
 
 def png(draw: Callable[..., None], *args) -> bytes:
@@ -194,9 +195,11 @@ def write_report(folder: Path, metrics: dict, markdown: str, plots: list, extra:
 def _recorded(folder: Path) -> dict[str, str]:
     """{file name: SHA-256} of the report's record in FOLDER; {} where there is none (a report of an older
     vlbench) or it is not one (then nothing is taken from it: a name with a path is never followed)."""
-    try:
-        files = json.loads((Path(folder) / RECORD).read_text())["files"]
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+    from core.ownfiles import OwnFileError, read_own_file
+
+    try:  # never through a link, never waiting on a FIFO planted in its place, bounded
+        files = json.loads(read_own_file(Path(folder) / RECORD, RECORD_LIMIT) or b"null")["files"]
+    except (OSError, OwnFileError, ValueError, KeyError, TypeError, RecursionError):
         return {}
     if not isinstance(files, dict):
         return {}
