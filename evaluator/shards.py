@@ -33,6 +33,7 @@ from core.errors import ParamsError, SubmissionError
 
 SHARD_RULE = ("sha256('vlbench-shard:' + the smallest JSON id of the row's cluster (the row's own where the benchmark "
               "has no clusters)), its first 8 bytes as a big-endian integer, modulo the shard count")
+MAX_SHARDS = 999_999  # `--shard I/N` takes six digits; a Slurm array as large
 SHARD_FORMAT = "vlbench-shard-2"  # -1 (before the state bound its rows and files) is refused: rerun the shard
 JUDGE_AGREEMENT = "asked.judge.agreement"  # a count over rows that is a record (its sample), merged by the judge
 SHARD_FILE_LIMIT = 1 << 34  # bytes: a shard's state, prediction or samples file larger than this is refused unread
@@ -69,6 +70,9 @@ def parse_shard(text: str, environ=os.environ) -> Shard:
             raise ParamsError(f"--shard slurm: {', '.join(f'{n}={environ[n]!r}' for n in names)} are not "
                               "integers") from None
         index = task - first
+        if not 0 < count <= MAX_SHARDS:
+            raise ParamsError(f"--shard slurm: SLURM_ARRAY_TASK_COUNT {environ['SLURM_ARRAY_TASK_COUNT'][:20]} is not "
+                              f"a shard count (1 to {MAX_SHARDS:,})")
         if not 0 <= index < count:
             raise ParamsError(f"--shard slurm: SLURM_ARRAY_TASK_ID {task} is not within the array's {count} tasks "
                               f"from {first} (an array with steps, --array=0-9:2, is not a shard array)")

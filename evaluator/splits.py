@@ -43,6 +43,9 @@ def open_split(task, data: str, split: str | None, answers: Path | None = None, 
         return folder, split, public
     found = sealed.read_answers(answers)
     sealed.check_pair(folder, record, found)
+    if found.record["benchmark"] != task.name:  # the columns another benchmark's task reads are not there
+        raise ParamsError(f"--data {data}: is the public half of a sealed {found.record['benchmark'][:40]} build, "
+                          f"not {task.name}'s; score it as {found.record['benchmark'][:40]}")
     if split not in found.tables:
         raise ParamsError(f"--answers {answers}: holds no answers for split {split}")
     try:

@@ -1057,14 +1057,19 @@ def test_a_malformed_eval_yaml(tasks, needle, built_gqa, cli, tmp_path):
     assert not (tmp_path / "repo" / ".eval_results").exists()
 
 
-@pytest.mark.parametrize("command", ["evaluate", "predict", "compare", "leaderboard"])
-def test_a_negative_seed(command, built_gqa, cli, tmp_path):
+@pytest.mark.parametrize("seed, needle", [("-1", "greater than or equal to 0"),
+                                         # 2^32: numpy's and scikit-learn's seeds are 32-bit (the stress test's
+                                         # forests raised a ValueError traceback)
+                                         ("4294967296", "less than or equal to 4294967295")])
+@pytest.mark.parametrize("command", ["evaluate", "predict", "compare", "leaderboard", "stress-test"])
+def test_a_seed_out_of_range(command, seed, needle, built_gqa, cli, tmp_path):
     args = {"evaluate": ("--predictions", tmp_path / "p.json"), "predict": ("--model", "baseline:random", "--out",
                                                                             tmp_path / "p.json"),
             "compare": ("--predictions", tmp_path / "a.json", "--predictions", tmp_path / "b.json"),
-            "leaderboard": ("--submissions", tmp_path, "--out", tmp_path / "site")}[command]
-    code, _, stderr = cli(command, "gqa-ood", "--data", built_gqa, *args, "--seed", "-1")
-    assert_one_error_line(code, stderr, ("--seed", "greater than or equal to 0"))
+            "leaderboard": ("--submissions", tmp_path, "--out", tmp_path / "site"),
+            "stress-test": ("--out", tmp_path / "stress")}[command]
+    code, _, stderr = cli(command, "gqa-ood", "--data", built_gqa, *args, "--seed", seed)
+    assert_one_error_line(code, stderr, ("--seed", needle))
 
 
 @pytest.mark.parametrize("column", ["entailed", "groups"])

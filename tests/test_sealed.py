@@ -283,6 +283,16 @@ def _overlapping(content: dict, path: Path) -> Path:
     return path
 
 
+def test_another_benchmark_s_task_on_a_sealed_half_is_one_line(sealable, cli, tmp_path):
+    """`evaluate vcr` on a sealed VQA v2 half with its own answers was a KeyError traceback (VCR's id column)."""
+    public, answers = tmp_path / "public", tmp_path / "answers.zip"
+    assert cli("seal", sealable("vqa-v2"), "--public", public, "--answers", answers)[0] == 0
+    predictions = tmp_path / "p.json"
+    predictions.write_text("[]")
+    code, _, err = cli("evaluate", "vcr", "--data", public, "--answers", answers, "--predictions", predictions)
+    assert_one_error_line(code, err, ["is the public half of a sealed vqa-v2 build, not vcr's"])
+
+
 def test_an_answer_file_that_is_a_trap_is_refused_unread(sealable, cli, tmp_path):
     """Before: a FIFO hung the command, /dev/zero was a MemoryError, a folder or a device was "no such file", a
     deeply nested seal.json a RecursionError, and a ZIP of overlapping stored members made a small answer file read

@@ -114,6 +114,9 @@ def test_shard_slurm_reads_the_array_task(env, expected):
     ("slurm", {}, "SLURM_ARRAY_TASK_ID is not set"),
     ("slurm", {"SLURM_ARRAY_TASK_ID": "9", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4"}, "not within"),
     ("slurm", {"SLURM_ARRAY_TASK_ID": "x", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "4"}, "integers"),
+    # a 40-digit count was an OverflowError traceback (the shard rule's int64 array)
+    ("slurm", {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_COUNT": "1" * 40},
+     "is not a shard count (1 to 999,999)"),
 ])
 def test_a_bad_shard_is_one_line(text, env, needle, cli, built, tmp_path, monkeypatch):
     for name in ("SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_COUNT"):

@@ -26,8 +26,11 @@ def split_option(verb: str, default: str = "the benchmark's evaluation split") -
     return typer.Option(None, "--split", metavar="SPLIT", help=f"Split to {verb} (default: {default}).")
 
 
+MAX_SEED = 2 ** 32 - 1  # numpy's and scikit-learn's seeds are 32-bit (a larger one was a traceback in the forests)
+
+
 def seed_option(help: str = "Seed of the bootstrap resamples.", default: int = 0) -> typer.models.OptionInfo:
-    return typer.Option(default, "--seed", min=0, help=help)
+    return typer.Option(default, "--seed", min=0, max=MAX_SEED, help=help)
 
 
 def bootstrap_option(help: str = "Resamples of the 95% confidence intervals (cluster bootstrap; 0: none).",

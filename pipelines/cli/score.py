@@ -13,6 +13,7 @@ from pipelines.cli.models import ModelMenuCommand, with_ask_flags, with_model_fl
 from pipelines.cli.options import (
     BENCH,
     DATA,
+    MAX_SEED,
     MODEL,
     bootstrap_option,
     by_option,
@@ -202,7 +203,7 @@ def shortcuts(
                                               "by id from this labelled folder (vcr-visor: a labelled vcr)."),
     models: list[str] = typer.Option([], "--model", metavar="ID_OR_PATH",
                                      help="Text-only model (repeat; default: bert-base-uncased and roberta-base)."),
-    seeds: list[int] = typer.Option([], "--seed", min=0, metavar="SEED",
+    seeds: list[int] = typer.Option([], "--seed", min=0, max=MAX_SEED, metavar="SEED",
                                     help="Training seed (repeat; default: 0, 1, 2)."),
     epochs: int = typer.Option(3, "--epochs", min=1, help="Training epochs per run."),
     learning_rate: float = typer.Option(2e-5, "--learning-rate", help="AdamW learning rate."),
