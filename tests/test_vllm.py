@@ -239,12 +239,17 @@ def test_a_killed_vllm_run_resumes(runs, tiny_models, built, sample_sources, tmp
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         stored, deadline = 0, time.monotonic() + 400
         try:
+            # the count is read with the whole run stopped (SIGSTOP to its process group), and the kill lands
+            # while it is still stopped: what was counted is what the rerun finds, however fast the machine (a
+            # count read while it ran, then a kill after a sleep, once found all 40 answers stored)
             while process.poll() is None and time.monotonic() < deadline:
+                os.killpg(process.pid, signal.SIGSTOP)
                 stored = response_cache_rows(cache / "responses.sqlite3")
                 if stored >= 5:
                     os.killpg(process.pid, signal.SIGKILL)
                     break
-                time.sleep(0.05)
+                os.killpg(process.pid, signal.SIGCONT)
+                time.sleep(0.01)
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
