@@ -47,7 +47,10 @@ class PriorRule:
 
 def prior_answers(task, folder: Path, train_file: Path | None, table: pa.Table) -> list[str] | str:
     """The prior's answer for each row of TABLE (the split scored, from the build in FOLDER; TRAIN_FILE: the
-    training source of a benchmark whose build holds none), or why it cannot be fitted (one line)."""
+    training source of a benchmark whose build holds none), or why it cannot be fitted (one line). A TRAIN_FILE the
+    prior reads and cannot (missing, a folder or a FIFO, malformed) is an error: an option given explicitly that
+    cannot be honoured never turns into "not measured"."""
+    from core.errors import ParamsError, SourceError
     from evaluator.models.options import ModelOptions
 
     rule = task.prior_rule
@@ -57,6 +60,9 @@ def prior_answers(task, folder: Path, train_file: Path | None, table: pa.Table) 
             model.fit_split(table)
         return [str(a) for a in model.predict(table)]
     except (VlbenchError, FileNotFoundError) as exc:
+        if train_file is not None and isinstance(exc, SourceError) and Path(exc.path) == Path(train_file):
+            raise ParamsError(f"--train-file {train_file}: the prior (baseline:{rule.baseline}) cannot be fitted "
+                              f"from it: {str(exc).removeprefix(f'{exc.path}: ')}") from None
         return f"the prior (baseline:{rule.baseline}) cannot be fitted: {exc}"
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from helpers import assert_one_error_line
 
 from core.data import load_table
 from evaluator.prior_following import prior_following
@@ -165,3 +166,24 @@ def test_the_card_carries_evaluate_s_rate(cli, built, sample_sources, tmp_path):
     report, page = (out / "report.md").read_text(), (out / "index.html").read_text()
     assert "## Prior-following rate" in report and f"| gqa-ood | {row['errors']} | {row['value']:.2f} [" in report
     assert 'id="prior-following"' in page and f"{row['value']:.2f} [" in page
+
+
+def test_an_explicit_train_file_that_cannot_be_read_is_an_error(built, cli, tmp_path):
+    """Before: evaluate with a --train-file that was missing, a folder or malformed exited 0 with the rate "not
+    measured" (and a FIFO hung it). An option given for the prior that cannot be honoured is one line, exit 2."""
+    import os
+
+    data = built("gqa-ood")
+    out = tmp_path / "random.json"
+    code, _, err = cli("predict", "gqa-ood", "--data", data, "--model", "baseline:random", "--out", out)
+    assert code == 0, err
+    fifo, malformed, empty = tmp_path / "train.fifo", tmp_path / "malformed.json", tmp_path / "empty.json"
+    os.mkfifo(fifo)
+    malformed.write_text('{"x": 1')
+    empty.write_text("{}")
+    for train, needle in ((tmp_path / "missing.json", "not found"), (tmp_path, "is a folder"), (fifo, "is a FIFO"),
+                          (malformed, "truncated JSON"), (empty, "no questions")):
+        code, _, err = cli("evaluate", "gqa-ood", "--data", data, "--predictions", out, "--train-file", train,
+                           "--report", tmp_path / "report")
+        assert_one_error_line(code, err, [f"--train-file {train}", "cannot be fitted from it", needle])
+        assert not (tmp_path / "report").exists()

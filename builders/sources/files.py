@@ -16,10 +16,27 @@ from core.errors import SourceError, os_problem
 
 
 def read_bytes(path: Path) -> bytes:
+    """A source file's bytes; a FIFO, a folder or a device is refused for what it is, never waited on nor read
+    without end."""
+    import stat
+
+    from core.ownfiles import kind_of_mode
+
     try:
-        return Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise SourceError(path, os_problem(exc)) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise SourceError(path, f"is {kind_of_mode(mode)}, not a file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    except OSError as exc:
+        raise SourceError(path, os_problem(exc)) from None
+    finally:
+        os.close(fd)
 
 
 def decode_utf8(path: Path, data: bytes, record: str | None = None) -> str:
