@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_out
 LOCK := requirements.lock
 
-.PHONY: venv vllm-venv lmms-eval-env inspect-env lock demo test test-fast durations lint docs browser postgres bench clean
+.PHONY: venv vllm-venv lmms-eval-env inspect-env lock demo test test-fast durations lint docs browser postgres nginx bench clean
 
 $(STAMP): pyproject.toml $(LOCK)
 	rm -f $(STAMP)
@@ -53,7 +53,7 @@ test: $(STAMP)
 	bash scripts/vllm_venv.sh > $(TOOLS)/vllm & v=$$!; \
 		bash scripts/harness_env.sh lmms-eval $(PY) > $(TOOLS)/lmms-eval & l=$$!; \
 		bash scripts/harness_env.sh inspect $(PY) > $(TOOLS)/inspect & i=$$!; \
-		$(MAKE) --no-print-directory lint docs browser postgres; s=$$?; \
+		$(MAKE) --no-print-directory lint docs browser postgres nginx; s=$$?; \
 		wait $$v; a=$$?; wait $$l; b=$$?; wait $$i; c=$$?; test "$$s$$a$$b$$c" = 0000
 	VLBENCH_VLLM_PYTHON="$$(tail -1 $(TOOLS)/vllm)" VLBENCH_LMMS_EVAL="$$(tail -1 $(TOOLS)/lmms-eval)" \
 		VLBENCH_INSPECT="$$(tail -1 $(TOOLS)/inspect)" $(PY) -m pytest -q -n 2 --dist loadfile \
@@ -82,6 +82,14 @@ postgres:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; } \
 		|| echo "note: could not install postgresql; the service's PostgreSQL tests will be skipped"
+
+# Debian's nginx for the test that runs the challenge guide's reverse-proxy block in front of the service (a
+# fixture starts it on loopback with a configuration of its own in a temporary folder; the package's own server is
+# never started).
+nginx:
+	@command -v nginx >/dev/null 2>&1 || test -x /usr/sbin/nginx || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx >/dev/null; } \
+		|| echo "note: could not install nginx; the reverse-proxy test will be skipped"
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"

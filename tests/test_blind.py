@@ -1,6 +1,7 @@
 """Blind runs (`--no-image`), the multimodal gain (`suite --blind`) and the multimodal leakage (`suite --base-llm`) on
 the report card: Chen et al., *Are We on the Right Way for Evaluating Large Vision-Language Models?*, NeurIPS 2024,
-§4, MG = S(with images) - S(without), ML = max(0, S(without) - S(base LLM)).
+§4, MG = S(with images) - S(without), ML = max(0, S(without) - S(base LLM)); where lower is better, each the other way
+round (MG = S(without) - S(with)), so both are positive for an improvement.
 
 Goldens: a task head's blind run equals its run on an image folder where every picture is the documented neutral
 image (evaluator/models/images.py); a generative VLM's blind run cannot depend on the images (two different image
@@ -118,7 +119,10 @@ def test_the_card_gives_the_multimodal_gain_and_leakage(cli, built, models, samp
         for key, entry in gain["metrics"].items():
             assert entry["without"] == pytest.approx(value_at(without, key), abs=1e-4)
             assert entry["with"] == pytest.approx(row["headline"][key]["value"], abs=1e-4)
-            assert entry["value"] == pytest.approx(entry["with"] - entry["without"], abs=1e-3)
+            # one sign: a positive gain is an improvement (DISCO's MAE: lower is better, so without - with)
+            sign = 1 if row["headline"][key]["higher_is_better"] else -1
+            assert entry["value"] == pytest.approx(sign * (entry["with"] - entry["without"]), abs=1e-3)
+            assert entry["higher_is_better"] is (sign == 1)
             assert entry["interval"] is None or entry["interval"][0] <= entry["value"] + 1e-9 <= entry["interval"][1] \
                 + 2e-9
         meta = json.loads((one / "predictions" / f"{bench}.blind.meta.json").read_text())

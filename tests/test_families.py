@@ -436,6 +436,17 @@ def test_video_settings_inside_processor_config_load_like_a_separate_file(tmp_pa
     loaded = [load_processor(str(folder), AutoConfig.from_pretrained(folder))[0] for folder in (separate, nested)]
     assert vars(loaded[0].video_processor) == vars(loaded[1].video_processor) == settings
     assert settings["num_frames"] == 64 and settings["fps"] == 1
+    # the hub's form (SmolVLM2's video_preprocessor_config.json): the frame count and rate inside `video_sampling`
+    # only, nested in processor_config.json; before, the stand-in had no num_frames and the template refused it
+    hub = tmp_path / "hub"
+    shutil.copytree(nested, hub)
+    sampled = {k: v for k, v in settings.items() if k not in ("num_frames", "fps")}
+    sampled["video_sampling"] = {"fps": 1, "max_frames": 64, "video_size": {"longest_edge": 364}}
+    (hub / "processor_config.json").write_text(json.dumps({**processor_config, "video_processor": sampled}))
+    processor = load_processor(str(hub), AutoConfig.from_pretrained(hub))[0]
+    assert (processor.video_processor.num_frames, processor.video_processor.fps) == (64, 1)
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is it?"}]}]
+    assert "What is it?" in processor.apply_chat_template(messages, add_generation_prompt=True)
 
 
 def test_paligemma_on_a_benchmark_without_images_is_one_line(cli, built, tmp_path):

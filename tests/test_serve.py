@@ -1466,3 +1466,73 @@ def test_postgresql_locked_gone_or_read_only_is_refused_in_a_line(postgres, seal
         assert _until(lambda: _upload(running.url, token, body + b"    ").status_code == 202, 30)
     finally:
         running.stop()
+
+
+def _guide_block(marker: str) -> str:
+    """The code block after `<!-- MARKER -->` in the challenge guide, dedented."""
+    import re
+    import textwrap
+
+    text = (ROOT / "docs" / "guides" / "challenge.md").read_text()
+    found = re.search(rf"<!-- {marker} -->\n\s*```\w*\n(.*?)\n\s*```", text, re.S)
+    assert found, f"no <!-- {marker} --> block in the challenge guide"
+    return textwrap.dedent(found.group(1))
+
+
+def test_behind_the_guide_s_nginx_sign_in_works_over_tls(sealed_phases, tmp_path):
+    """The guide's nginx block, as written (only its listening port, certificate and the service's port put in),
+    in front of a running service that trusts it: sign-in over TLS answers 303 with a Secure cookie, the team page
+    answers with it, and a client that sends its own X-Forwarded-For still meets its one bucket (5 a minute)."""
+    import re
+    import shutil
+
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).is_file():
+        pytest.skip("Debian's nginx is not installed (`make test` installs it)")
+    config = _write_config(tmp_path, {"vqa-cp": sealed_phases["vqa-cp"]}, trusted_proxies=["127.0.0.1"],
+                           requests_per_minute=5)
+    token = _add_team(config, "team proxied")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True,
+                   timeout=60)
+    running = Running(config, workers=0)
+    port, block = _free_port(), _guide_block("nginx")
+    for pattern, value in ((r"listen 443 ssl;", f"listen 127.0.0.1:{port} ssl;"),
+                           (r"ssl_certificate /\S+;", f"ssl_certificate {cert};"),
+                           (r"ssl_certificate_key /\S+;", f"ssl_certificate_key {key};"),
+                           (r"proxy_pass http://127\.0\.0\.1:8000;", f"proxy_pass {running.url};")):
+        block, count = re.subn(pattern, value, block)
+        assert count == 1, pattern  # the guide still says it so
+    folder = tmp_path / "nginx"
+    folder.mkdir()
+    (folder / "nginx.conf").write_text(
+        f"daemon off;\nuser root;\nworker_processes 1;\npid {folder}/nginx.pid;\nerror_log {folder}/error.log;\n"
+        f"events {{ worker_connections 64; }}\nhttp {{\n access_log off;\n client_body_temp_path {folder}/body;\n"
+        f" proxy_temp_path {folder}/proxy;\n fastcgi_temp_path {folder}/f;\n uwsgi_temp_path {folder}/u;\n"
+        f" scgi_temp_path {folder}/s;\n{block}\n}}\n")
+    proxy = subprocess.Popen([nginx, "-c", str(folder / "nginx.conf"), "-p", str(folder)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, start_new_session=True)
+    site = f"https://127.0.0.1:{port}"
+    try:
+        assert _until(lambda: _reachable(site), 30), (folder / "error.log").read_text()
+        with httpx.Client(base_url=site, verify=False, timeout=30) as browser:
+            signed = browser.post("/login", data={"token": token}, headers={"Origin": site})
+            assert signed.status_code == 303, signed.text
+            cookie = signed.headers["set-cookie"]
+            assert "Secure" in cookie and "HttpOnly" in cookie, cookie
+            assert browser.get("/team").status_code == 200
+        statuses = [httpx.get(f"{site}/api/v1/status", verify=False, timeout=30,
+                              headers={"X-Forwarded-For": f"203.0.113.{k}"}).status_code for k in range(8)]
+        assert 429 in statuses, statuses
+    finally:
+        os.killpg(proxy.pid, signal.SIGTERM)
+        proxy.wait(30)
+        running.stop()
+
+
+def _reachable(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/api/v1/status", verify=False, timeout=2).status_code in (200, 429)
+    except httpx.HTTPError:
+        return False

@@ -111,8 +111,23 @@ def _image_only_processor(path: str, config, spec: str) -> tuple[object, str]:
     # file (the hub's checkpoints), or from processor_config.json's `video_processor` (transformers 5 saves them so)
     settings = json.loads(video.read_text()) if video.is_file() else nested_video
     if isinstance(settings, dict):
-        processor.video_processor = SimpleNamespace(**settings)
+        processor.video_processor = video_stand_in(settings)
     return processor, note
+
+
+def video_stand_in(settings: dict) -> SimpleNamespace:
+    """The saved video settings as the attributes a processor's template reads of its video processor: every key
+    saved, and the frame count and rate as the video processor derives them (SmolVLM's from `video_sampling`'s
+    `max_frames` and `fps`, the form the hub's checkpoints save; None where none is saved). A stand-in holding only
+    the saved keys refused SmolVLM whose settings were nested so ("has no attribute num_frames")."""
+    found = dict(settings)
+    sampling = found.get("video_sampling")
+    if isinstance(sampling, dict):
+        found.setdefault("num_frames", sampling.get("max_frames"))
+        found.setdefault("fps", sampling.get("fps"))
+    found.setdefault("num_frames", None)
+    found.setdefault("fps", None)
+    return SimpleNamespace(**found)
 
 
 def without_video(processor_class) -> dict:

@@ -132,10 +132,11 @@ PRIOR_READING = ("Of the model's errors, the share that are the training prior's
 
 
 GAIN_READING = ("What the images add: the model's score with them minus its score without them, on the same rows "
-                "(the multimodal gain of Chen et al., NeurIPS 2024, §4; the blind run is asked the prompt without its "
-                "pictures, or shown a neutral grey image where the model cannot run without one). Near 0: the "
-                "benchmark is answered without looking. Paired 95% cluster-bootstrap intervals in brackets; p: the "
-                "paired permutation test of no gain.")
+                "(the multimodal gain of Chen et al., NeurIPS 2024, §4; where lower is better, the score without "
+                "them minus the score with them, so a positive gain is always an improvement; the blind run is asked "
+                "the prompt without its pictures, or shown a neutral grey image where the model cannot run without "
+                "one). Near 0: the benchmark is answered without looking; below 0: the images made it worse. Paired "
+                "95% cluster-bootstrap intervals in brackets; p: the paired permutation test of no gain.")
 
 
 def gain_rows(card: dict) -> list[dict]:
@@ -151,9 +152,10 @@ def gain_rows(card: dict) -> list[dict]:
                          "p": _line(found["not_measured"])})
             continue
         for entry in found["metrics"].values():
-            rows.append({"bench": bench, "metric": entry["label"], "with": _number(entry["with"]),
-                         "without": _number(entry["without"]), "gain": _with_interval(entry),
-                         "p": _p_value(entry)})
+            lower = entry.get("higher_is_better") is False
+            rows.append({"bench": bench, "metric": entry["label"] + (" (lower is better)" if lower else ""),
+                         "with": _number(entry["with"]), "without": _number(entry["without"]),
+                         "gain": _with_interval(entry), "p": _p_value(entry)})
     return rows
 
 

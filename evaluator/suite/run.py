@@ -736,7 +736,9 @@ def _predictions(run: SuiteRun, bench: str, folder: Path, options: ModelOptions,
 
 def _multimodal_gain(run: SuiteRun, bench: str, folder: Path, options: ModelOptions, predictions: Path) -> dict:
     """The model's multimodal gain on the benchmark (Chen et al., *Are We on the Right Way for Evaluating Large
-    Vision-Language Models?*, NeurIPS 2024, §4: MG = S(with images) - S(without)): its blind run
+    Vision-Language Models?*, NeurIPS 2024, §4: MG = S(with images) - S(without); for a metric where lower is
+    better, S(without) - S(with), so that MG > 0 always means the images improved the score, as ML's lead does):
+    its blind run
     (`--no-image`, kept under its own key, so cached apart from the run with images) compared with the run with
     images on the same rows, per headline metric, with the paired cluster-bootstrap 95% interval and the paired
     permutation test's p-value (`vlbench compare`'s engine); or why it was not measured."""
@@ -757,10 +759,16 @@ def _multimodal_gain(run: SuiteRun, bench: str, folder: Path, options: ModelOpti
     except VlbenchError as exc:
         run.echo(f"{bench:10s} no blind run: {exc}")
         return {"not_measured": str(exc)}
-    gains = {h.key: {"label": h.label, "with": found[h.key]["b"], "without": found[h.key]["a"],
-                     "value": found[h.key]["difference"], "interval": found[h.key]["interval"],
-                     "p_value": found[h.key]["p_value"]}
-             for h in task.headline if h.key in found}
+    gains = {}
+    for h in task.headline:  # one sign for every metric: a positive gain is what the images improve
+        if h.key not in found:
+            continue
+        entry, sign = found[h.key], 1 if h.higher_is_better else -1
+        gains[h.key] = {"label": h.label, "higher_is_better": h.higher_is_better, "with": entry["b"],
+                        "without": entry["a"],
+                        "value": None if entry["difference"] is None else sign * entry["difference"],
+                        "interval": None if not entry["interval"] else sorted(sign * b for b in entry["interval"]),
+                        "p_value": entry["p_value"]}
     run.echo(f"{bench:10s} {'blind':10s} " + "  ".join(f"MG {g['label']} {_fmt(g['value'])}" for g in gains.values())
              + ("  (kept predictions)" if reused else ""))
     return {"predictions": path.relative_to(run.out).as_posix(), "metrics": gains}
