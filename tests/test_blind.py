@@ -14,6 +14,7 @@ import json
 import shutil
 
 import pytest
+from helpers import assert_one_error_line
 
 from evaluator.models.images import neutral_image
 from evaluator.stats.bootstrap import value_at
@@ -193,6 +194,21 @@ def test_a_text_only_lm_answers_blind_runs_only(cli, built, models, tmp_path):
                              "runs here")):
         code, _, err = cli(*suite, *flags)
         assert code == 2 and expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_text_lm_whose_tokenizer_outgrows_its_embeddings_is_one_line(cli, built, models, tmp_path):
+    """The tiny base LLM with words of the prompts added to its tokenizer and its embeddings not resized: before, an
+    IndexError traceback in the embedding lookup; now one line naming both sizes."""
+    from transformers import AutoTokenizer
+
+    grown = tmp_path / "grown-lm"
+    shutil.copytree(models["llava-lm"], grown)
+    tokenizer = AutoTokenizer.from_pretrained(grown)
+    tokenizer.add_tokens(["What", "Question", "Answer", "the", "is"] + [f"extra{k}" for k in range(400)])
+    tokenizer.save_pretrained(grown)
+    code, _, err = cli("predict", "vqa-v2", "--data", built("vqa-v2"), "--limit", 3, "--model", f"hf:{grown}",
+                       "--no-image", "--out", tmp_path / "p.json")
+    assert_one_error_line(code, err, ["its tokenizer has", "more than the", "rows of the model's input embeddings"])
 
 
 @pytest.mark.slow

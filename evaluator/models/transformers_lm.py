@@ -21,6 +21,14 @@ class TransformersLM(TransformersVLM):
 
     auto_model = "AutoModelForCausalLM"
 
+    def __init__(self, path: str, config, options: ModelOptions, chat_template: str | None = None):
+        super().__init__(path, config, options, chat_template)
+        tokens, rows = len(self.processor), self.model.get_input_embeddings().num_embeddings
+        if tokens > rows:  # a token past the embeddings' rows would be an IndexError mid-run
+            raise ModelError(f"{self.spec}: its tokenizer has {tokens:,} tokens, more than the {rows:,} rows of the "
+                             "model's input embeddings (a tokenizer of another checkpoint, or tokens added without "
+                             "resizing the embeddings)")
+
     def _load_processor(self, path: str, config, options: ModelOptions) -> tuple[object, str | None]:
         from transformers import AutoTokenizer
 
