@@ -305,15 +305,18 @@ def test_image_keys_from_data_stay_inside_the_images_folder(tmp_path):
 
 
 def test_unreadable_source_file_is_one_line(gqa_source, tmp_path, cli, monkeypatch):
-    """Root reads every file, so a permission error is simulated where the reader opens the file."""
-    real = Path.read_bytes
+    """Root reads every file, so a permission error is simulated where the reader opens the file (os.open: the
+    source reader opens without following a FIFO's wait, builders/sources/files.py)."""
+    import os
 
-    def denied(self):
-        if self.name == "testdev_balanced_questions.json":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+    real = os.open
 
-    monkeypatch.setattr(Path, "read_bytes", denied)
+    def denied(path, flags, *args, **kwargs):
+        if Path(path).name == "testdev_balanced_questions.json":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", denied)
     code, _, stderr = cli("build", "gqa-ood", "--source", gqa_source, "--out", tmp_path / "out", "--no-cache")
     assert code == 2 and stderr.count("\n") == 1, stderr
     assert "testdev_balanced_questions.json: cannot be read (permission denied)" in stderr
