@@ -217,6 +217,7 @@ def _get(service, token: str | None, route: str):
     (lambda c: c.update(storage=c["phases"][0]["data"] + "/serve-data"), ["storage", "inside phases[0].data"]),
     (lambda c: c.update(trusted_proxies="127.0.0.1"), ["trusted_proxies", "a list"]),
     (lambda c: c.update(trusted_proxies=["*"]), ["trusted_proxies[0]", "never '*'"]),
+    (lambda c: c.update(trusted_proxies=["::/0"]), ["trusted_proxies[0]", "a network of every address"]),
     (lambda c: c.update(trusted_proxies=["proxy.example.org"]), ["trusted_proxies[0]", "an IP address"]),
 ])
 def test_a_bad_config_is_one_line_naming_the_key(sealed_phases, cli, tmp_path, edit, needles):

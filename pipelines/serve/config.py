@@ -172,7 +172,8 @@ def _check_answers(path: Path, key: str, data: Path, sealed: dict, answers: Path
 
 
 def _proxies(path: Path, value) -> tuple[str, ...]:
-    """`trusted_proxies`: a list of addresses or networks (`127.0.0.1`, `10.0.0.0/8`, `::1`)."""
+    """`trusted_proxies`: a list of addresses or networks (`127.0.0.1`, `192.168.0.0/16`, `::1`); a network of every
+    address (a /0) is refused as `*` is: every client could then forge its address."""
     import ipaddress
 
     if value is None:
@@ -181,9 +182,12 @@ def _proxies(path: Path, value) -> tuple[str, ...]:
         _fail(path, "trusted_proxies", "a list of the reverse proxies' addresses or networks (e.g. [127.0.0.1])")
     for k, entry in enumerate(value):
         try:
-            ipaddress.ip_network(entry if isinstance(entry, str) else "", strict=False)
+            every = ipaddress.ip_network(entry if isinstance(entry, str) else "", strict=False).prefixlen == 0
         except ValueError:
-            _fail(path, f"trusted_proxies[{k}]", "an IP address or network (127.0.0.1, 10.0.0.0/8, ::1); never '*'")
+            every = True
+        if every:
+            _fail(path, f"trusted_proxies[{k}]", "an IP address or network (127.0.0.1, 192.168.0.0/16, ::1); never "
+                                                 "'*' or a network of every address")
     return tuple(value)
 
 
