@@ -203,3 +203,66 @@ def test_a_new_version_replaces_its_own_card_section_and_keeps_the_others():
     card = "# X\n\nintro\n\n## Test-set stress test\n\nold run\n\n## Language-shortcut labels\n\nlabels\n"
     new = replace_section(card, "Test-set stress test", "\n## Test-set stress test\n\nnew run\n")
     assert new == "# X\n\nintro\n\n## Language-shortcut labels\n\nlabels\n\n## Test-set stress test\n\nnew run\n"
+
+
+def _give_away_items(prefix_rows: int | None, n: int = 1500, seed: int = 0):
+    """Open-ended prompts where every third question ends in one of 20 give-away words, each naming its answer
+    (the others: random words, an answer drawn at random from the same 20). Each question's first three words are
+    a prefix shared by PREFIX_ROWS rows of the split (about PREFIX_ROWS - 1 of them in a fold's training rows), or
+    with None one of four frequent prefixes. Returns (items, which rows are planted)."""
+    import random
+
+    from evaluator.stress.items import BlindItems
+
+    rng = random.Random(seed)
+    give = {f"g{j}": f"ans{j}" for j in range(20)}
+    questions, answers, planted = [], [], []
+    for i in range(n):
+        if prefix_rows is None:
+            prefix = rng.choice(["what is the", "what color is", "how many are", "is there a"])
+        else:
+            k = rng.randrange(n // prefix_rows)
+            prefix = f"p{k}a p{k}b p{k}c"
+        middle = f"w{rng.randrange(5000)}"
+        if i % 3 == 0:
+            word = rng.choice(sorted(give))
+            questions.append(f"{prefix} {middle} {word}?")
+            answers.append(give[word])
+        else:
+            questions.append(f"{prefix} {middle} w{rng.randrange(5000)}?")
+            answers.append(rng.choice(sorted(give.values())))
+        planted.append(i % 3 == 0)
+    return BlindItems(questions, questions, None, answers, list(range(n)), [0] * n), np.asarray(planted)
+
+
+@pytest.mark.parametrize("prefix_rows", [2, 3, None])
+def test_a_give_away_last_word_is_found_whatever_its_prefix_frequency(prefix_rows):
+    """Golden by construction: on the planted third the last word gives the answer (a forest on the last word
+    alone: s(x) 1.00), elsewhere the answer is one of 20 at random (s(x) about 1/20). Measured before the
+    MIN_SEEN rule (a prefix seen once or twice named its rows, which fully grown trees memorised): 0.15 and 0.16
+    on the rare prefixes, 0.96 on frequent ones; now 1.00, 1.00 and 0.96."""
+    from evaluator.stress.crossfit import StressOptions, cross_fit
+
+    items, planted = _give_away_items(prefix_rows)
+    fit = cross_fit(items, list(range(len(items))), None, StressOptions(trees=50), len(items))
+    assert fit.scores[planted].mean() > 0.9
+    assert fit.scores[~planted].mean() < 0.1
+
+
+def test_the_forest_grown_a_tree_at_a_time_is_scikit_learns_to_the_last_bit():
+    """Golden: scikit-learn's own RandomForestClassifier (same seed, one job) on the same rows, 18 classes (one
+    seen only in 5 training rows): the same classes and every probability equal, not merely close."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    from evaluator.stress.forest import forest_probabilities
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 8, size=(3000, 6)).astype(np.float64)
+    y = (x[:, 0] * 3 + rng.integers(0, 5, 3000)) % 17
+    y[:5] = 40
+    held = rng.integers(0, 8, size=(700, 6)).astype(np.float64)
+    forest = RandomForestClassifier(n_estimators=20, random_state=42, n_jobs=1).fit(x, y)
+    for workers in (1, 3):
+        classes, proba = forest_probabilities(x, y, held, 20, 42, workers)
+        assert np.array_equal(classes, forest.classes_)
+        assert np.array_equal(proba.toarray(), forest.predict_proba(held))

@@ -4,11 +4,18 @@ VQA-CP v2 pair in the published flat format, for samples, tests and benchmarks.
 Each question type has its own skewed answer prior (as in VQA, where "how many" is mostly "2"), the
 ten human answers agree with varying strength and use spelling variants that the official
 normalisation folds ("Yes", "yes.", "two" for "2").
+
+`release_shape=True` gives what benchmarks time at the real release's shape (Goyal et al., CVPR 2017, §3: 5.4
+questions per image, questions of about 6.2 words, yes/no 38%, number 12%, other 50%; thousands of distinct
+answers, the 1,000 most frequent covering about 97% of the questions): half of an "other" question's answers come
+from its type's prior, half from a long tail of `TAIL_ANSWERS` words shared by every type (Zipf, exponent
+`TAIL_EXPONENT`), numbers run to 60, and questions name a place. The samples and tests use the default shape.
 """
 
 from __future__ import annotations
 
 import random
+from itertools import accumulate
 from pathlib import Path
 
 import msgspec
@@ -45,6 +52,8 @@ VARIANTS = {"yes": ["Yes", "yes.", "YES"], "no": ["No", "no.", "nope"], "2": ["t
             "living room": ["the living room", "living-room"], "on table": ["on the table", "table"]}
 INFO = {"description": "This is v2.0 of the VQA dataset.", "url": "http://visualqa.org", "version": "2.0",
         "year": 2017, "contributor": "VQA Team", "date_created": "2017-04-26 17:07:13"}
+TAIL_ANSWERS, TAIL_EXPONENT, TAIL_SHARE = 20_000, 1.2, 0.5  # release_shape: the long tail of "other" answers
+_SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 LICENSE = {"url": "http://creativecommons.org/licenses/by/4.0/",
            "name": "Creative Commons Attribution 4.0 International License"}
 
@@ -63,27 +72,45 @@ def _answers(rng: random.Random, answer: str, pool: list[str]) -> list[str]:
     return out
 
 
-def generate_vqa(n: int, seed: int, subtype: str, first_image: int) -> tuple[dict, dict]:
-    """(questions file, annotations file) of `n` questions in the official VQA v2 layout."""
+def _tail_word(j: int) -> str:
+    """The J-th answer of the long tail: three syllables (70^3 distinct words, none a VQA normalisation folds)."""
+    n = len(_SYLLABLES)
+    return _SYLLABLES[j // (n * n) % n] + _SYLLABLES[j // n % n] + _SYLLABLES[j % n]
+
+
+def generate_vqa(n: int, seed: int, subtype: str, first_image: int,
+                 release_shape: bool = False) -> tuple[dict, dict]:
+    """(questions file, annotations file) of `n` questions in the official VQA v2 layout (`release_shape`: the
+    module's docstring)."""
     rng = random.Random(seed)
     type_names = sorted(TYPES)
     # A skewed answer prior per question type: weights 1/rank over a shuffled pool.
     priors = {}
     for t in type_names:
         pool = list(TYPES[t][1])
+        if release_shape and TYPES[t][0] == "number":
+            pool += [str(k) for k in range(61) if str(k) not in pool]
         rng.shuffle(pool)
-        priors[t] = (pool, [1.0 / (r + 1) for r in range(len(pool))])
+        priors[t] = (pool, list(accumulate(1.0 / (r + 1) ** (1.5 if release_shape else 1.0)
+                                           for r in range(len(pool)))))
+    tail = [_tail_word(j) for j in range(TAIL_ANSWERS)] if release_shape else []
+    tail_weights = list(accumulate(1.0 / (r + 1) ** TAIL_EXPONENT for r in range(len(tail))))
+    per_image = [5, 5, 6] if release_shape else [3, 4, 5]
     questions, annotations = [], []
     image, k = first_image, 0
     for _ in range(n):
-        if k == 0 or k >= rng.choice([3, 4, 5]):
+        if k == 0 or k >= rng.choice(per_image):
             image, k = image + rng.randint(1, 7), 0
         qid = image * 1000 + k
         k += 1
         t = rng.choice(type_names)
         pool, weights = priors[t]
-        answer = rng.choices(pool, weights)[0]
-        text = f"{t.capitalize()} {rng.choice(NOUNS)}{rng.choice(['', ' ' + rng.choice(NOUNS)])}?"
+        if release_shape and TYPES[t][0] == "other" and rng.random() < TAIL_SHARE:
+            pool, weights = tail, tail_weights
+        answer = rng.choices(pool, cum_weights=weights)[0]
+        text = f"{t.capitalize()} {rng.choice(NOUNS)}{rng.choice(['', ' ' + rng.choice(NOUNS)])}"
+        text += (f" in the {rng.choice(NOUNS)}" if rng.random() < 0.6 else "") if release_shape else ""
+        text += "?"
         questions.append({"image_id": image, "question": text, "question_id": qid})
         answers = _answers(rng, answer, pool)
         annotations.append({
@@ -96,11 +123,12 @@ def generate_vqa(n: int, seed: int, subtype: str, first_image: int) -> tuple[dic
              "data_subtype": subtype, "questions": questions}, {**header, "annotations": annotations})
 
 
-def write_vqa_v2(folder: Path, n_train: int, n_val: int, seed: int = 0) -> list[Path]:
+def write_vqa_v2(folder: Path, n_train: int, n_val: int, seed: int = 0, release_shape: bool = False) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for subtype, n, offset in (("train2014", n_train, 0), ("val2014", n_val, 1)):
-        q, a = generate_vqa(n, seed + offset, subtype, first_image=offset * 10 * (n_train + n_val))
+        q, a = generate_vqa(n, seed + offset, subtype, first_image=offset * 10 * (n_train + n_val),
+                            release_shape=release_shape)
         for name, content in zip(v2_files(subtype), (q, a)):
             (folder / name).write_bytes(msgspec.json.encode(content))
             written.append(folder / name)

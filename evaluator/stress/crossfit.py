@@ -14,16 +14,19 @@ Every row of the split is held out once: the forest is fitted on the other folds
 Determinism: rows are put in the order of their ids before folds are drawn and forests fitted, so the input's
 row order does not matter; each tree's seed comes from the forest's seed whatever the number of threads, and
 probabilities are summed over the trees in one thread, in a fixed order (as the authors' code does);
-scores are written at 6 decimals.
+scores are written at 6 decimals. The forest is scikit-learn's, grown and scored a tree at a time
+(evaluator/stress/forest.py), so that its memory does not grow with the trees nor the answers.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from core.errors import ParamsError
+from evaluator.stress.forest import forest_probabilities
 from evaluator.stress.features import OTHER, ChoiceFeatures, EmbeddedChoice, EmbeddedOpen, OpenFeatures
 from evaluator.stress.items import BlindItems
 
@@ -58,16 +61,13 @@ class CrossFit:
     outputs: list
 
 
-def _forest(options: StressOptions):
-    from sklearn.ensemble import RandomForestClassifier
-
-    return RandomForestClassifier(n_estimators=options.trees, random_state=options.seed,
-                                  n_jobs=options.threads or -1)
+def _workers(options: StressOptions) -> int:
+    """Trees fitted at once: --threads, or the cores this process may run on."""
+    return options.threads or len(os.sched_getaffinity(0))
 
 
-def _probabilities(forest, x: np.ndarray) -> np.ndarray:
-    forest.set_params(n_jobs=1)  # a fixed summation order over the trees
-    return forest.predict_proba(x)
+def _forest(x_train, y_train, x_held, options: StressOptions):
+    return forest_probabilities(x_train, y_train, x_held, options.trees, options.seed, _workers(options))
 
 
 def _row_folds(order: list[int], clusters, options: StressOptions) -> np.ndarray:
@@ -120,27 +120,31 @@ def cross_fit(items: BlindItems, keys: list, clusters, options: StressOptions, r
 
 def _fit_open(shape: OpenFeatures, train, held, options, prompt_s, outputs) -> None:
     classes = shape.classes(train)
-    forest = _forest(options)
-    forest.fit(shape.matrix(train, train, classes), shape.labels(classes, train))
-    proba = _probabilities(forest, shape.matrix(train, held, classes))
-    known = forest.classes_  # the class codes seen in training (len(classes): OTHER)
+    known, proba = _forest(shape.matrix(train, train, classes), shape.labels(classes, train),
+                           shape.matrix(train, held, classes), options)  # known: the class codes seen in training
     answers = np.array([*classes, OTHER], dtype=object)[known]
+    other = len(classes)  # the code of OTHER, the highest: if seen, the last column
+    real = int((known != other).sum())  # the columns 0..real-1 are answers
     gold = shape.labels(classes, held)
     column = {c: j for j, c in enumerate(known)}
-    real = answers != OTHER
-    for p, probs, g in zip(held, proba, gold):
-        prompt_s[p] = probs[column[g]] if g < len(classes) and g in column else 0.0
-        ranked = np.where(real, probs, -1.0)
-        outputs[p] = str(answers[int(np.argmax(ranked))]) if real.any() else ""
+    proba.sum_duplicates()
+    for k, (p, g) in enumerate(zip(held, gold)):
+        cols, probs = (a[proba.indptr[k]:proba.indptr[k + 1]] for a in (proba.indices, proba.data))
+        j = column.get(g) if g < other else None
+        prompt_s[p] = float(probs[cols == j][0]) if j is not None and (cols == j).any() else 0.0
+        # the most probable answer, the first column of the highest probability (np.argmax's tie rule); the first
+        # answer when the forest gives no answer any probability
+        ranked = cols < real
+        best = cols[ranked][np.argmax(probs[ranked])] if ranked.any() else 0
+        outputs[p] = str(answers[best]) if real else ""
 
 
 def _fit_choice(shape: ChoiceFeatures, train, held, options, prompt_s, outputs) -> None:
     pairs_train, pairs_held = shape.pairs(train), shape.pairs(held)
-    forest = _forest(options)
-    forest.fit(shape.matrix(train, pairs_train), shape.right[pairs_train])
-    proba = _probabilities(forest, shape.matrix(train, pairs_held))
-    right_col = list(forest.classes_).index(1) if 1 in forest.classes_ else None
-    p_right = proba[:, right_col] if right_col is not None else np.zeros(len(pairs_held))
+    known, proba = _forest(shape.matrix(train, pairs_train), shape.right[pairs_train],
+                           shape.matrix(train, pairs_held), options)
+    right_col = list(known).index(1) if 1 in known else None
+    p_right = proba[:, right_col].toarray().ravel() if right_col is not None else np.zeros(len(pairs_held))
     by_prompt: dict[int, list[int]] = {}
     for k, pair in enumerate(pairs_held):
         by_prompt.setdefault(int(shape.prompt_of[pair]), []).append(k)
