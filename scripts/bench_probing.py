@@ -46,7 +46,7 @@ def main() -> int:
 
     from builders.socialiq.samples import write_socialiq
     from evaluator.splits import open_split
-    from evaluator.stats.ladder import paired_standard_error, release
+    from evaluator.stats.ladder import paired_standard_error, release, rounding_step
     from evaluator.submission import Coverage
     from evaluator.tasks import get_task
     from pipelines.build import run_build
@@ -81,16 +81,14 @@ def main() -> int:
         rng = np.random.default_rng([seed, 2015])
         k = min(args.submissions, args.per_day * args.days) if defence == "daily limit" else args.submissions
         kept, shown, best, best_resampling = [], None, None, None
-        clusters = None
         for _ in range(k):
             vector = rng.choice([-1.0, 1.0], size=len(ids))
             value = scored("board", vector)
             if defence == "Ladder":
                 new = resampling(vector)
-                clusters = clusters or int(new.clusters.max()) + 1
                 threshold = 0.0 if best_resampling is None else paired_standard_error(best_resampling, new,
                                                                                        "accuracy")
-                step = new.ratios["accuracy"].scale / clusters
+                step = rounding_step(new, "accuracy", 100.0)
                 out = release(shown, best, value, True, threshold, step)
                 if out.improved:
                     shown, best, best_resampling = out.shown, out.best, new

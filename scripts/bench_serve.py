@@ -91,7 +91,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="vlbench-bench-serve-") as tmp:
         tmp = Path(tmp)
         n_train = round(args.questions * 443_757 / 658_111)
-        write_vqa_v2(tmp / "src" / "vqa_v2", n_train, args.questions - n_train, seed=2024)
+        write_vqa_v2(tmp / "src" / "vqa_v2", n_train, args.questions - n_train, seed=2024, release_shape=True)
         run_build("vqa-cp", tmp / "src", tmp / "vqa-cp", assignments=["mode=regenerate"], use_cache=False)
         write_visdial(tmp / "src" / "visdial", {"val": args.dialogs}, seed=2024)
         run_build("visdial", tmp / "src", tmp / "visdial", splits=["val"], use_cache=False)

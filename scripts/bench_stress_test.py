@@ -103,7 +103,8 @@ def main() -> int:
                      detail=f"{test:,} questions, {stress_s / prior_s:.1f}x baseline:prior"
                             + (", beside a CPU hog" if args.hog else ""))
         ok &= verdict("stress test's peak memory", peak_mib, MEMORY_MIB, " MiB",
-                      detail=f"{record['options']['max_answers'] + 1:,} answer classes a forest" + (", beside a CPU hog" if args.hog else ""))
+                      detail=f"{record['options']['max_answers'] + 1:,} answer classes a forest"
+                             + (", beside a CPU hog" if args.hog else ""))
         return 0 if ok else 1
 
 

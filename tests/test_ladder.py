@@ -47,3 +47,18 @@ def test_algorithm_2_s_over_root_n_by_hand():
     best = _accuracy([1, 0, 0, 0, 0, 1], [0, 0, 1, 1, 2, 2])
     new = _accuracy([1, 0, 1, 0, 1, 1], [0, 0, 1, 1, 2, 2])
     assert paired_standard_error(best, new, "accuracy") == pytest.approx(np.std([0, 50, 50], ddof=1) / math.sqrt(3))
+
+
+def test_the_parameter_free_rounding_is_one_over_the_items_scored_not_the_clusters():
+    """Hand-computed (Blum and Hardt, ICML 2015, Algorithm 2: round to 1/n, n the test items): a Social-IQ-shaped
+    phase of 12 videos x 42 answers rounds accuracy to 100/504 points (0.198), not to 100/12 (8.3); a ratio's rows
+    outside its scope (denominator 0) are not items; a metric that is no ratio: 1/rows of its range."""
+    from evaluator.stats.ladder import rounding_step
+
+    clusters = np.repeat(np.arange(12), 42)
+    ones = np.ones(504)
+    scoped = np.r_[np.ones(404), np.zeros(100)]
+    resampling = Resampling(clusters, "video", {"accuracy": Ratio(ones, ones), "a2": Ratio(scoped, scoped)})
+    assert rounding_step(resampling, "accuracy", 100.0) == pytest.approx(100 / 504)
+    assert rounding_step(resampling, "a2", 100.0) == pytest.approx(100 / 404)
+    assert rounding_step(resampling, "mrr", 1.0) == pytest.approx(1 / 504)

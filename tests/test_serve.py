@@ -26,6 +26,7 @@ from helpers import assert_one_error_line, launch_chromium, public_names
 from builders.registry import get_benchmark
 from evaluator.tasks import get_task, task_names
 from pipelines.serve.client import wait_for_service
+from pipelines.serve.views import shown_interval
 
 pytestmark = pytest.mark.allow_hosts(["127.0.0.1"])  # the service listens on loopback only
 ROOT = Path(__file__).resolve().parents[1]
@@ -355,7 +356,8 @@ def test_a_score_over_fewer_rows_than_min_subset_is_withheld_unless_it_is_the_wh
                              "scope": {"acc_all": 80, "acc_tail": 50}},
                "parts": {"public": {"rows": 80, "acc_all": 51.26, "acc_tail": 40.04, "scope": {"acc_all": 80}}}}
     whole = headline_scores(task, phase, metrics)
-    assert whole[0] == {"metric": "acc_all", "label": "acc-all", "value": 51.3, "interval": [40.0, 60.0]}
+    # the interval centred on the shown 51.3, its half-width max(51.26 - 40, 60 - 51.26) = 11.26 rounded up: 11.3
+    assert whole[0] == {"metric": "acc_all", "label": "acc-all", "value": 51.3, "interval": [40.0, 62.6]}
     assert whole[1]["value"] is None and whole[1]["interval"] is None and "fewer than 100" in whole[1]["withheld"]
     assert all(s["value"] is None for s in headline_scores(task, phase, metrics, "public"))
     assert [s["value"] for s in headline_scores(task, phase, metrics, exact=True)] == [51.26, 40.04]
@@ -476,7 +478,24 @@ def test_a_served_score_is_evaluate_s_on_the_unsealed_build_for_every_benchmark(
             value = expected[score["metric"]]
             assert score["value"] == (None if value is None else round(value, 3)), (bench, score)
             bounds = expected.get("intervals", {}).get("metrics", {}).get(score["metric"])
-            assert score["interval"] == (None if bounds is None else [round(b, 3) for b in bounds]), (bench, score)
+            headline = next(h for h in task.headline if h.key == score["metric"])
+            assert score["interval"] == (None if bounds is None else shown_interval(value, bounds, 3, headline)), \
+                (bench, score)
+
+
+@pytest.mark.slow
+def test_a_shown_interval_holds_nothing_the_rounded_score_does_not():
+    """Hand-computed: an interval beside a score rounded to DECIMALS is centred on the rounded score, its half-width
+    the bootstrap's larger one rounded up; two scores with the same rounding and width show the same interval
+    (bounds rounded by themselves, [40.0, 60.0] and [40.1, 60.1] here, told them apart); kept within 0..100."""
+    accuracy = get_task("vqa-v2").headline[0]
+    assert shown_interval(51.26, [40.0, 60.0], 1, accuracy) == [40.0, 62.6]
+    assert shown_interval(51.21, [40.04, 60.04], 0, accuracy) == shown_interval(51.29, [40.12, 60.12], 0, accuracy) \
+        == [39.0, 63.0]
+    assert shown_interval(99.6, [98.2, 100.0], 0, accuracy) == [98.0, 100.0]
+    assert shown_interval(0.4, [0.0, 1.9], 0, accuracy) == [0.0, 2.0]
+    mae = get_task("disco").headline[1]  # lower is better, no top
+    assert shown_interval(101.2, [95.0, 108.3], 0, mae) == [93.0, 109.0]
 
 
 @pytest.mark.slow
@@ -678,8 +697,8 @@ def test_the_reveal_publishes_what_anyone_needs_to_check_and_rescore(service, se
 @pytest.mark.slow
 def test_the_ladder_shows_a_new_score_only_when_it_beats_the_best(service, sealed_phases, tmp_path):
     """Parameter-free Ladder on VQA-CP: the first submission is released (rounded to 1/n of the range, n the
-    clusters); the same file again does not beat itself; a worse one (every answer wrong) is not shown: the best
-    is shown again, with no interval; the host sees the state, the team does not."""
+    questions scored); the same file again does not beat itself; a worse one (every answer wrong) is not shown: the
+    best is shown again, with no interval; the host sees the state, the team does not."""
     team, host = service["tokens"]["Team <A>"], service["tokens"]["hosts"]
     predictions = sealed_phases["vqa-cp"][3]
     wrong = tmp_path / "wrong.json"

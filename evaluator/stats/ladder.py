@@ -7,7 +7,9 @@ the score, adjusting) then learns at most about a logarithmic number of bits per
   better; below for one where lower is), rounded to the nearest multiple of eta.
 - Algorithm 2 (the parameter-free Ladder): the threshold is the standard error of the paired difference between
   the new submission and the team's best, s/sqrt(n), with s the standard deviation of the per-item differences;
-  the released score is rounded to the nearest multiple of 1/n of the metric's range. vlbench's items are a
+  the released score is rounded to the nearest multiple of 1/n of the metric's range, n the items scored
+  (`rounding_step`: the rows in the metric's scope; rounding to 1/clusters would hide 8 points of a 12-video
+  Social-IQ phase, whose 504 answers are scored one by one). The threshold's items are a
   benchmark's clusters (an image's questions, a pair's sub-questions are resampled together), and a ratio metric's
   per-cluster difference is its numerator difference over the mean denominator per cluster (the delta method): for
   independent 0/1 items this is the paper's rule exactly; a metric derived from ratios (no per-item terms) takes
@@ -59,6 +61,15 @@ def paired_standard_error(best: Resampling, new: Resampling, key: str, resamples
         return float(np.std(differences, ddof=1) / math.sqrt(count))
     bounds = compare(best, new, resamples, seed)["metrics"][key]["interval"]  # the 95% paired interval
     return 0.0 if bounds is None else (bounds[1] - bounds[0]) / (2 * 1.959964)
+
+
+def rounding_step(resampling: Resampling, key: str, full_range: float) -> float:
+    """Algorithm 2's rounding: 1/n of the metric's range, n the items the metric is over -- for a ratio metric its
+    rows in scope (a positive denominator), else every row; FULL_RANGE: the range of a metric that is no ratio."""
+    ratio = resampling.ratios.get(key)
+    if ratio is not None:
+        return ratio.scale / max(int((np.asarray(ratio.den) > 0).sum()), 1)
+    return full_range / max(len(resampling.clusters), 1)
 
 
 def release(shown: float | None, best: float | None, value: float | None, higher_is_better: bool, threshold: float,

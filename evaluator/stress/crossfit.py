@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.errors import ParamsError
-from evaluator.stress.forest import forest_probabilities
 from evaluator.stress.features import OTHER, ChoiceFeatures, EmbeddedChoice, EmbeddedOpen, OpenFeatures
+from evaluator.stress.forest import forest_probabilities
 from evaluator.stress.items import BlindItems
 
 DECIMALS = 6  # the precision of s(x) as written

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 
 from evaluator.stats.bootstrap import value_at
 from pipelines.serve.config import Phase
@@ -63,7 +64,7 @@ def headline_scores(task, phase: Phase, metrics: dict, part: str | None = None, 
     one part of it, each with its 95% interval, rounded to the phase's decimals: [{metric, label, value, interval}].
     On a hidden phase a score over fewer rows than `min_subset` (a part, GQA-OOD's tail on a small split) is
     withheld: no value, no interval, and `withheld` saying why. `exact`: the hosts' view, unrounded, nothing
-    withheld."""
+    withheld. A team's interval is `shown_interval`'s."""
     keys = phase.metrics or tuple(h.key for h in task.headline)
     labels = {h.key: h.label for h in task.headline}
     source = metrics if part is None else _part(metrics, part)
@@ -83,9 +84,33 @@ def headline_scores(task, phase: Phase, metrics: dict, part: str | None = None, 
             scores.append({"metric": key, "label": labels.get(key, key), "value": None, "interval": None,
                            "withheld": f"computed over fewer than {phase.min_subset} rows (the phase's min_subset)"})
             continue
-        scores.append({"metric": key, "label": labels.get(key, key), "value": rounded(value_at(source, key)),
-                       "interval": [rounded(b) for b in bounds[key]] if key in bounds else None})
+        value = value_at(source, key)
+        interval = bounds.get(key)
+        if interval is not None and value is not None:
+            headline = next((h for h in task.headline if h.key == key), None)
+            interval = ([float(b) for b in interval] if exact else
+                        shown_interval(float(value), interval, phase.rounding, headline))
+        scores.append({"metric": key, "label": labels.get(key, key), "value": rounded(value), "interval": interval})
     return scores
+
+
+def shown_interval(value: float, bounds, decimals: int, headline=None) -> list[float]:
+    """The 95% interval a team is shown beside a score rounded to DECIMALS: centred on the rounded score, its
+    half-width the larger of the bootstrap interval's two, rounded up to the same decimals (and kept within the
+    metric's range: at most 100 or 1 where higher is better, at least 0 where the bootstrap's bound is). Each
+    bound rounded by itself would be two more measurements of the same submission, offset from the score by
+    nearly the same amounts each time: combined with the rounded score, they give back much of what the rounding
+    hid (scripts/bench_probing.py measures it). Centred, the interval holds nothing the rounded score does not,
+    beyond its width."""
+    step = 10.0 ** -decimals
+    shown = round(value, decimals)
+    half = math.ceil(round(max(value - bounds[0], bounds[1] - value) / step, 9)) * step
+    low, high = shown - half, shown + half
+    if headline is not None and headline.higher_is_better:
+        high = min(high, 100.0 if headline.scale == "%" else 1.0)
+    if bounds[0] >= 0:
+        low = max(low, 0.0)
+    return [round(low, decimals), round(high, decimals)]
 
 
 def shown(task, phase: Phase, metrics: dict) -> dict:

@@ -67,7 +67,7 @@ def laddered(task, phase: Phase, metrics: dict, path: Path, best: tuple[dict, Pa
     """(what a team is shown, its Ladder state) under the Ladder (evaluator/stats/ladder.py): the phase's first
     metric only, its best released score, and whether this submission moved it; no interval (an interval would
     show the new score)."""
-    from evaluator.stats.ladder import paired_standard_error, release
+    from evaluator.stats.ladder import paired_standard_error, release, rounding_step
 
     key = (phase.metrics or tuple(h.key for h in task.headline))[0]
     headline = next(h for h in task.headline if h.key == key)
@@ -77,8 +77,7 @@ def laddered(task, phase: Phase, metrics: dict, path: Path, best: tuple[dict, Pa
         threshold, step = phase.ladder_step, phase.ladder_step
     else:
         new = _resampling(task, phase, path)
-        clusters = int(new.clusters.max()) + 1 if len(new.clusters) else 1
-        step = (new.ratios[key].scale if key in new.ratios else (100.0 if headline.scale == "%" else 1.0)) / clusters
+        step = rounding_step(new, key, 100.0 if headline.scale == "%" else 1.0)
         threshold = 0.0 if state is None else paired_standard_error(_resampling(task, phase, best[1]), new, key)
     out = release(None if state is None else state["best"], None if state is None else state["best_score"], value,
                   headline.higher_is_better, threshold, step)
