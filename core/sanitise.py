@@ -136,6 +136,10 @@ class MaskedStream:
         self._stream.write(mask_secrets(text, self._secrets))
         return len(text)
 
+    def onto(self, stream) -> "MaskedStream":
+        """The same masking, writing to STREAM."""
+        return MaskedStream(stream, self._secrets)
+
     def writelines(self, lines) -> None:
         for line in lines:
             self.write(line)

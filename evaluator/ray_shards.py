@@ -18,6 +18,8 @@ import logging
 import os
 import re
 import socket
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -32,6 +34,7 @@ HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # a client's connection pre
 HTTP2_SETTINGS = 0x4  # the SETTINGS frame's type
 HTTP2_EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # length 0, SETTINGS, no flags, stream 0
 SHOWN_EVERY_S = 10.0  # a running shard's progress line, at most this often
+JOIN_SECONDS = 60.0  # how long joining the cluster may take once the probe passed (VLBENCH_RAY_JOIN_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -139,14 +142,68 @@ def _connected(address: str):
         if not speaks:
             raise ParamsError(f"--ray {address}: what answers there is not a Ray cluster's GCS (no gRPC answer "
                               f"within {PROBE_TIMEOUT_S:g} s; `ray start --head` prints the address)")
-    try:
-        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True,
-                 include_dashboard=False)
-    except Exception as exc:  # ConnectionError, a version mismatch, a malformed address: Ray's words, on one line
+    outcome: dict = {}
+
+    def join():
+        try:
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=True,
+                     include_dashboard=False)
+            outcome["joined"] = True
+        except Exception as exc:  # noqa: BLE001 -- said on one line below
+            outcome["error"] = exc
+
+    seconds = float(os.environ.get("VLBENCH_RAY_JOIN_SECONDS") or JOIN_SECONDS)
+    thread = threading.Thread(target=join, name="vlbench-ray-join", daemon=True)
+    with _core_output_held() as held:  # Ray's core prints every retry to the process's stderr
+        thread.start()
+        thread.join(seconds)
+        if thread.is_alive():  # an HTTP/2 server that is not a GCS passes the probe: Ray would wait for ever
+            said = held.last_line()
+            held.keep_away()
+            raise ParamsError(f"--ray {address}: what answers there speaks HTTP/2 but no Ray driver joined within "
+                              f"{seconds:g} s: not a Ray cluster's GCS, or one this machine cannot reach"
+                              + (f" (Ray: {said[:200]})" if said else ""))
+    if "error" in outcome:  # ConnectionError, a version mismatch, a malformed address: Ray's words, on one line
+        exc = outcome["error"]
         text = " ".join(str(exc).split())[:300]
         raise ParamsError(f"--ray {address}: cannot join the Ray cluster there ({type(exc).__name__}: {text})") \
             from None
     return ray
+
+
+class _core_output_held:
+    """File descriptor 2 sent to a temporary file while Ray joins (its C++ core writes there, not to sys.stderr),
+    given back afterwards; `keep_away()` leaves Ray's core writing to the file while Python's stderr is given back
+    (a join still retrying in its thread as the command ends must not print over the one line it ends with)."""
+
+    def __enter__(self):
+        import tempfile
+
+        sys.stderr.flush()
+        self.file = tempfile.TemporaryFile()
+        self.saved = os.dup(2)
+        os.dup2(self.file.fileno(), 2)
+        self.kept_away = False
+        return self
+
+    def last_line(self) -> str:
+        self.file.seek(0)
+        lines = [line.strip() for line in self.file.read()[-4096:].decode("utf-8", "replace").splitlines()]
+        return next((line for line in reversed(lines) if line), "")
+
+    def keep_away(self) -> None:
+        from core.sanitise import MaskedStream
+
+        self.kept_away = True
+        fresh = os.fdopen(os.dup(self.saved), "w", buffering=1, errors="backslashreplace")
+        sys.stderr = sys.stderr.onto(fresh) if isinstance(sys.stderr, MaskedStream) else fresh
+
+    def __exit__(self, *exc):
+        if not self.kept_away:
+            os.dup2(self.saved, 2)
+            self.file.close()
+        os.close(self.saved)
+        return False
 
 
 class _Progress:
@@ -169,8 +226,12 @@ def _shard_task(job: Callable, bench: str, shard: Shard, progress, folder: str):
     import ray
 
     from core.progress import reported_to
+    from core.threads import limit_to
 
     context = ray.get_runtime_context()
+    cpus = context.get_assigned_resources().get("CPU")
+    if cpus:  # a worker process runs on its task's CPUs, not the node's (the driver's setting it inherits)
+        limit_to(int(cpus))
     if not os.path.isdir(folder):
         raise ParamsError(f"--ray: the driver's working folder {folder} is not on node {context.get_node_id()[:12]} "
                           f"({socket.gethostname()}); every node needs the build at the path the command names")

@@ -59,6 +59,7 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
     under the shard's name beside OUT with the state `vlbench merge` reads. (split, rows predicted, the file written)"""
     from core.jsonout import dumps
     from core.manifest import library_versions
+    from core.threads import recorded as recorded_threads
     from evaluator.models.ask import GenerativeAdapter
     from evaluator.models.distributed import world_from_env
     from evaluator.models.images import BLIND_NOTES
@@ -105,7 +106,8 @@ def predict(bench: str, data: str, model: str, out: Path, *, split: str | None =
             **({"blind": BLIND_NOTES[kind]} if options.no_image else {}),
             "options": {**recorded_options(options, kind),
                         **({"limit": limit, "offset": offset} if rows_chosen else {})},
-            "library_versions": library_versions(), **({"shard": shard.record(fingerprint)} if shard else {})}
+            "library_versions": library_versions(), "threads": recorded_threads(),
+            **({"shard": shard.record(fingerprint)} if shard else {})}
     samples = None
     if log_samples:
         lines = [dumps({"id": list(i) if isinstance(i, tuple) else i, **s}) for i, s in zip(task.ids(table),

@@ -214,13 +214,14 @@ def _read_shard(path: Path) -> _Read:
 
 
 def _differing(a, b, path: str = "") -> str | None:
-    """The first field (a dotted path) where two records differ, leaving out the counts over rows."""
+    """The first field (a dotted path) where two records differ, leaving out the counts over rows and the threads
+    (shards on other machines are the same run)."""
     from evaluator.models.prediction_record import ROW_COUNTS
 
     if isinstance(a, dict) and isinstance(b, dict):
         for key in dict.fromkeys([*a, *b]):
             name = f"{path}.{key}" if path else key
-            if name in ROW_COUNTS or name in ("shard.index", "predictions"):
+            if name in ROW_COUNTS or name in ("shard.index", "predictions", "threads"):
                 continue
             found = _differing(a.get(key), b.get(key), name)
             if found:
@@ -319,6 +320,9 @@ def merge(paths: list[Path], out: Path, data: str | None = None) -> tuple[int, i
     merged = _summed(record, [r.record for _, r in sorted(shards.items())], ROW_COUNTS)
     merged["predictions"] = Path(out).name
     merged.pop("shard")
+    threads = [r.record.get("threads") for _, r in sorted(shards.items())]
+    if any(t != threads[0] for t in threads):  # shards run on other threads: each shard's, in their order
+        merged["threads"] = {"shards": threads}
     judge = (merged.get("asked") or {}).get("judge")
     if isinstance(judge, dict) and first.state.get("judge_sample") is not None:
         judge["agreement"] = agreement(candidates, judge["agreement"]["what"])

@@ -14,6 +14,8 @@ from core.errors import ParamsError, SourceError, VlbenchError
 from core.manifest import library_versions
 from core.outdir import check_out
 from core.params import apply_overrides, params_to_dict
+from core.threads import recorded as recorded_threads
+from core.threads import torch_threads
 from pipelines.export import export
 from pipelines.figure_process import FigureProcess, helper_worthwhile
 from pipelines.stages import StageRunner, code_version, default_cache_dir
@@ -150,6 +152,7 @@ def run_build(bench: str, source: Path, out: Path, *, splits: list[str] | None =
         }
         check_unchanged(signatures)
         manifest["run"] = {**result.run_info, "stage_seconds": runner.timings, "stage_cached": runner.cached,
-                           "build_seconds": round(time.perf_counter() - started, 3)}
+                           "build_seconds": round(time.perf_counter() - started, 3),
+                           "threads": {"chosen_by": recorded_threads(), "count": torch_threads()}}
         return export(result, builder, out, manifest, legacy_json, figures.pngs, check=check_tables,
                       recheck=lambda: check_out(out, protected, overwrite))

@@ -23,51 +23,25 @@ import json
 import os
 import random
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from benchlib import reported, verdict
+from benchlib import reported, serve_on_loopback, submitted, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_RATIO = 1.2
 
 
-def _serve(config: Path, workers: int) -> tuple[subprocess.Popen, str]:
-    """The service on a free loopback port, in its own process group; waited for (bounded)."""
-    from pipelines.serve.client import wait_for_service
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "serve", str(config), "--port", str(port),
-                                "--workers", str(workers)], cwd=ROOT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    if wait_for_service(url, lambda: process.poll() is None):
-        return process, url
-    os.killpg(process.pid, signal.SIGKILL)
-    raise SystemExit("the service did not start within 120 s")
-
-
 def _served_seconds(url: str, token: str, phase: str, body: bytes) -> float:
     """Seconds from the upload's first byte to its scored record read back (the server holds the request until
     then: `?wait=`)."""
-    import httpx
-
-    headers = {"Authorization": f"Bearer {token}", "X-Vlbench-Filename": "p.json"}
     started = time.perf_counter()
-    answer = httpx.post(f"{url}/api/v1/phases/{phase}/submissions", content=body, headers=headers, timeout=600)
-    assert answer.status_code == 202, answer.text
-    while True:
-        record = httpx.get(f"{url}/api/v1/submissions/{answer.json()['id']}", headers=headers, timeout=120,
-                           params={"wait": 60}).json()
-        if record["status"] in ("scored", "refused"):
-            assert record["status"] == "scored", record["error"]
-            return time.perf_counter() - started
+    record = submitted(url, token, phase, body)
+    assert record["status"] == "scored", record["error"]
+    return time.perf_counter() - started
 
 
 def main() -> int:
@@ -120,8 +94,9 @@ def main() -> int:
         tokens = [store.add_team(f"team {k}") for k in range(20)]
         host = store.add_team("hosts", host=True)
         ok = True
-        process, url = _serve(config, 1)  # one worker: each measured submission is scored by a worker as warm
-        try:                              # as this process is for its evaluate
+        # one worker: each measured submission is scored by a worker as warm as this process is for its evaluate
+        process, url = serve_on_loopback(config, 1)
+        try:
             for bench in ("vqa-cp", "visdial"):
                 for _ in range(2):  # first calls, in the worker and here
                     _served_seconds(url, host, bench, files[bench])
@@ -139,7 +114,7 @@ def main() -> int:
         finally:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(30)
-        process, url = _serve(config, 2)
+        process, url = serve_on_loopback(config, 2)
         try:
 
             stop, counted = threading.Event(), [0]

@@ -91,6 +91,43 @@ def warm_timed_build(bench: str, source: Path, out: Path, **build_args) -> float
     return time.perf_counter() - start
 
 
+def serve_on_loopback(config: Path, workers: int):
+    """(process, url): `vlbench serve CONFIG` on a free loopback port, in its own process group (stop it with
+    os.killpg), waited for (at most 120 s)."""
+    import signal
+    import socket
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root))
+    from pipelines.serve.client import wait_for_service
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "serve", str(config), "--port", str(port),
+                                "--workers", str(workers)], cwd=root, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    if wait_for_service(url, lambda: process.poll() is None):
+        return process, url
+    os.killpg(process.pid, signal.SIGKILL)
+    raise SystemExit("the service did not start within 120 s")
+
+
+def submitted(url: str, token: str, phase: str, body: bytes) -> dict:
+    """A file uploaded to a phase over the service's API and its record once scored or refused (the server holds
+    each read up to a minute: `?wait=`)."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}", "X-Vlbench-Filename": "p.json"}
+    answer = httpx.post(f"{url}/api/v1/phases/{phase}/submissions", content=body, headers=headers, timeout=600)
+    assert answer.status_code == 202, answer.text
+    while True:
+        record = httpx.get(f"{url}/api/v1/submissions/{answer.json()['id']}", headers=headers, timeout=120,
+                           params={"wait": 60}).json()
+        if record["status"] in ("scored", "refused"):
+            return record
+
+
 def measure(script: str, mode: str, *args: Path) -> dict:
     """Run `script --child MODE ARGS...` in a fresh Python and return the dict it reported."""
     done = subprocess.run([sys.executable, script, "--child", mode, *map(str, args)],

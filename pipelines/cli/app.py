@@ -95,6 +95,10 @@ def main(argv: list[str] | None = None) -> None:
 
     from core.errors import STOP_NOTES, VlbenchError, stopped_line
     from core.progress import quiet_library_bars
+    from core.threads import choose_threads
+
+    if argv is None:  # the console script's process is vlbench's: torch's threads chosen before it is loaded
+        choose_threads()
 
     STOP_NOTES.clear()  # a command that ended before (a caller's in-process run) leaves nothing to say
 
