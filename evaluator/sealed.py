@@ -279,7 +279,7 @@ def joined(task, public: pa.Table, sealed: pa.Table, columns: list[str], public_
         raise ParamsError(f"the public half has {public.num_rows:,} rows and the sealed one {sealed.num_rows:,}")
     shown, names = public_names(task, public), sealed.column(NAME).combine_chunks()
     same = pc.equal(shown, names)
-    if same.null_count or not pc.all(same).as_py():
+    if len(same) and (same.null_count or not pc.all(same).as_py()):  # (`all` of no rows is null, not true)
         mismatch = next(k for k, v in enumerate(same.to_pylist()) if not v)
         raise ParamsError(f"row {mismatch} of the public half is {shown[mismatch].as_py()}, where the sealed half has "
                           f"{names[mismatch].as_py()} (halves of another seal, or a changed public half)")

@@ -19,15 +19,16 @@ of evaluator/stats/ladder.py).
 
 Against the service (`--service-runs` attacks a defence, 0: none): a real `vlbench serve` (SQLite, 2 scoring
 workers, on loopback) with two hidden phases of the whole split, rounding to whole points with the shown interval,
-and the parameter-free Ladder; every vector is uploaded as a team would and the attacker reads only what the API
-answers. Its gain is the final vector's shown score minus 50 (the true accuracy of a vote of random vectors:
-they carry nothing of the answers), against the whole split's half-width.
+and the parameter-free Ladder (the service's default 2 decimals); every vector is uploaded as a team would and
+the attacker reads only what the API answers. Its gain is the final vector's exact score (as the hosts' API gives
+it) minus 50, the true accuracy of a vote of random vectors (they carry nothing of the answers), against the whole
+split's half-width.
 
 Targets: with the Ladder, the attacker's gain stays within the 95% interval's half-width; with rounding and the
 interval the service shows, it gains no more than with rounding alone (0.5 points of slack), and infers a shown
 score's exact value no better (the RMS error of its estimates, printed for each bound rounded by itself too).
 
-    python scripts/bench_probing.py [--videos 100] [--submissions 600] [--per-day 5] [--runs 20] [--service-runs 1]
+    python scripts/bench_probing.py [--videos 100] [--submissions 600] [--per-day 5] [--runs 20] [--service-runs 2]
 """
 
 from __future__ import annotations
@@ -93,18 +94,20 @@ def _service_attacks(args, tmp: Path, task, table, runs: int) -> dict[str, list[
     import os
     import signal
 
+    import httpx
     import yaml
 
     from pipelines.serve.config import load_config
 
     phase = {"benchmark": "socialiq", "data": str(tmp / "public"), "answers": str(tmp / "answers.zip"),
-             "rounding": args.rounding, "limits": {"per_day": 1_000_000, "concurrent": 1}}
-    phases = {"rounding, shown interval": {**phase, "name": "rounded"},
+             "limits": {"per_day": 1_000_000, "concurrent": 1}}
+    phases = {"rounding, shown interval": {**phase, "name": "rounded", "rounding": args.rounding},
               "Ladder": {**phase, "name": "ladder", "ladder": "parameter-free"}}
     config = tmp / "challenge.yaml"
     config.write_text(yaml.safe_dump({"challenge": "probing", "storage": str(tmp / "store"),
                                       "requests_per_minute": 100_000, "phases": list(phases.values())}))
     store = load_config(config).store()
+    host = store.add_team("hosts", host=True)
     ids = task.ids(table)
     gains: dict[str, list[float]] = {name: [] for name in phases}
     process, url = serve_on_loopback(config, 2)
@@ -118,15 +121,18 @@ def _service_attacks(args, tmp: Path, task, table, runs: int) -> dict[str, list[
                     body = json.dumps(task.predictions_file(table, vector.tolist())).encode()
                     record = submitted(url, token, spec["name"], body)
                     assert record["status"] == "scored", record.get("error")
-                    return record["shown"]
+                    return record
 
                 for _ in range(args.submissions):
                     vector = attacker.vector()
-                    shown = upload(vector)
+                    shown = upload(vector)["shown"]
                     score = shown["scores"][0]
                     attacker.saw(vector, score["value"], score["interval"],
                                  shown["ladder"]["improved"] if "ladder" in shown else None)
-                gains[name].append(upload(attacker.final())["scores"][0]["value"] - 50.0)
+                final = upload(attacker.final())["id"]  # its exact score, as the hosts see it
+                exact = httpx.get(f"{url}/api/v1/submissions/{final}", headers={"Authorization": f"Bearer {host}"},
+                                  timeout=60).json()["metrics"]["accuracy"]
+                gains[name].append(exact - 50.0)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)
@@ -141,7 +147,7 @@ def main() -> int:
     parser.add_argument("--days", type=int, default=30, help="the days the daily limit allows them over")
     parser.add_argument("--rounding", type=int, default=0, help="decimals of the rounded scores (in %%)")
     parser.add_argument("--runs", type=int, default=20, help="attacks per defence (seeds)")
-    parser.add_argument("--service-runs", type=int, default=1, help="attacks per defence on a running service")
+    parser.add_argument("--service-runs", type=int, default=2, help="attacks per defence on a running service")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     import numpy as np

@@ -293,6 +293,21 @@ def test_another_benchmark_s_task_on_a_sealed_half_is_one_line(sealable, cli, tm
     assert_one_error_line(code, err, ["is the public half of a sealed vqa-v2 build, not vcr's"])
 
 
+def test_the_halves_of_a_split_of_no_rows_join_into_no_rows(sealable, cli, tmp_path):
+    """Joining an empty split's halves was a StopIteration traceback (pyarrow's `all` of no rows is null, read as a
+    mismatch whose row was then looked for): no rows, every column."""
+    import io
+
+    from evaluator.sealed import joined
+
+    public, answers = tmp_path / "public", tmp_path / "answers.zip"
+    assert cli("seal", sealable("vqa-v2"), "--public", public, "--answers", answers)[0] == 0
+    shown = pq.read_table(next((public / "default").glob("validation-*.parquet")))
+    hidden = pq.read_table(io.BytesIO(zipfile.ZipFile(answers).read("validation.parquet")))
+    table = joined(get_task("vqa-v2"), shown.slice(0, 0), hidden.slice(0, 0), shown.column_names, True)
+    assert table.num_rows == 0 and table.column_names == shown.column_names
+
+
 def test_an_answer_file_that_is_a_trap_is_refused_unread(sealable, cli, tmp_path):
     """Before: a FIFO hung the command, /dev/zero was a MemoryError, a folder or a device was "no such file", a
     deeply nested seal.json a RecursionError, and a ZIP of overlapping stored members made a small answer file read
