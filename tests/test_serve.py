@@ -1047,7 +1047,7 @@ def test_a_link_or_changed_bytes_at_a_content_address_are_never_scored_nor_revea
     from core.errors import ParamsError
     from pipelines.serve.config import load_config
     from pipelines.serve.reveal import reveal
-    from pipelines.serve.store import now_utc
+    from pipelines.serve.store import StoreUnavailable, now_utc
     from pipelines.serve.stored import stored_path
     from pipelines.serve.uploads import Upload, accept
     from pipelines.serve.worker import score_one
@@ -1081,6 +1081,15 @@ def test_a_link_or_changed_bytes_at_a_content_address_are_never_scored_nor_revea
     with pytest.raises(ParamsError, match=f"submission {scored['id']}: .* no longer match.* nothing was revealed"):
         reveal(config, tmp_path / "revealed", before_end=True)
     assert not (tmp_path / "revealed").exists()
+    # a folder at another upload's address: the upload is not accepted (503, was a 500), and nothing recorded
+    other = data.replace(b"]", b" ]", 1)
+    folder = stored_path(config.storage, hashlib.sha256(other).hexdigest(), "p.json")
+    folder.mkdir()
+    upload = Upload(config.storage / "incoming", config.max_upload_bytes)
+    upload.write(other)
+    with pytest.raises(StoreUnavailable, match="a folder lies at the submission's address") as refused:
+        accept(config, store, team, phase, upload, "p.json")
+    assert refused.value.status == 503 and len(store.submissions()) == 2 and folder.is_dir()
 
 
 def test_a_non_ascii_file_name_is_kept_as_the_team_sent_it(service, sealed_phases, tmp_path):

@@ -101,10 +101,10 @@ def store_upload(staged: Path, target: Path, sha256: str) -> None:
         pass
     if matches(target, sha256):
         return
-    logging.getLogger("vlbench.serve").warning("stored submission %s was not its bytes (a link or changed file "
-                                               "planted there); replaced by the upload", target.name)
     if target.is_dir() and not target.is_symlink():
         raise StoredFileChanged(f"{target.name}: a folder lies at the submission's address")
+    logging.getLogger("vlbench.serve").warning("stored submission %s was not its bytes (a link or changed file "
+                                               "planted there); replaced by the upload", target.name)
     os.replace(staged, target)
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from core.errors import ParamsError
-from pipelines.serve.store import LimitReached, now_utc, unavailable_from
-from pipelines.serve.stored import store_upload, stored_path
+from pipelines.serve.store import LimitReached, StoreUnavailable, now_utc, unavailable_from
+from pipelines.serve.stored import StoredFileChanged, store_upload, stored_path
 
 STALE_UPLOAD_SECONDS = 3600
 LIMIT_WAIT_SECONDS = 60.0  # how long an upload over a limit waits for the counted submissions still being scored
@@ -126,10 +126,13 @@ def clean_incoming(incoming: Path) -> None:
 
 @contextmanager
 def _kept(where: Path):
-    """A write of the storage folder: a full disk or a read-only file system is StoreUnavailable (507, 503)."""
+    """A write of the storage folder: a full disk or a read-only file system is StoreUnavailable (507, 503), and so
+    is a folder planted at a submission's address (503: nothing is accepted that could not be kept)."""
 
     try:
         yield
+    except StoredFileChanged as exc:
+        raise StoreUnavailable(f"{where}: {exc}; the upload cannot be kept until the hosts remove it") from None
     except OSError as exc:
         found = unavailable_from(exc, str(where), 0)
         if found is None:
