@@ -30,6 +30,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core.data import parquet_from_bytes
 from core.errors import ParamsError
 
 FORMAT = "vlbench-sealed-answers/1"
@@ -223,7 +224,7 @@ def read_answers_bytes(data: bytes, path: Path) -> Answers:
         if data is None or not isinstance(info, dict) or not isinstance(info.get("rows"), int):
             raise ParamsError(f"{where}: {RECORD} lists {name}, whose table or row count is missing")
         try:
-            found = pq.read_table(pa.BufferReader(data))
+            found = parquet_from_bytes(data)
         except (OSError, pa.ArrowException) as exc:
             raise ParamsError(f"{where}: {name} is not a readable table ({str(exc).splitlines()[0]})") from None
         if found.num_rows != info["rows"]:
