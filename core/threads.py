@@ -5,11 +5,15 @@ a machine's 64 cores (a CPU quota, not an affinity mask) it runs 64 threads on t
 waiting threads spin for cores that are busy. Measured on this project's 2-core machine beside one busy process
 (a stack of small linear layers, the shape of a tiny model's forward): 2 spinning threads took 2.91 s where 1 took
 0.78 s; a suite on a busy machine ran 13 times slower than with one thread per process. So, unless the user set
-them, `vlbench` sets before torch is imported:
+them, `vlbench` sets before torch is imported (scripts/bench_threads.py measures it):
 
 - `OMP_NUM_THREADS` (and MKL's, OpenBLAS's) to the cores this process may use: its affinity mask, within its
   cgroup's CPU quota (v2 `cpu.max`, v1 `cpu.cfs_quota_us`), at least 1;
-- `OMP_WAIT_POLICY=PASSIVE`: a thread waiting for work sleeps instead of spinning.
+- `GOMP_SPINCOUNT=1000`: a thread waiting for work spins 1,000 times, not 300,000, before it sleeps (torch's
+  OpenMP is GNU's). Measured on a small Llama's forwards (hidden size 512, 4 layers), 2 threads on 2 cores: beside
+  a busy process 6.0 s against 10.2 s spinning (one thread: 5.6 s), idle 3.5 s against 3.2 s; a passive wait
+  (`OMP_WAIT_POLICY=PASSIVE`) gave 6.2 s busy but 4.1 s idle. The count is not chosen by the machine's load: an
+  `hf:` model's last bits depend on it, and a run must be the same on a machine whatever else it is doing.
 
 A Ray task runs on the CPUs it asked for (`limit_to`, from evaluator/ray_shards.py). Outputs do not depend on the
 thread count (tests/test_byte_identical.py); a run's record says who chose them (`recorded`), a build's manifest
@@ -24,6 +28,7 @@ import sys
 from pathlib import Path
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+SPIN_COUNT = "1000"  # GOMP_SPINCOUNT: a waiting thread's spins before it sleeps (GNU OpenMP's default: 300,000)
 _CHOSEN = "VLBENCH_THREADS_CHOSEN"  # why vlbench chose them, where it did (inherited by the processes it starts)
 
 
@@ -58,8 +63,8 @@ def _user_set(environ) -> bool:
 
 
 def choose_threads(environ=os.environ) -> None:
-    """Set the thread variables to `usable_cores()` and OpenMP's wait policy to passive, where the user set none
-    of the thread variables (a user's own setting is kept, whole)."""
+    """Set the thread variables to `usable_cores()` and OpenMP's spin count to SPIN_COUNT, where the user set none
+    of the thread variables (a user's own setting is kept, whole; a wait policy or spin count of theirs too)."""
     if not _user_set(environ):
         _set(environ, usable_cores())
 
@@ -78,7 +83,8 @@ def limit_to(count: int, environ=os.environ) -> None:
 def _set(environ, count: int) -> None:
     for name in THREAD_VARIABLES:
         environ[name] = str(count)
-    environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if not environ.get("OMP_WAIT_POLICY"):
+        environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
     environ[_CHOSEN] = "1"
 
 

@@ -39,12 +39,15 @@ def test_a_users_own_setting_is_kept_whole():
     environ = {"MKL_NUM_THREADS": "3"}
     choose_threads(environ)
     assert environ == {"MKL_NUM_THREADS": "3"}
+    waiting = {"OMP_WAIT_POLICY": "ACTIVE"}  # a wait policy of the user's: no spin count over it
+    choose_threads(waiting)
+    assert "GOMP_SPINCOUNT" not in waiting and waiting["OMP_WAIT_POLICY"] == "ACTIVE"
     limit_to(1, environ)  # a Ray task's CPUs do not override the user's either
     assert environ == {"MKL_NUM_THREADS": "3"}
     environ = {}
     choose_threads(environ)
     count = str(usable_cores())
-    assert [environ[name] for name in THREAD_VARIABLES] == [count] * 3 and environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert [environ[name] for name in THREAD_VARIABLES] == [count] * 3 and environ["GOMP_SPINCOUNT"] == "1000"
     limit_to(1, environ)  # vlbench's own choice gives way to the task's CPUs
     assert [environ[name] for name in THREAD_VARIABLES] == ["1"] * 3
 
