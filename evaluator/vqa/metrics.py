@@ -57,11 +57,14 @@ PUNCTUATION = (";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_",
 _COMMA_BETWEEN_DIGITS = re.compile(r"(\d)(,)(\d)")
 _PERIOD_NOT_BEFORE_DIGIT = re.compile(r"(?!<=\d)(\.)(?!\d)")  # the official pattern, lookbehind typo included
 _PERIOD_STRIP_COUNT = re.UNICODE  # the official code passes re.UNICODE (32) as sub()'s count argument
+_MARKS = frozenset(PUNCTUATION)
 
 
 def process_punctuation(text: str) -> str:
     """Each punctuation mark is deleted when it touches a space (or the text has a digit,digit comma),
     otherwise replaced by a space; then periods not followed by a digit are deleted (32 at most)."""
+    if _MARKS.isdisjoint(text):  # most answers: no mark to delete or replace (the loop below would change nothing)
+        return _PERIOD_NOT_BEFORE_DIGIT.sub("", text, _PERIOD_STRIP_COUNT) if "." in text else text
     out = text
     glued = _COMMA_BETWEEN_DIGITS.search(text) is not None
     for p in PUNCTUATION:
