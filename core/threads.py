@@ -29,7 +29,7 @@ from pathlib import Path
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 SPIN_COUNT = "1000"  # GOMP_SPINCOUNT: a waiting thread's spins before it sleeps (GNU OpenMP's default: 300,000)
-_CHOSEN = "VLBENCH_THREADS_CHOSEN"  # why vlbench chose them, where it did (inherited by the processes it starts)
+_CHOSEN = "VLBENCH_THREADS_CHOSEN"  # "1" where vlbench set them (inherited by the processes it starts)
 
 
 def _quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:

@@ -208,6 +208,22 @@ def test_merge_refuses_what_is_not_one_run_s_shards(cli, built, sample_sources, 
     refused([shards[0], copy / "p.shard-1-of-3.json", shards[2]], ["p.shard-1-of-3.shard.json", "not a shard state"])
 
 
+def test_shards_whose_threads_were_chosen_otherwise_merge_and_the_record_says_each(cli, three_shards, tmp_path):
+    """Who chose a shard's threads (core/threads.py) is no reason to refuse it (nodes differ); where the shards
+    differ, the merged record names each shard's, in their order, instead of the first one's. Where they agree
+    (every other merge test), the merged record is one process's, byte for byte."""
+    _, shards, _ = three_shards
+    meta = shards[2].with_name("p.shard-2-of-3.meta.json")
+    record = json.loads(meta.read_text())
+    ours = record["threads"]
+    meta.write_text(json.dumps({**record, "threads": "the user: OMP_NUM_THREADS=4"}))
+    merged = tmp_path / "m" / "p.json"
+    code, _, err = cli("merge", *shards, "--out", merged)
+    assert code == 0, err
+    threads = json.loads(merged.with_name("p.meta.json").read_text())["threads"]
+    assert threads == {"shards": [ours, ours, "the user: OMP_NUM_THREADS=4"]}
+
+
 def test_merge_refuses_shards_of_another_build(cli, built, three_shards, tmp_path):
     """The shards ran on one build; the merge is pointed at a copy of it whose split has one row less."""
     import shutil
