@@ -23,8 +23,32 @@ import pyarrow as pa
 from evaluator.models.ask import Ask
 from evaluator.models.menu import Baseline, HfFamily, menu_entry
 from evaluator.models.options import ModelOptions
-from evaluator.prior_following import PriorRule
 from evaluator.submission import Coverage
+
+
+@dataclass(frozen=True)
+class Modality:
+    """A modality of a benchmark (`Task.modalities`, what the perceptual score permutes: Gat et al., NeurIPS 2021,
+    §3): the columns that move together when it is permuted; the first names its content (feature files are keyed
+    by it)."""
+
+    name: str
+    columns: tuple[str, ...]
+
+
+def _same(answer: str) -> str:
+    return answer
+
+
+@dataclass(frozen=True)
+class PriorRule:
+    """How a benchmark measures the prior-following rate (`Task.prior_rule`; evaluator/prior_following.py)."""
+
+    baseline: str  # the task's `baseline:<name>` whose answer is the training prior
+    metric: str  # the per-row metric of `Task.per_sample` whose 0 marks an error
+    prior: str  # the prior in words, with its paper (reports and the card)
+    normalise: Callable[[str], str] = _same  # an answer in the form the metric compares
+    parts: str | None = None  # a column: the rate also on each of its values
 
 
 @dataclass(frozen=True)
@@ -89,7 +113,7 @@ class Task(ABC):
     value_desc: ClassVar[str]  # what value_check accepts, for error messages
     metric_labels: ClassVar[dict[str, str]]  # per-sample metric -> table label (perceptual report)
     layout: ClassVar[str]  # perceptual report layout: "by-subset" or "by-model"
-    modalities: ClassVar[tuple] = ()  # perceptual-score modalities (evaluator.perceptual.score.Modality)
+    modalities: ClassVar[tuple] = ()  # perceptual-score modalities (`Modality`, above)
     options_class: ClassVar[type | None] = None  # scoring options set with `evaluate --option KEY=VALUE`
     feature_heads: ClassVar[bool] = False  # `features:<folder>` heads fitted on the train split
     generative: ClassVar[Ask | None] = None  # how a generative VLM is asked (None: it cannot answer)

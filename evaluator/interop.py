@@ -292,8 +292,11 @@ def load_submission(task, path: Path, fmt: str, split_ids: list, harness_data: s
                 raise SubmissionError(f"{path}: a log of an exported vlbench task is read against a built split")
             return read_exported_log(task, path, [exported_record(s) for s in read[0]], build, reasoning_tags)
     if fmt not in task.harness_tasks:
-        raise ParamsError(f"--format {fmt}: {task.name} has no {fmt} counterpart (these do: gqa-ood, vqa-v2, vqa-cp; "
-                          "every benchmark does through `vlbench export-task`)")
+        from evaluator.tasks import get_task, task_names
+
+        have = ", ".join(name for name in task_names() if fmt in get_task(name).harness_tasks)
+        raise ParamsError(f"--format {fmt}: {task.name} has no {fmt} counterpart (these do: {have}; every benchmark "
+                          "does through `vlbench export-task`)")
     if not path.is_file():
         raise SubmissionError(f"{path}: " + ("is a folder" if path.is_dir() else "not found"))
     rows, info = _lmms_rows(path, task, read, harness_data) if fmt == "lmms-eval" else _vlmeval_rows(path, task)

@@ -10,7 +10,7 @@ answers that are the biased, expected one). The rate is that count over the mode
 
 An error is a row the benchmark's own per-row score gives no credit (GQA's exact match is 0; VQA accuracy
 min(#humans/3, 1) is 0: no annotator gave the answer); answers are compared in the form the metric compares
-them (`PriorRule.normalise`). The prior is the answer of one of the benchmark's own blind baselines
+them (`PriorRule.normalise`, evaluator/base.py). The prior is the answer of one of the benchmark's own blind baselines
 (`PriorRule.baseline`), fitted on training data, so `baseline:<that one>` follows its prior on every error
 (PF = 100%); a uniform guess among d answers follows it on 1/(d - 1) of its errors on the rows where the prior's
 answer is among the d and is not the right one, and never where it is not among them. The interval is
@@ -20,29 +20,12 @@ given on each value of a column (GQA-OOD's head and tail answers).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 
 from core.errors import VlbenchError
-
-
-def _same(answer: str) -> str:
-    return answer
-
-
-@dataclass(frozen=True)
-class PriorRule:
-    """How a benchmark measures the prior-following rate (`Task.prior_rule`)."""
-
-    baseline: str  # the task's `baseline:<name>` whose answer is the training prior
-    metric: str  # the per-row metric of `Task.per_sample` whose 0 marks an error
-    prior: str  # the prior in words, with its paper (reports and the card)
-    normalise: Callable[[str], str] = _same  # an answer in the form the metric compares
-    parts: str | None = None  # a column: the rate also on each of its values
 
 
 def prior_answers(task, folder: Path, train_file: Path | None, table: pa.Table) -> list[str] | str:

@@ -87,26 +87,24 @@ def task_options(task, assignments: list[str]):
 
 
 def with_column(task, folder: Path, split: str, table: pa.Table, column: str) -> pa.Table:
-    """The table, with `column` joined in by id from a config a command added to the folder (`vlbench shortcuts`'
-    labels, `vlbench stress-test`'s scores) when the task's own table does not have it."""
+    """The table, with `column` joined in by id from another config of the folder that holds it for SPLIT (one a
+    command added: `vlbench shortcuts`' labels, `vlbench stress-test`'s scores) when the task's own table does not
+    have it. The configs are read from the folder, so a command that adds one is found without being named here."""
     if column in table.column_names:
         return table
     from core.data import available_splits
-    from evaluator.shortcuts.labels import CONFIG as SHORTCUTS
-    from evaluator.stress import CONFIG as STRESS
 
-    found = [load_table(folder, config, split) for config in (SHORTCUTS, STRESS)
-             if split in available_splits(folder, config)]
+    others = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name != task.config)
+    found = [load_table(folder, config, split) for config in others if split in available_splits(folder, config)]
     if not found:
         raise ParamsError(f"--by {column}: no such column in {folder}'s {task.config}/{split} table, and the folder "
-                          f"has no {SHORTCUTS} labels or {STRESS} scores for {split} (vlbench shortcuts and vlbench "
-                          "stress-test write them)")
-    labels = next((t for t in found if column in t.column_names), None)
-    if labels is None:
-        known = ", ".join(c for t in found for c in t.column_names if c.startswith(("shortcut_", "stress_"))
-                          and not c.endswith("_right"))
-        raise ParamsError(f"--by {column}: no such column (table columns, or added: {known})")
+                          f"has no other config for {split} (vlbench shortcuts and vlbench stress-test add them)")
     id_columns = task.id_field if isinstance(task.id_field, tuple) else (task.id_field,)
+    labels = next((t for t in found if {column, *id_columns} <= set(t.column_names)), None)
+    if labels is None:
+        known = ", ".join(sorted({c for t in found if set(id_columns) <= set(t.column_names) for c in t.column_names}
+                                 - {*table.column_names, *id_columns}))
+        raise ParamsError(f"--by {column}: no such column (table columns, or added: {known or 'none'})")
     keys = list(zip(*(labels.column(c).to_pylist() for c in id_columns)))
     value = dict(zip(keys, labels.column(column).to_pylist()))
     ids = [i if isinstance(i, tuple) else (i,) for i in task.ids(table)]

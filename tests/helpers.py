@@ -11,6 +11,19 @@ import sys
 from pathlib import Path
 
 
+def benchmarks_asked(form: str) -> tuple[str, ...]:
+    """The registered benchmarks whose Task asks a generative VLM in FORM (evaluator/models/ask.py's `Ask`), in the
+    registry's order: "generate" (an open answer per row), "letter" (multiple choice a model can be asked by
+    letter) or "loglik-only" (multiple choice scored only by log-likelihood: the Ask gives a `letter_reason`)."""
+    from evaluator.tasks import get_task, task_names
+
+    def form_of(ask) -> str:
+        return "generate" if ask.mode == "generate" else "letter" if ask.letter_reason is None else "loglik-only"
+
+    asks = {name: get_task(name).generative for name in task_names()}
+    return tuple(name for name, ask in asks.items() if ask is not None and form_of(ask) == form)
+
+
 def gqa_record(answer: str, local: str | None, global_group: str | None = "thing", image: str = "n1",
                structural: str = "query", semantic: str = "attr") -> dict:
     """A complete GQA v1.2 record (every field of the release) with the given answer and groups."""

@@ -191,3 +191,32 @@ def test_has_majority_reads_the_tasks_declaration():
 
     assert get_task("gqa-ood").has_majority and get_task("disco").has_majority
     assert not any(get_task(b).has_majority for b in ("vcr-visor", "cosim-q", "cosim-c", "pmr-p"))
+
+
+def test_by_reads_a_column_any_command_added(built, tmp_path):
+    """`--by COLUMN` (evaluator/splits.py:with_column) joins a column from whichever config of the folder holds it:
+    a config a new command adds (written by evaluator/versions.py as `shortcuts` and `stress-test` write theirs) is
+    found without being named anywhere; an unknown column's error lists what the folder's other configs add."""
+    import pyarrow as pa
+
+    from core.data import load_table
+    from core.errors import ParamsError
+    from evaluator.splits import with_column
+    from evaluator.tasks import get_task
+    from evaluator.versions import Config, write_version
+
+    task, folder = get_task("gqa-ood"), built("gqa-ood")
+    table = load_table(folder, task.config, "testdev")
+    ids = task.ids(table)
+    flags = [i % 3 == 0 for i in range(len(ids))]
+    added = pa.table({task.id_field: ids, "made_up_flag": flags})
+    out = tmp_path / "version"
+    write_version(folder, out, [Config("made_up", "testdev", added.take(list(range(len(ids)))[::-1]))],
+                  replaces=("made_up",), record_key="made_up", record={}, title="Made up", section="## Made up\n")
+    joined = with_column(task, out, "testdev", table, "made_up_flag")
+    assert joined.column("made_up_flag").to_pylist() == flags  # by id, whatever the added config's row order
+    with pytest.raises(ParamsError, match=r"--by nothing: no such column \(table columns, or added: made_up_flag\)"):
+        with_column(task, out, "testdev", table, "nothing")
+    # the build itself: its head and tail configs hold testdev, with no column the task's table lacks
+    with pytest.raises(ParamsError, match=r"--by made_up_flag: no such column \(table columns, or added: none\)"):
+        with_column(task, folder, "testdev", table, "made_up_flag")

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import assert_one_error_line, evaluate_json, read_submission, write_row_images
+from helpers import assert_one_error_line, benchmarks_asked, evaluate_json, read_submission, write_row_images
 
 from pipelines.tiny_models import write_tiny_llava, write_tiny_llava_answering
 
@@ -35,13 +35,17 @@ pytestmark = pytest.mark.slow
 LMMS_EVAL = os.environ.get("VLBENCH_LMMS_EVAL")
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 12  # documents per task (prompts; VCR asks two per row)
+GENERATING, BY_LETTER, LOGLIK_ONLY = (benchmarks_asked(form) for form in ("generate", "letter", "loglik-only"))
 
-# (model, --choice-mode) per run; every benchmark with an Ask is in one of them
+# (model, --choice-mode) per run, from the registry: every benchmark with an Ask is in one of them. Those that
+# generate (an open answer) and those asked by letter run on a random tiny LLaVA; the first also on one that says
+# "Yes", the second on one that says "B"; those that can only be scored by log-likelihood (and one that can be
+# asked by letter, to compare) on lmms-eval's dummy model.
 RUNS = {
-    "random": (("gqa-ood", "vqa-v2", "vqa-cp", "disco", "vcr-visor", "vcr", "cosim-q", "cosim-c", "pmr-p"), "auto"),
-    "yes": (("gqa-ood", "vqa-v2", "vqa-cp", "disco"), "auto"),
-    "letter-b": (("vcr-visor", "vcr", "cosim-q", "cosim-c", "pmr-p"), "auto"),
-    "dummy": (("visdial", "socialiq", "vcr-visor"), "loglik"),
+    "random": ((*GENERATING, *BY_LETTER), "auto"),
+    "yes": (GENERATING, "auto"),
+    "letter-b": (BY_LETTER, "auto"),
+    "dummy": ((*LOGLIK_ONLY, BY_LETTER[0]), "loglik"),
 }
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from helpers import (
     assert_one_error_line,
+    benchmarks_asked,
     evaluate_json,
     push_to_copy,
     read_submission,
@@ -36,8 +37,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.allow_hosts(["127.0.0.1"])]
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 16  # samples per task (prompts; VCR asks two per row): all of DISCO's 16 test rows
 INSPECT = os.environ.get("VLBENCH_INSPECT")
-LETTER_BENCHES = ("vcr-visor", "vcr", "cosim-q", "cosim-c", "pmr-p")
-INSPECT_BENCHES = ("gqa-ood", "vqa-v2", "vqa-cp", "disco", *LETTER_BENCHES)
+LETTER_BENCHES = benchmarks_asked("letter")  # from the registry, as every list of benchmarks here
+INSPECT_BENCHES = (*benchmarks_asked("generate"), *LETTER_BENCHES)  # Inspect's models score no log-likelihoods
 
 
 @pytest.fixture(autouse=True)

@@ -123,6 +123,8 @@ def test_bad_harness_input_is_one_line(gqa, cli, tmp_path, built):
     socialiq = built("socialiq")
     code, _, err = cli("evaluate", "socialiq", "--data", socialiq, "--predictions", broken, "--format", "lmms-eval")
     assert code == 2 and "socialiq has no lmms-eval counterpart" in err
+    # the benchmarks named are those whose Task declares an lmms-eval task (gqa_ood/task.py, vqa/task.py)
+    assert "(these do: gqa-ood, vqa-v2, vqa-cp;" in err
 
 
 def test_a_reasoning_models_log_scores_as_its_answers(gqa, gqa_rows, cli, tmp_path):

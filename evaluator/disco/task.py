@@ -8,12 +8,11 @@ import pyarrow as pa
 
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Headline, Sealing, Task
+from evaluator.base import Headline, Modality, Sealing, Task
 from evaluator.disco.metrics import counting_errors, counting_metrics
 from evaluator.models.ask import CLEANING, Ask, parse_count
 from evaluator.models.menu import Baseline, on_train_split
 from evaluator.models.model import Model
-from evaluator.perceptual.score import Modality
 from evaluator.submission import Coverage, is_finite_number
 
 

@@ -10,15 +10,13 @@ import pyarrow as pa
 from builders.gqa_ood.rules import PUBLISHED_ALPHAS
 from core.errors import ModelError
 from core.markdown import report_table
-from evaluator.base import HarnessSplit, Headline, Sealing, Task
+from evaluator.base import HarnessSplit, Headline, Modality, PriorRule, Sealing, Task
 from evaluator.gqa_ood import metrics as m
 from evaluator.gqa_ood.baselines import MostFrequentAnswer, QuestionPrior, RandomGroupAnswer
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
 from evaluator.models.hf_vqa import vilt_vqa
 from evaluator.models.menu import Baseline
 from evaluator.models.options import ModelOptions
-from evaluator.perceptual.score import Modality
-from evaluator.prior_following import PriorRule
 from evaluator.publish.report import LinePlot
 from evaluator.submission import Coverage, is_string
 

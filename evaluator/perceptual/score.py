@@ -7,9 +7,9 @@ sample are averaged, and the whole computation is repeated `repeats` times with 
 `seed`; the report gives mean and standard deviation (over repeats, ddof 0) of Acc(M \\ {m}), P_m
 (Eq. 1-2) and the normalised scores P_m / Z_D (Eq. 4) and P_m / Z_{D,f} (Eq. 5).
 
-The engine knows nothing about a benchmark: the task declares its modalities (columns that move
-together), its per-sample metrics and its training-set majority predictor; the model declares the
-columns it reads and, for late-fusion models, per-modality encoders whose outputs are cached and
+The engine knows nothing about a benchmark: the task declares its modalities (`Modality`, evaluator/base.py:
+columns that move together), its per-sample metrics and its training-set majority predictor; the model declares
+the columns it reads and, for late-fusion models, per-modality encoders whose outputs are cached and
 re-indexed instead of re-encoded.
 """
 
@@ -25,15 +25,6 @@ import pyarrow as pa
 from core.errors import ModelError, ParamsError
 from evaluator.models.distributed import World, single_process
 from evaluator.models.model import input_columns, is_late_fusion
-
-
-@dataclass(frozen=True)
-class Modality:
-    """A modality of a benchmark: the columns that move together when it is permuted; the first
-    names its content (feature files are keyed by it)."""
-
-    name: str
-    columns: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@ pairs (evaluator/paired.py, the VCR-Visor paper, §3.4)."""
 
 from __future__ import annotations
 
+from evaluator.base import Modality
 from evaluator.paired import ChoiceLikelihood, PairedTask
-from evaluator.perceptual.score import Modality
 
 
 class PMRPairsTask(PairedTask):

@@ -9,11 +9,10 @@ import pyarrow as pa
 from core.errors import SubmissionError
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Headline, Sealing, Task
+from evaluator.base import Headline, Modality, Sealing, Task
 from evaluator.models.ask import Ask
 from evaluator.models.menu import Baseline
 from evaluator.models.model import Model
-from evaluator.perceptual.score import Modality
 from evaluator.socialiq.metrics import binary_correct, pair_correct
 from evaluator.submission import Coverage, is_finite_number
 

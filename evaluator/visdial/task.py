@@ -8,11 +8,10 @@ import pyarrow as pa
 
 from core.figures import FigureSpec
 from core.markdown import report_table
-from evaluator.base import Headline, Sealing, Task
+from evaluator.base import Headline, Modality, Sealing, Task
 from evaluator.models.ask import Ask
 from evaluator.models.menu import Baseline, on_train_split
 from evaluator.models.model import Model, row_random
-from evaluator.perceptual.score import Modality
 from evaluator.submission import Coverage, is_rank_permutation
 from evaluator.visdial import metrics as m
 

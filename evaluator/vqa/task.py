@@ -13,13 +13,11 @@ import pyarrow as pa
 from core.figures import FigureSpec
 from core.markdown import report_table
 from core.params import param
-from evaluator.base import HarnessSplit, Headline, Sealing, Task
+from evaluator.base import HarnessSplit, Headline, Modality, PriorRule, Sealing, Task
 from evaluator.models.ask import CLEANING, ShortAnswer, clean_answer
 from evaluator.models.hf_vqa import clip_answers, vilt_vqa
 from evaluator.models.menu import Baseline, on_train_split
 from evaluator.models.model import Model
-from evaluator.perceptual.score import Modality
-from evaluator.prior_following import PriorRule
 from evaluator.submission import Coverage, is_string
 from evaluator.vqa.metrics import normalize_prediction, vqa_accuracy
 
