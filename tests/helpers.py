@@ -111,6 +111,33 @@ def response_cache_rows(path: Path) -> int:
         return 0
 
 
+HOLD = "vlbench_test_hold"  # the trigger hold_at_stored plants
+
+
+def hold_at_stored(path: Path, answers: int) -> None:
+    """A new response cache (evaluator/models/response_cache.py) at PATH that lets a run store ANSWERS answers and
+    then holds it inside the next store, for as long as the run lives: a BEFORE INSERT trigger whose body is a
+    20-fold self-join (answers^20 rows to count: for 5, about 10^14, more than days of work), run by the writer
+    with the database's write lock held. A test kills the run at a point the code reached (N answers stored), not
+    after a sleep. `release_hold` drops the trigger."""
+    import sqlite3
+
+    from evaluator.models.response_cache import ResponseCache
+
+    ResponseCache(path).close()  # the cache's own schema and WAL mode
+    tables = ", ".join(f"responses t{k}" for k in range(20))
+    with sqlite3.connect(path) as db:
+        db.execute(f"CREATE TRIGGER {HOLD} BEFORE INSERT ON responses WHEN (SELECT COUNT(*) FROM responses) >= "
+                   f"{int(answers)} BEGIN SELECT COUNT(*) FROM {tables}; END")
+
+
+def release_hold(path: Path) -> None:
+    import sqlite3
+
+    with sqlite3.connect(path) as db:
+        db.execute(f"DROP TRIGGER {HOLD}")
+
+
 def counterbias_reports(cli, data: Path, models: dict, folder: Path, *args) -> None:
     """`vlbench counterbias --report FOLDER/NAME` of each {name: model folder} on DATA (no cache, no
     bootstrap), with ARGS (e.g. the attack's --eps and --steps); each must succeed."""

@@ -20,7 +20,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_one_error_line, response_cache_rows, tiny_vl_bias, write_row_images
+from helpers import (
+    assert_one_error_line,
+    hold_at_stored,
+    release_hold,
+    response_cache_rows,
+    tiny_vl_bias,
+    write_row_images,
+)
 from served_helpers import group_gone, shm_swept, vllm_env, vllm_serve
 from vllm_helpers import ROOT, VLLM_PYTHON, needs_vllm, vllm_cli, write_vllm_models
 
@@ -234,27 +241,26 @@ def test_a_killed_vllm_run_resumes(runs, tiny_models, built, sample_sources, tmp
             "--batch-size", "1",
             "--out", tmp_path / "p.json"]
     env = {**vllm_env(), "VLBENCH_CACHE": str(cache)}
+    responses = cache / "responses.sqlite3"
+    hold_at_stored(responses, 5)
     with shm_swept():  # what the SIGKILL keeps vLLM from freeing
         process = subprocess.Popen([VLLM_PYTHON, "-m", "pipelines.cli", *map(str, args)], env=env, cwd=ROOT,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         stored, deadline = 0, time.monotonic() + 400
         try:
-            # the count is read with the whole run stopped (SIGSTOP to its process group), and the kill lands
-            # while it is still stopped: what was counted is what the rerun finds, however fast the machine (a
-            # count read while it ran, then a kill after a sleep, once found all 40 answers stored)
-            while process.poll() is None and time.monotonic() < deadline:
-                os.killpg(process.pid, signal.SIGSTOP)
-                stored = response_cache_rows(cache / "responses.sqlite3")
-                if stored >= 5:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    break
-                os.killpg(process.pid, signal.SIGCONT)
-                time.sleep(0.01)
+            # the run is held inside its sixth store (hold_at_stored), so the kill lands with 5 answers kept
+            # however fast the machine is (a kill after a sleep, or after a count read between two polls, once
+            # found all 40 answers stored)
+            while process.poll() is None and stored < 5 and time.monotonic() < deadline:
+                time.sleep(0.05)
+                stored = response_cache_rows(responses)
+            alive = process.poll() is None
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
             assert group_gone(process, 60)
-    assert process.returncode == -signal.SIGKILL and 5 <= stored < 40, (process.returncode, stored)
+    assert alive and process.returncode == -signal.SIGKILL and stored == 5, (process.returncode, stored)
+    release_hold(responses)
     kept = response_cache_rows(cache / "responses.sqlite3")
     assert not (tmp_path / "p.json").exists()
     code, _, err = vllm_cli(*args, cache=cache)
